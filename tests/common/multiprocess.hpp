@@ -1,0 +1,133 @@
+/*
+ * Running a test body as several real ranks: forked processes that meet over the TCP
+ * bootstrap, or threads over the thread bootstrap.  Multi-rank tests use these, never mocks of
+ * the communicator.
+ *
+ * In a forked child, GoogleTest failures are recorded in the child only, so the child exits
+ * with status 1 when its body failed (or threw) and the parent asserts that every child
+ * exited 0.  Children print their own failure messages.
+ */
+#pragma once
+
+#include <wholememory/bootstrap.hpp>
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace wholestore_test {
+
+using rank_body = std::function<void(std::shared_ptr<wholememory::bootstrap>)>;
+
+/// A TCP port that was free a moment ago on 127.0.0.1.
+inline int free_port()
+{
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+/// Exit status of each child, in rank order: the exit code, or 128 + signal.
+struct fork_result {
+  std::vector<int> status;
+  bool all_ok() const
+  {
+    for (int s : status)
+      if (s != 0) return false;
+    return true;
+  }
+};
+
+/// Forks `ranks` processes; each builds a TCP bootstrap on 127.0.0.1 and runs `body`.  A child
+/// exits 0 when the body returned without a GoogleTest failure or exception.  `timeout` bounds
+/// the bootstrap's collectives.  Waits for every child.
+inline fork_result fork_ranks(int ranks, const rank_body& body,
+                              std::chrono::milliseconds timeout = std::chrono::seconds(60))
+{
+  std::fflush(stdout);
+  std::fflush(stderr);
+  int port = free_port();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < ranks; ++r) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        std::shared_ptr<wholememory::bootstrap> bs =
+          wholememory::make_tcp_bootstrap(r, ranks, "127.0.0.1", port, timeout);
+        body(bs);
+        if (::testing::Test::HasFailure()) code = 1;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d threw: %s\n", r, e.what());
+        code = 1;
+      }
+      std::fflush(stdout);
+      std::fflush(stderr);
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  fork_result result;
+  for (pid_t pid : pids) {
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    result.status.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+  }
+  return result;
+}
+
+/// Runs `body` as `ranks` threads of this process over the thread bootstrap.  Exceptions are
+/// reported as test failures naming the rank.
+inline void thread_ranks(int ranks, const rank_body& body,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(60))
+{
+  auto bootstraps = wholememory::make_thread_bootstraps(ranks, timeout);
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    std::shared_ptr<wholememory::bootstrap> bs(std::move(bootstraps[r]));
+    threads.emplace_back([&, r, bs] {
+      try {
+        body(bs);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_TRUE(errors[r].empty()) << "rank " << r << " threw: " << errors[r];
+  }
+}
+
+/// Runs `body` both ways: forked processes and threads.
+inline void all_modes(int ranks, const rank_body& body)
+{
+  fork_result forked = fork_ranks(ranks, body);
+  EXPECT_TRUE(forked.all_ok()) << "a forked rank failed";
+  thread_ranks(ranks, body);
+}
+
+}  // namespace wholestore_test

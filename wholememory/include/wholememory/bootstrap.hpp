@@ -1,0 +1,97 @@
+/*
+ * Bootstrap: moves a few bytes between the ranks of a job, out of band.
+ *
+ * A bootstrap is how ranks find each other before any communicator exists, and how they
+ * exchange small descriptors (allocation sizes, shareable handles, NCCL ids) afterwards.  It
+ * never carries bulk data.  Implementations:
+ *  - threads of one process (make_thread_bootstraps),
+ *  - processes that meet at a small TCP store hosted by rank 0 (make_tcp_bootstrap), which is
+ *    what `wholestore launch`, torchrun-style and mpirun environments use (bootstrap_from_env),
+ *  - a user-supplied subclass (the seed API adapts its CollectiveCommunicator this way).
+ *
+ * Every collective here checks that all ranks called the same operation with the same sizes
+ * and fails on every rank with wholememory::mismatch_error when they did not.  A rank that
+ * dies or does not arrive makes the others fail with wholememory::timeout_error after the
+ * bootstrap's timeout, never hang.
+ */
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace wholememory {
+
+/// Default timeout of collectives: $WHOLESTORE_TIMEOUT seconds when set, else 300 s.
+std::chrono::milliseconds default_timeout();
+
+/// Out-of-band byte exchange among the ranks of a job.  All members are collective unless
+/// stated otherwise; none synchronizes a CUDA stream.
+class bootstrap {
+ public:
+  virtual ~bootstrap() = default;
+
+  /// This rank, 0 <= rank() < size().
+  virtual int rank() const = 0;
+  /// Number of ranks.
+  virtual int size() const = 0;
+  /// Timeout after which a collective that is missing a peer throws timeout_error.
+  virtual std::chrono::milliseconds timeout() const = 0;
+
+  /// Every rank contributes `bytes` bytes from `send`; `recv` receives size() * bytes, in rank
+  /// order.  All ranks must pass the same `bytes` (else mismatch_error on every rank).
+  virtual void allgather(const void* send, void* recv, std::size_t bytes) = 0;
+
+  /// Copies `bytes` bytes from `root`'s buffer into every rank's buffer.
+  virtual void broadcast(void* buffer, std::size_t bytes, int root);
+
+  /// Returns when every rank has entered the barrier.
+  virtual void barrier();
+
+  /// Splits the ranks into groups of equal `color`, ordered by (`key`, old rank).  Every rank
+  /// of this bootstrap must call it; each gets a bootstrap of its own group.  A negative color
+  /// returns nullptr (the rank takes part in no group).
+  virtual std::unique_ptr<bootstrap> split(int color, int key) = 0;
+
+  /// Allgather of byte strings of any length per rank (lengths may differ).
+  std::vector<std::string> allgatherv(const std::string& mine);
+};
+
+/// One bootstrap per thread for `size` ranks living as threads of this process.  Hand
+/// element i to the thread that plays rank i.
+std::vector<std::unique_ptr<bootstrap>> make_thread_bootstraps(
+  int size, std::chrono::milliseconds timeout = default_timeout());
+
+/// A bootstrap over a TCP store: rank 0 listens on `port` of `host` (port 0: rank 0 picks a
+/// free port, which only makes sense for tests that pass it on themselves), the others
+/// connect, retrying until `timeout`.  Collective: all ranks call it.
+std::unique_ptr<bootstrap> make_tcp_bootstrap(int rank, int size, const std::string& host,
+                                              int port,
+                                              std::chrono::milliseconds timeout = default_timeout());
+
+/// What the launch environment says about this process.
+struct launch_env {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+};
+
+/// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (set by
+/// `wholestore launch` and torchrun), else OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK,
+/// _LOCAL_SIZE (mpirun; address defaults to 127.0.0.1:29500 unless MASTER_* are set).
+/// Returns nullopt when neither set is present; throws logic_error on malformed values.
+std::optional<launch_env> read_launch_env();
+
+/// A TCP bootstrap from read_launch_env(); throws logic_error when no launch environment
+/// is present.  Collective.
+std::unique_ptr<bootstrap> bootstrap_from_env(std::chrono::milliseconds timeout =
+                                                default_timeout());
+
+}  // namespace wholememory

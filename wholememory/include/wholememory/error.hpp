@@ -1,0 +1,99 @@
+/*
+ * Errors of the wholememory layer.
+ *
+ * Library code reports failures by throwing one of the exceptions below, raised through the
+ * WM_* macros so that every message carries the file, the line and the failing condition or
+ * call.  Messages name the bad value and the allowed range.  The seed API (whole_memory.hpp)
+ * turns these into status codes at its boundary.
+ */
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace wholememory {
+
+/// A caller broke a precondition: bad argument, wrong size, id out of range.
+class logic_error : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+/// Ranks called a collective with arguments that disagree (sizes, types, order).
+class mismatch_error : public logic_error {
+ public:
+  using logic_error::logic_error;
+};
+
+/// A CUDA runtime or driver call failed.
+class cuda_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// An NCCL call failed.
+class nccl_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// An operating-system call failed (the message carries errno's text).
+class system_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// An allocation could not be satisfied.
+class out_of_memory : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A peer did not arrive in time, or is known to have died.
+class timeout_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+/// Formats "file:line: what" for the exception messages.
+std::string format_location(const char* file, int line, const std::string& what);
+
+/// Throws `Exception` with the location prepended.
+template <typename Exception>
+[[noreturn]] void throw_at(const char* file, int line, const std::string& what)
+{
+  throw Exception(format_location(file, line, what));
+}
+
+/// Text of an errno value.
+std::string errno_text(int err);
+
+}  // namespace detail
+}  // namespace wholememory
+
+/// Throws `type` with a message built by streaming `msg` (e.g. "size " << n << " > " << max).
+#define WM_FAIL(type, msg)                                                 \
+  do {                                                                     \
+    std::ostringstream wm_fail_os_;                                        \
+    wm_fail_os_ << msg;                                                    \
+    ::wholememory::detail::throw_at<type>(__FILE__, __LINE__, wm_fail_os_.str()); \
+  } while (0)
+
+/// Checks a precondition; throws wholememory::logic_error naming the condition and `msg`.
+#define WM_EXPECTS(cond, msg)                                                      \
+  do {                                                                             \
+    if (!(cond)) { WM_FAIL(::wholememory::logic_error, msg << " (failed: " #cond ")"); } \
+  } while (0)
+
+/// Runs a POSIX call that returns -1 and sets errno on failure; throws wholememory::system_error.
+#define WM_SYSCALL_TRY(call)                                                              \
+  do {                                                                                    \
+    if ((call) == -1) {                                                                   \
+      int wm_errno_ = errno;                                                              \
+      WM_FAIL(::wholememory::system_error,                                               \
+              #call " failed: " << ::wholememory::detail::errno_text(wm_errno_));         \
+    }                                                                                     \
+  } while (0)
