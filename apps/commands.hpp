@@ -1,0 +1,15 @@
+/*
+ * The subcommands of the wholestore program.  Each takes the arguments after its name
+ * (argv[0] is the subcommand) and returns the process exit code.
+ */
+#pragma once
+
+namespace wholestore::apps {
+
+/// `wholestore launch -n N [--master-port P] -- <command...>`: runs N ranks of a command.
+int run_launch(int argc, char** argv);
+
+/// `wholestore demo [configs/demo.yaml]`: a small tour of WholeMemory on the ranks present.
+int run_demo(int argc, char** argv);
+
+}  // namespace wholestore::apps
