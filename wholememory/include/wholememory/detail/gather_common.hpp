@@ -1,0 +1,49 @@
+/*
+ * Argument checks and small helpers shared by the CPU path (src/gather.cpp) and the CUDA path
+ * (src/cuda/gather_device.cu) of gather/scatter.  Plain C++.
+ */
+#pragma once
+
+#include <wholememory/gather.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace wholememory::detail {
+
+/// Byte geometry of a checked call.
+struct gather_geometry {
+  std::size_t table_elem_bytes = 0;
+  std::size_t dense_elem_bytes = 0;
+  std::size_t stride_bytes = 0;      ///< table row stride
+  std::size_t col_offset_bytes = 0;  ///< table column offset
+  std::size_t dense_stride_bytes = 0;
+  std::size_t table_row_bytes = 0;  ///< cols * table element size
+  std::size_t count = 0;            ///< number of indices (= dense rows)
+  bool same_type = false;
+  /// Distributed memory: first table row of every rank, size() + 1 entries (last = rows).
+  std::vector<std::int64_t> owner_row_begin;
+};
+
+/// Checks shapes, dtypes and the table's placement in its allocation; `op` names the calling
+/// function in messages.  Throws logic_error.
+gather_geometry check_arguments(const wm_tensor& table, const index_array& indices,
+                                const dense_matrix& dense, const char* op);
+
+/// The first out-of-range index of a list: position -1 when none.
+struct bad_index {
+  std::int64_t position = -1;
+  std::int64_t value = 0;
+};
+
+/// Throws logic_error "index V at position P is outside the table of R rows".
+[[noreturn]] void throw_bad_index(const char* op, bad_index bad, std::size_t rows);
+
+/// Distributed memory: every rank learned which ranks had a bad index (flags[r] != 0); throws
+/// on every rank when any did, naming the own bad index where this rank had one.
+void agree_on_bad_indices(const char* op, const std::vector<std::int64_t>& flags, int my_rank,
+                          bad_index mine, std::size_t rows);
+
+}  // namespace wholememory::detail

@@ -1,0 +1,465 @@
+// Gather/scatter: argument checks shared with the CUDA path, and the CPU path (threads over the
+// same row addressing and element conversions the kernels use).  Distributed memory goes
+// through the host communicator: bucket by owner, exchange, copy locally, exchange back.
+#include <wholememory/communicator.hpp>
+#include <wholememory/detail/convert.hpp>
+#include <wholememory/detail/dtype_dispatch.hpp>
+#include <wholememory/detail/gather_common.hpp>
+#include <wholememory/detail/gather_rows.hpp>
+#include <wholememory/error.hpp>
+#include <wholememory/gather.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace wholememory {
+namespace detail {
+
+gather_geometry check_arguments(const wm_tensor& table, const index_array& indices,
+                                const dense_matrix& dense, const char* op) {
+  WM_EXPECTS(table.memory != nullptr && static_cast<bool>(*table.memory),
+             op << ": the table has no WholeMemory allocation");
+  const wholememory& wm = *table.memory;
+  gather_geometry g;
+  g.table_elem_bytes = dtype_size(table.type);
+  g.dense_elem_bytes = dtype_size(dense.type);
+  g.stride_bytes = table.row_stride * g.table_elem_bytes;
+  g.col_offset_bytes = table.col_offset * g.table_elem_bytes;
+  g.dense_stride_bytes = dense.row_stride * g.dense_elem_bytes;
+  g.table_row_bytes = table.cols * g.table_elem_bytes;
+  g.count = indices.count;
+  g.same_type = table.type == dense.type;
+  check_convert_pair(table.type, dense.type);
+  WM_EXPECTS(indices.type == dtype::int32 || indices.type == dtype::int64,
+             op << ": indices must be int32 or int64, not " << dtype_name(indices.type));
+  WM_EXPECTS(indices.count == 0 || indices.data != nullptr,
+             op << ": " << indices.count << " indices at a null address");
+  WM_EXPECTS(table.row_stride >= table.col_offset + table.cols,
+             op << ": table row stride " << table.row_stride << " is less than column offset "
+                << table.col_offset << " + " << table.cols << " columns");
+  WM_EXPECTS(dense.rows == indices.count, op << ": the dense matrix has " << dense.rows
+                                             << " rows for " << indices.count << " indices");
+  WM_EXPECTS(dense.cols == table.cols,
+             op << ": the dense matrix has " << dense.cols << " columns, the table " << table.cols);
+  WM_EXPECTS(dense.row_stride >= dense.cols, op << ": dense row stride " << dense.row_stride
+                                                << " is less than its " << dense.cols
+                                                << " columns");
+  WM_EXPECTS(
+      dense.rows == 0 || dense.cols == 0 || dense.data != nullptr,
+      op << ": a " << dense.rows << " x " << dense.cols << " dense matrix at a null address");
+  WM_EXPECTS(
+      reinterpret_cast<std::uintptr_t>(dense.data) % g.dense_elem_bytes == 0,
+      op << ": the dense matrix is not aligned to its " << g.dense_elem_bytes << "-byte elements");
+  if (table.rows > 0) {
+    const std::size_t end_elems =
+        (table.rows - 1) * table.row_stride + table.col_offset + table.cols;
+    WM_EXPECTS(end_elems * g.table_elem_bytes <= wm.size(),
+               op << ": a table of " << table.rows << " rows of stride " << table.row_stride << " ("
+                  << dtype_name(table.type) << ") ends at byte " << end_elems * g.table_elem_bytes
+                  << ", past the " << wm.size() << "-byte allocation");
+  }
+  const partition& parts = wm.get_partition();
+  const std::size_t table_bytes = table.rows * g.stride_bytes;
+  if (wm.type() != memory_type::continuous) {
+    for (int p = 1; p < parts.num_parts(); ++p) {
+      const std::size_t boundary = parts.part_offset(p);
+      if (boundary == 0 || boundary >= table_bytes) continue;
+      WM_EXPECTS(boundary % g.stride_bytes == 0,
+                 op << ": part " << p << " of the " << memory_type_name(wm.type())
+                    << " allocation starts at byte " << boundary << ", inside a row of "
+                    << g.stride_bytes
+                    << " bytes; allocate with a granularity that is a multiple of the row "
+                       "stride in bytes");
+    }
+  }
+  if (wm.type() == memory_type::distributed) {
+    const int ranks = parts.num_parts();
+    g.owner_row_begin.resize(ranks + 1);
+    for (int p = 0; p < ranks; ++p) {
+      std::size_t first = g.stride_bytes == 0 ? 0 : parts.part_offset(p) / g.stride_bytes;
+      g.owner_row_begin[p] = static_cast<std::int64_t>(std::min(first, table.rows));
+    }
+    g.owner_row_begin[0] = 0;
+    g.owner_row_begin[ranks] = static_cast<std::int64_t>(table.rows);
+  }
+  return g;
+}
+
+void throw_bad_index(const char* op, bad_index bad, std::size_t rows) {
+  WM_FAIL(logic_error, op << ": index " << bad.value << " at position " << bad.position
+                          << " is outside the table of " << rows << " rows");
+}
+
+void agree_on_bad_indices(const char* op, const std::vector<std::int64_t>& flags, int my_rank,
+                          bad_index mine, std::size_t rows) {
+  if (mine.position >= 0) throw_bad_index(op, mine, rows);
+  for (std::size_t r = 0; r < flags.size(); ++r) {
+    if (flags[r] != 0) {
+      WM_FAIL(logic_error, op << ": rank " << r << " passed an index outside the table of " << rows
+                              << " rows; nothing was written on any rank");
+    }
+  }
+  (void)my_rank;
+}
+
+namespace {
+
+using row_copy_fn = void (*)(const char* src, char* dst, std::size_t cols);
+
+template <typename Src, typename Dst>
+void convert_row_bytes(const char* src, char* dst, std::size_t cols) {
+  convert_row(reinterpret_cast<const Src*>(src), reinterpret_cast<Dst*>(dst), cols);
+}
+
+/// Row function for `src` -> `dst` elements; nullptr for a same-dtype copy (memcpy).
+row_copy_fn select_row_copy(dtype src, dtype dst) {
+  if (src == dst) return nullptr;
+  return dispatch_convert_pair(src, dst, [](auto s, auto d) -> row_copy_fn {
+    return &convert_row_bytes<decltype(s), decltype(d)>;
+  });
+}
+
+/// Runs body(begin, end) over [0, n) split into contiguous ranges on up to `threads` threads;
+/// small work stays on the calling thread.
+template <typename Body>
+void parallel_ranges(std::size_t n, std::size_t bytes_per_item, unsigned threads, Body body) {
+  constexpr std::size_t min_bytes_per_thread = 1 << 20;
+  std::size_t by_work =
+      std::max<std::size_t>(1, n * std::max<std::size_t>(bytes_per_item, 1) / min_bytes_per_thread);
+  std::size_t t =
+      std::min<std::size_t>({std::max(threads, 1u), by_work, std::max<std::size_t>(n, 1)});
+  if (t <= 1) {
+    body(std::size_t{0}, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  pool.reserve(t - 1);
+  const std::size_t chunk = (n + t - 1) / t;
+  for (std::size_t k = 1; k < t; ++k) {
+    std::size_t b = std::min(n, k * chunk), e = std::min(n, b + chunk);
+    pool.emplace_back([=] { body(b, e); });
+  }
+  body(0, std::min(n, chunk));
+  for (auto& th : pool) th.join();
+}
+
+/// Copies n rows: list entry i moves from source row row_at(src_idx, i) to destination row
+/// row_at(dst_idx, i).  The CPU twin of the kernels' row loop.
+template <typename SrcGen, typename DstGen, typename SrcIdx, typename DstIdx>
+void copy_rows_host(row_addresser<SrcGen> src, const SrcIdx* src_idx, row_addresser<DstGen> dst,
+                    const DstIdx* dst_idx, std::size_t n, std::size_t cols,
+                    std::size_t src_row_bytes, row_copy_fn fn, unsigned threads) {
+  parallel_ranges(n, src_row_bytes, threads, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      const char* s = src.row(row_at(src_idx, static_cast<std::int64_t>(i)));
+      char* d = dst.row(row_at(dst_idx, static_cast<std::int64_t>(i)));
+      if (fn == nullptr) {
+        std::memcpy(d, s, src_row_bytes);
+      } else {
+        fn(s, d, cols);
+      }
+    }
+  });
+}
+
+template <typename IndexT>
+bad_index find_bad_index(const IndexT* idx, std::size_t n, std::size_t rows, unsigned threads) {
+  // Each range stops at its own first bad index; the smallest position wins.
+  std::mutex m;
+  bad_index best;
+  parallel_ranges(n, sizeof(IndexT) * 64, threads, [&](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      std::int64_t v = static_cast<std::int64_t>(idx[i]);
+      if (v < 0 || static_cast<std::uint64_t>(v) >= rows) {
+        std::lock_guard<std::mutex> lock(m);
+        if (best.position < 0 || static_cast<std::int64_t>(i) < best.position)
+          best = bad_index{static_cast<std::int64_t>(i), v};
+        return;
+      }
+    }
+  });
+  return best;
+}
+
+/// Table side of a host call: a PtrGen over its bytes, continuous or chunked.
+struct host_table {
+  bool chunked = false;
+  chunked_view view{};
+  char* base = nullptr;
+};
+
+host_table host_table_of(const wholememory& wm, const char* op) {
+  WM_EXPECTS(wm.location() == memory_location::host,
+             op << " needs host-location memory, this allocation is in device memory; use "
+                   "the GPU functions (gather/scatter with a stream)");
+  host_table t;
+  if (wm.type() == memory_type::continuous) {
+    t.base = static_cast<char*>(wm.data());
+  } else {
+    t.chunked = true;
+    t.view = wm.host_view();
+  }
+  return t;
+}
+
+template <typename IndexT>
+void gather_local_host(const host_table& t, const gather_geometry& g, const IndexT* idx,
+                       const dense_matrix& out, std::size_t n, std::size_t cols, row_copy_fn fn,
+                       unsigned threads) {
+  row_addresser<plain_bytes> dst{plain_bytes(out.data), g.dense_stride_bytes, 0};
+  const std::int64_t* none = nullptr;
+  if (t.chunked) {
+    row_addresser<chunked_bytes> src{chunked_bytes(&t.view), g.stride_bytes, g.col_offset_bytes};
+    copy_rows_host(src, idx, dst, none, n, cols, g.table_row_bytes, fn, threads);
+  } else {
+    row_addresser<plain_bytes> src{plain_bytes(t.base), g.stride_bytes, g.col_offset_bytes};
+    copy_rows_host(src, idx, dst, none, n, cols, g.table_row_bytes, fn, threads);
+  }
+}
+
+template <typename IndexT>
+void scatter_local_host(const dense_matrix& in, const IndexT* idx, const host_table& t,
+                        const gather_geometry& g, std::size_t n, std::size_t cols, row_copy_fn fn,
+                        unsigned threads) {
+  row_addresser<plain_bytes> src{plain_bytes(in.data), g.dense_stride_bytes, 0};
+  const std::int64_t* none = nullptr;
+  const std::size_t src_row_bytes = cols * g.dense_elem_bytes;
+  if (t.chunked) {
+    row_addresser<chunked_bytes> dst{chunked_bytes(&t.view), g.stride_bytes, g.col_offset_bytes};
+    copy_rows_host(src, none, dst, idx, n, cols, src_row_bytes, fn, threads);
+  } else {
+    row_addresser<plain_bytes> dst{plain_bytes(t.base), g.stride_bytes, g.col_offset_bytes};
+    copy_rows_host(src, none, dst, idx, n, cols, src_row_bytes, fn, threads);
+  }
+}
+
+/// The distributed plan of one call: indices bucketed by owner and exchanged.
+struct host_exchange {
+  std::vector<std::int64_t> positions;   // caller positions in bucket order
+  std::vector<std::size_t> send_counts;  // rows to each owner
+  std::vector<std::size_t> send_displs;
+  std::vector<std::size_t> recv_counts;  // rows each rank asks of this one
+  std::vector<std::size_t> recv_displs;
+  std::vector<std::int64_t> local_rows;  // rows of the own part asked for, in receive order
+};
+
+template <typename IndexT>
+host_exchange plan_exchange_host(communicator& comm, const IndexT* idx, std::size_t n,
+                                 const gather_geometry& g, std::size_t rows, unsigned threads,
+                                 const char* op) {
+  const int ranks = comm.size();
+  bad_index bad = find_bad_index(idx, n, rows, threads);
+  host_exchange x;
+  x.send_counts.assign(ranks, 0);
+  x.send_displs.assign(ranks, 0);
+  std::vector<int> owner(bad.position < 0 ? n : 0);
+  const auto& begin = g.owner_row_begin;
+  for (std::size_t i = 0; i < owner.size(); ++i) {
+    auto it = std::upper_bound(begin.begin(), begin.end() - 1, static_cast<std::int64_t>(idx[i]));
+    owner[i] = static_cast<int>(it - begin.begin()) - 1;
+    ++x.send_counts[owner[i]];
+  }
+  for (int r = 1; r < ranks; ++r) x.send_displs[r] = x.send_displs[r - 1] + x.send_counts[r - 1];
+
+  // Counts and the bad-index flag travel together: [rows asked of r, my flag] to every r.
+  std::vector<std::int64_t> send_meta(2 * ranks), recv_meta(2 * ranks);
+  std::vector<std::size_t> two(ranks, 2), displs(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    send_meta[2 * r] = static_cast<std::int64_t>(x.send_counts[r]);
+    send_meta[2 * r + 1] = bad.position >= 0 ? 1 : 0;
+    displs[r] = 2 * static_cast<std::size_t>(r);
+  }
+  comm.alltoallv(send_meta.data(), two.data(), displs.data(), recv_meta.data(), two.data(),
+                 displs.data(), dtype::int64, nullptr);
+  std::vector<std::int64_t> flags(ranks);
+  for (int r = 0; r < ranks; ++r) flags[r] = recv_meta[2 * r + 1];
+  agree_on_bad_indices(op, flags, comm.rank(), bad, rows);
+
+  x.recv_counts.assign(ranks, 0);
+  x.recv_displs.assign(ranks, 0);
+  for (int r = 0; r < ranks; ++r) x.recv_counts[r] = static_cast<std::size_t>(recv_meta[2 * r]);
+  for (int r = 1; r < ranks; ++r) x.recv_displs[r] = x.recv_displs[r - 1] + x.recv_counts[r - 1];
+
+  // Counting sort by owner, stable: positions in bucket order, rows local to their owner.
+  x.positions.resize(n);
+  std::vector<std::int64_t> send_rows(n);
+  std::vector<std::size_t> fill = x.send_displs;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t k = fill[owner[i]]++;
+    x.positions[k] = static_cast<std::int64_t>(i);
+    send_rows[k] = static_cast<std::int64_t>(idx[i]) - begin[owner[i]];
+  }
+  std::size_t total_recv = x.recv_displs[ranks - 1] + x.recv_counts[ranks - 1];
+  x.local_rows.resize(total_recv);
+  comm.alltoallv(send_rows.data(), x.send_counts.data(), x.send_displs.data(), x.local_rows.data(),
+                 x.recv_counts.data(), x.recv_displs.data(), dtype::int64, nullptr);
+  return x;
+}
+
+std::vector<std::size_t> scaled(const std::vector<std::size_t>& v, std::size_t factor) {
+  std::vector<std::size_t> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = v[i] * factor;
+  return out;
+}
+
+communicator& host_comm_of(const wholememory& wm, const char* op) {
+  communicator& comm = wm.comm();
+  WM_EXPECTS(comm.get_backend() == backend::host,
+             op << " on distributed memory exchanges rows through the host backend; this "
+                   "allocation's communicator is "
+                << backend_name(comm.get_backend()) << " (use gather/scatter with a stream)");
+  return comm;
+}
+
+template <typename IndexT>
+void gather_distributed_host(const wm_tensor& table, const IndexT* idx, const dense_matrix& out,
+                             const gather_geometry& g, row_copy_fn fn, unsigned threads) {
+  const char* op = "gather_host";
+  communicator& comm = host_comm_of(*table.memory, op);
+  host_exchange x = plan_exchange_host(comm, idx, g.count, g, table.rows, threads, op);
+  part_info mine = table.memory->local_part();
+  const std::size_t row_bytes = g.table_row_bytes;
+  // Rows asked of this rank, packed in the table's dtype.
+  std::vector<char> send(x.local_rows.size() * row_bytes);
+  {
+    char* own = static_cast<char*>(mine.ptr);
+    row_addresser<plain_bytes> src{plain_bytes(own), g.stride_bytes, g.col_offset_bytes};
+    row_addresser<plain_bytes> dst{plain_bytes(send.data()), row_bytes, 0};
+    const std::int64_t* none = nullptr;
+    copy_rows_host(src, x.local_rows.data(), dst, none, x.local_rows.size(), table.cols, row_bytes,
+                   nullptr, threads);
+  }
+  std::vector<char> recv(g.count * row_bytes);
+  comm.alltoallv(send.data(), scaled(x.recv_counts, row_bytes).data(),
+                 scaled(x.recv_displs, row_bytes).data(), recv.data(),
+                 scaled(x.send_counts, row_bytes).data(), scaled(x.send_displs, row_bytes).data(),
+                 dtype::uint8, nullptr);
+  // Place each received row at its caller position, converting.
+  row_addresser<plain_bytes> src{plain_bytes(recv.data()), row_bytes, 0};
+  row_addresser<plain_bytes> dst{plain_bytes(out.data), g.dense_stride_bytes, 0};
+  const std::int64_t* none = nullptr;
+  copy_rows_host(src, none, dst, x.positions.data(), g.count, table.cols, row_bytes, fn, threads);
+}
+
+template <typename IndexT>
+void scatter_distributed_host(const dense_matrix& in, const IndexT* idx, const wm_tensor& table,
+                              const gather_geometry& g, row_copy_fn fn, unsigned threads) {
+  const char* op = "scatter_host";
+  communicator& comm = host_comm_of(*table.memory, op);
+  host_exchange x = plan_exchange_host(comm, idx, g.count, g, table.rows, threads, op);
+  part_info mine = table.memory->local_part();
+  const std::size_t row_bytes = g.table_row_bytes;
+  const std::int64_t* none = nullptr;
+  // Pack the caller's rows in bucket order, converted to the table's dtype.
+  std::vector<char> send(g.count * row_bytes);
+  {
+    row_addresser<plain_bytes> src{plain_bytes(in.data), g.dense_stride_bytes, 0};
+    row_addresser<plain_bytes> dst{plain_bytes(send.data()), row_bytes, 0};
+    copy_rows_host(src, x.positions.data(), dst, none, g.count, table.cols,
+                   table.cols * g.dense_elem_bytes, fn, threads);
+  }
+  std::vector<char> recv(x.local_rows.size() * row_bytes);
+  comm.alltoallv(send.data(), scaled(x.send_counts, row_bytes).data(),
+                 scaled(x.send_displs, row_bytes).data(), recv.data(),
+                 scaled(x.recv_counts, row_bytes).data(), scaled(x.recv_displs, row_bytes).data(),
+                 dtype::uint8, nullptr);
+  row_addresser<plain_bytes> src{plain_bytes(recv.data()), row_bytes, 0};
+  row_addresser<plain_bytes> dst{plain_bytes(mine.ptr), g.stride_bytes, g.col_offset_bytes};
+  copy_rows_host(src, none, dst, x.local_rows.data(), x.local_rows.size(), table.cols, row_bytes,
+                 nullptr, threads);
+}
+
+template <typename IndexT>
+void gather_host_typed(const wm_tensor& table, const IndexT* idx, const dense_matrix& out,
+                       const gather_geometry& g, unsigned threads) {
+  row_copy_fn fn = select_row_copy(table.type, out.type);
+  if (table.memory->type() == memory_type::distributed) {
+    gather_distributed_host(table, idx, out, g, fn, threads);
+    return;
+  }
+  host_table t = host_table_of(*table.memory, "gather_host");
+  bad_index bad = find_bad_index(idx, g.count, table.rows, threads);
+  if (bad.position >= 0) throw_bad_index("gather_host", bad, table.rows);
+  if (g.count == 0 || table.cols == 0) return;
+  gather_local_host(t, g, idx, out, g.count, table.cols, fn, threads);
+}
+
+template <typename IndexT>
+void scatter_host_typed(const dense_matrix& in, const IndexT* idx, const wm_tensor& table,
+                        const gather_geometry& g, unsigned threads) {
+  row_copy_fn fn = select_row_copy(in.type, table.type);
+  if (table.memory->type() == memory_type::distributed) {
+    scatter_distributed_host(in, idx, table, g, fn, threads);
+    return;
+  }
+  host_table t = host_table_of(*table.memory, "scatter_host");
+  bad_index bad = find_bad_index(idx, g.count, table.rows, threads);
+  if (bad.position >= 0) throw_bad_index("scatter_host", bad, table.rows);
+  if (g.count == 0 || table.cols == 0) return;
+  scatter_local_host(in, idx, t, g, g.count, table.cols, fn, threads);
+}
+
+}  // namespace
+}  // namespace detail
+
+void gather_host(const wm_tensor& table, const index_array& indices, const dense_matrix& out,
+                 unsigned threads) {
+  detail::gather_geometry g = detail::check_arguments(table, indices, out, "gather_host");
+  if (table.memory->type() == memory_type::distributed) {
+    WM_EXPECTS(table.memory->location() == memory_location::host,
+               "gather_host needs host-location memory, this allocation is in device memory");
+  }
+  if (indices.type == dtype::int32) {
+    detail::gather_host_typed(table, static_cast<const std::int32_t*>(indices.data), out, g,
+                              threads);
+  } else {
+    detail::gather_host_typed(table, static_cast<const std::int64_t*>(indices.data), out, g,
+                              threads);
+  }
+}
+
+void scatter_host(const dense_matrix& in, const index_array& indices, const wm_tensor& table,
+                  unsigned threads) {
+  detail::gather_geometry g = detail::check_arguments(table, indices, in, "scatter_host");
+  if (table.memory->type() == memory_type::distributed) {
+    WM_EXPECTS(table.memory->location() == memory_location::host,
+               "scatter_host needs host-location memory, this allocation is in device memory");
+  }
+  if (indices.type == dtype::int32) {
+    detail::scatter_host_typed(in, static_cast<const std::int32_t*>(indices.data), table, g,
+                               threads);
+  } else {
+    detail::scatter_host_typed(in, static_cast<const std::int64_t*>(indices.data), table, g,
+                               threads);
+  }
+}
+
+#if !defined(WHOLESTORE_HAS_CUDA)
+namespace {
+[[noreturn]] void no_cuda(const char* op) {
+  WM_FAIL(logic_error,
+          op << " runs on a GPU and wholestore was built without CUDA; use " << op << "_host");
+}
+}  // namespace
+
+void gather(const wm_tensor&, const index_array&, const dense_matrix&, cudaStream_t) {
+  no_cuda("gather");
+}
+void gather(const wm_tensor&, const index_array&, const dense_matrix&, const gather_options&,
+            cudaStream_t) {
+  no_cuda("gather");
+}
+void scatter(const dense_matrix&, const index_array&, const wm_tensor&, cudaStream_t) {
+  no_cuda("scatter");
+}
+void scatter(const dense_matrix&, const index_array&, const wm_tensor&, const gather_options&,
+             cudaStream_t) {
+  no_cuda("scatter");
+}
+#endif
+
+}  // namespace wholememory
