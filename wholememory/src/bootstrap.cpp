@@ -22,11 +22,6 @@ constexpr std::chrono::milliseconds fallback_timeout{300 * 1000};
 // Beyond this a timeout is surely a typo, and the millisecond count must not overflow.
 constexpr double max_timeout_seconds = 365.0 * 24 * 3600;
 
-const char* std::getenv(const char* name) {
-  const char* value = std::getenv(name);
-  return value;
-}
-
 // Parses a whole decimal integer; rejects empty strings, trailing text and overflow.
 long parse_env_int(const char* name, const char* text, long min_value, long max_value) {
   errno = 0;
