@@ -647,6 +647,21 @@ TEST(BootstrapEnv, BootstrapFromEnvironment) {
   EXPECT_EQ(status, std::vector<int>(3, 0));
 }
 
+// Run by tests/apps/launch_test.sh as `wholestore launch -n 3 -- wholememory_tests
+// --gtest_filter=BootstrapLaunched.*`: the launcher's environment must lead to a working job.
+TEST(BootstrapLaunched, AllgatherAcrossLaunchedRanks) {
+  if (std::getenv("RANK") == nullptr) GTEST_SKIP() << "runs under `wholestore launch` only";
+  auto bs = wholememory::bootstrap_from_env(20s);
+  auto env = wholememory::read_launch_env();
+  ASSERT_TRUE(env.has_value());
+  EXPECT_EQ(bs->rank(), env->rank);
+  EXPECT_EQ(bs->size(), env->size);
+  EXPECT_EQ(env->local_size, env->size);
+  std::vector<std::string> all = bs->allgatherv("rank " + std::to_string(bs->rank()));
+  for (int r = 0; r < bs->size(); ++r) EXPECT_EQ(all[r], "rank " + std::to_string(r));
+  bs->barrier();
+}
+
 TEST(BootstrapEnv, MalformedValuesThrowNamingTheVariable) {
   struct bad_case {
     std::vector<std::pair<const char*, const char*>> vars;
