@@ -335,9 +335,20 @@ TEST_P(BootstrapTest, KilledRankFailsTheOthersFast) {
   for (int victim : {1, 0}) {
     std::vector<int> status(n, 0);
     status[victim] = 128 + SIGKILL;
+    shared_counter started;
+    std::atomic<int>* counter = &started.get();
     run(
-        [victim](std::shared_ptr<bootstrap> bs) {
-          if (bs->rank() == victim) ::raise(SIGKILL);
+        [victim, counter](std::shared_ptr<bootstrap> bs) {
+          if (bs->rank() == victim) {
+            // Die only once the others are past the constructor's rendezvous, whose replies
+            // the store on rank 0 may still be sending: this test is about a death between
+            // calls.
+            auto start = std::chrono::steady_clock::now();
+            while (counter->load() < bs->size() - 1 && seconds_since(start) < 10)
+              std::this_thread::sleep_for(1ms);
+            ::raise(SIGKILL);
+          }
+          counter->fetch_add(1);
           expect_fast_timeout(*bs, 2.0);
         },
         2000ms, status);
@@ -350,7 +361,7 @@ std::string case_name(const ::testing::TestParamInfo<BootstrapTest::ParamType>& 
 }
 
 INSTANTIATE_TEST_SUITE_P(Bootstrap, BootstrapTest,
-                         ::testing::Combine(::testing::Values(mode::threads),
+                         ::testing::Combine(::testing::Values(mode::threads, mode::processes),
                                             ::testing::Range(1, 5)),
                          case_name);
 
