@@ -148,19 +148,39 @@ void parallel_ranges(std::size_t n, std::size_t bytes_per_item, unsigned threads
 }
 
 /// Copies n rows: list entry i moves from source row row_at(src_idx, i) to destination row
-/// row_at(dst_idx, i).  The CPU twin of the kernels' row loop.
+/// row_at(dst_idx, i).  The CPU twin of the kernels' row loop.  With `dst_rows` > 0 (scatter)
+/// the threads split the destination rows instead of the list, each walking the whole list in
+/// order, so the last of duplicate indices wins and no row is written by two threads.
 template <typename SrcGen, typename DstGen, typename SrcIdx, typename DstIdx>
 void copy_rows_host(row_addresser<SrcGen> src, const SrcIdx* src_idx, row_addresser<DstGen> dst,
                     const DstIdx* dst_idx, std::size_t n, std::size_t cols,
-                    std::size_t src_row_bytes, row_copy_fn fn, unsigned threads) {
-  parallel_ranges(n, src_row_bytes, threads, [&](std::size_t b, std::size_t e) {
-    for (std::size_t i = b; i < e; ++i) {
-      const char* s = src.row(row_at(src_idx, static_cast<std::int64_t>(i)));
-      char* d = dst.row(row_at(dst_idx, static_cast<std::int64_t>(i)));
-      if (fn == nullptr) {
-        std::memcpy(d, s, src_row_bytes);
-      } else {
-        fn(s, d, cols);
+                    std::size_t src_row_bytes, row_copy_fn fn, unsigned threads,
+                    std::size_t dst_rows = 0) {
+  auto copy_one = [&](std::size_t i) {
+    const char* s = src.row(row_at(src_idx, static_cast<std::int64_t>(i)));
+    char* d = dst.row(row_at(dst_idx, static_cast<std::int64_t>(i)));
+    if (fn == nullptr) {
+      std::memcpy(d, s, src_row_bytes);
+    } else {
+      fn(s, d, cols);
+    }
+  };
+  if (dst_rows == 0) {
+    parallel_ranges(n, src_row_bytes, threads, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) copy_one(i);
+    });
+    return;
+  }
+  // Split by destination rows, as many threads as the bytes justify.
+  const std::size_t t = std::min<std::size_t>(
+      std::max(threads, 1u), std::max<std::size_t>(1, n * src_row_bytes / (1 << 20)));
+  parallel_ranges(t, 1 << 20, static_cast<unsigned>(t), [&](std::size_t b, std::size_t e) {
+    for (std::size_t part = b; part < e; ++part) {
+      const auto lo = static_cast<std::int64_t>(dst_rows * part / t);
+      const auto hi = static_cast<std::int64_t>(dst_rows * (part + 1) / t);
+      for (std::size_t i = 0; i < n; ++i) {
+        std::int64_t r = row_at(dst_idx, static_cast<std::int64_t>(i));
+        if (r >= lo && r < hi) copy_one(i);
       }
     }
   });
@@ -223,17 +243,17 @@ void gather_local_host(const host_table& t, const gather_geometry& g, const Inde
 
 template <typename IndexT>
 void scatter_local_host(const dense_matrix& in, const IndexT* idx, const host_table& t,
-                        const gather_geometry& g, std::size_t n, std::size_t cols, row_copy_fn fn,
-                        unsigned threads) {
+                        const gather_geometry& g, std::size_t n, std::size_t cols,
+                        std::size_t table_rows, row_copy_fn fn, unsigned threads) {
   row_addresser<plain_bytes> src{plain_bytes(in.data), g.dense_stride_bytes, 0};
   const std::int64_t* none = nullptr;
   const std::size_t src_row_bytes = cols * g.dense_elem_bytes;
   if (t.chunked) {
     row_addresser<chunked_bytes> dst{chunked_bytes(&t.view), g.stride_bytes, g.col_offset_bytes};
-    copy_rows_host(src, none, dst, idx, n, cols, src_row_bytes, fn, threads);
+    copy_rows_host(src, none, dst, idx, n, cols, src_row_bytes, fn, threads, table_rows);
   } else {
     row_addresser<plain_bytes> dst{plain_bytes(t.base), g.stride_bytes, g.col_offset_bytes};
-    copy_rows_host(src, none, dst, idx, n, cols, src_row_bytes, fn, threads);
+    copy_rows_host(src, none, dst, idx, n, cols, src_row_bytes, fn, threads, table_rows);
   }
 }
 
@@ -369,8 +389,10 @@ void scatter_distributed_host(const dense_matrix& in, const IndexT* idx, const w
                  dtype::uint8, nullptr);
   row_addresser<plain_bytes> src{plain_bytes(recv.data()), row_bytes, 0};
   row_addresser<plain_bytes> dst{plain_bytes(mine.ptr), g.stride_bytes, g.col_offset_bytes};
+  const int me = comm.rank();
+  const auto own_rows = static_cast<std::size_t>(g.owner_row_begin[me + 1] - g.owner_row_begin[me]);
   copy_rows_host(src, none, dst, x.local_rows.data(), x.local_rows.size(), table.cols, row_bytes,
-                 nullptr, threads);
+                 nullptr, threads, std::max<std::size_t>(own_rows, 1));
 }
 
 template <typename IndexT>
@@ -400,7 +422,8 @@ void scatter_host_typed(const dense_matrix& in, const IndexT* idx, const wm_tens
   bad_index bad = find_bad_index(idx, g.count, table.rows, threads);
   if (bad.position >= 0) throw_bad_index("scatter_host", bad, table.rows);
   if (g.count == 0 || table.cols == 0) return;
-  scatter_local_host(in, idx, t, g, g.count, table.cols, fn, threads);
+  scatter_local_host(in, idx, t, g, g.count, table.cols, std::max<std::size_t>(table.rows, 1), fn,
+                     threads);
 }
 
 }  // namespace
