@@ -29,11 +29,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <exception>
 #include <fstream>
+#include <initializer_list>
 #include <new>
 #include <sstream>
 #include <string>
