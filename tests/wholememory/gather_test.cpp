@@ -89,7 +89,8 @@ std::vector<char> make_indices(const std::vector<std::int64_t>& idx, dtype t) {
 /// Gathers random rows (with duplicates and both ends) and checks every element and the
 /// untouched padding of the output.
 void gather_case(const wholememory::wholememory& wm, const table_layout& lay, dtype out_type,
-                 dtype index_type, std::uint64_t seed) {
+                 dtype index_type, std::uint64_t seed, bool refill = true) {
+  if (refill) fill_table(wm, lay);  // a scatter case may have changed it
   const int rank = wm.comm().rank();
   std::size_t n = lay.rows == 0 ? 0 : 29 + 7 * rank;
   std::vector<std::int64_t> idx(n);
@@ -137,8 +138,8 @@ std::vector<std::int64_t> scatter_list(std::uint64_t seed, int r, int size, std:
 /// Scatters a fresh dense matrix, then checks every row this rank can see: the last entry
 /// written to a row wins, other rows and padding keep their contents.
 void scatter_case(const wholememory::wholememory& wm, const table_layout& lay, dtype in_type,
-                  dtype index_type, std::uint64_t seed) {
-  fill_table(wm, lay);
+                  dtype index_type, std::uint64_t seed, bool refill = true) {
+  if (refill) fill_table(wm, lay);  // a scatter case may have changed it
   const int rank = wm.comm().rank(), size = wm.comm().size();
   std::vector<std::int64_t> idx = scatter_list(seed, rank, size, lay.rows);
   const std::size_t n = idx.size(), ie = dtype_size(in_type), in_stride = lay.cols + 1;
@@ -322,7 +323,7 @@ TEST_P(HostGatherEdges, EmptyListsAndZeroRowTables) {
       scatter_host(dense_matrix{nullptr, dtype::float16, 0, 4, 4},
                    index_array{nullptr, dtype::int32, 0}, lay.tensor(wm));
     } else {
-      gather_case(wm, lay, dtype::float16, dtype::int32, 9);
+      gather_case(wm, lay, dtype::float16, dtype::int32, 9, false);
       std::vector<float> in(4, 1.5f);
       std::int64_t row = 9;
       scatter_host(dense_matrix{in.data(), dtype::float32, 1, 4, 4},
@@ -456,3 +457,37 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, HostGatherEdges,
                          ::testing::Values(memory_type::continuous, memory_type::chunked,
                                            memory_type::distributed),
                          [](const auto& info) { return memory_type_name(info.param); });
+
+TEST(HostGatherThreads, LargeListsSplitOverThreads) {
+  run(mode::threads, 1, [](std::shared_ptr<bootstrap> bs) {
+    auto comm = make_host_communicator(bs);
+    for (memory_type type : {memory_type::continuous, memory_type::chunked}) {
+      table_layout lay{dtype::float32, 5000, 64, 64, 0, 21};
+      auto wm = make_table(comm, lay, type);
+      fill_table(wm, lay);
+      const std::size_t n = 40000;  // 10 MiB of rows: several threads
+      std::vector<std::int64_t> idx(n);
+      for (std::size_t i = 0; i < n; ++i) idx[i] = hash3(3, i, 0) % lay.rows;
+      std::vector<float> out(n * 64);
+      gather_host(lay.tensor(wm), index_array{idx.data(), dtype::int64, n},
+                  dense_matrix{out.data(), dtype::float32, n, 64, 64}, 4);
+      for (std::size_t i = 0; i < n; i += 7) {
+        float want;
+        lay.element(idx[i], i % 64, &want);
+        ASSERT_TRUE(same_element(dtype::float32, &out[i * 64 + i % 64], &want)) << i;
+      }
+      // Scatter the gathered rows back with a marker: the last entry of each row wins.
+      for (std::size_t i = 0; i < n; ++i) out[i * 64] = static_cast<float>(i);
+      scatter_host(dense_matrix{out.data(), dtype::float32, n, 64, 64},
+                   index_array{idx.data(), dtype::int64, n}, lay.tensor(wm), 4);
+      std::vector<std::int64_t> last(lay.rows, -1);
+      for (std::size_t i = 0; i < n; ++i) last[idx[i]] = static_cast<std::int64_t>(i);
+      chunked_view view = wm.host_view();
+      for (std::size_t r = 0; r < lay.rows; ++r) {
+        float got;
+        std::memcpy(&got, view.byte_ptr(r * lay.stride_bytes()), 4);
+        if (last[r] >= 0) ASSERT_EQ(got, static_cast<float>(last[r])) << "row " << r;
+      }
+    }
+  });
+}
