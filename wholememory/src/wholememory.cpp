@@ -1,1 +1,446 @@
-// placeholder: replaced by its owner before this lands
+// WholeMemory handles: argument agreement across ranks, the partition, host segments, and the
+// hand-off to the CUDA module for device memory.
+#include <wholememory/detail/cuda_memory.hpp>
+#include <wholememory/detail/fd_exchange.hpp>
+#include <wholememory/detail/posix.hpp>
+#include <wholememory/error.hpp>
+#include <wholememory/wholememory.hpp>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <numeric>
+
+namespace wholememory {
+
+const char* memory_type_name(memory_type t)
+{
+  switch (t) {
+    case memory_type::continuous: return "continuous";
+    case memory_type::chunked: return "chunked";
+    case memory_type::distributed: return "distributed";
+  }
+  return "unknown";
+}
+
+const char* memory_location_name(memory_location l)
+{
+  return l == memory_location::device ? "device" : "host";
+}
+
+memory_type parse_memory_type(const std::string& name)
+{
+  for (memory_type t : {memory_type::continuous, memory_type::chunked, memory_type::distributed})
+    if (name == memory_type_name(t)) return t;
+  WM_FAIL(logic_error,
+          "unknown memory type '" << name << "'; expected continuous, chunked or distributed");
+}
+
+memory_location parse_memory_location(const std::string& name)
+{
+  if (name == "device") return memory_location::device;
+  if (name == "host") return memory_location::host;
+  WM_FAIL(logic_error, "unknown memory location '" << name << "'; expected device or host");
+}
+
+namespace detail {
+
+class memory_impl {
+ public:
+  std::shared_ptr<communicator> comm;
+  memory_type type = memory_type::continuous;
+  memory_location location = memory_location::host;
+  partition parts;
+  bool single_process = false;  // one rank owning one part per listed GPU
+  std::vector<part_info> infos;
+  void* base = nullptr;
+
+  // Owners, released in reverse order of acquisition by release().
+  std::vector<mapping> host_mappings;
+  std::vector<std::unique_ptr<resource>> host_registrations;
+  std::unique_ptr<resource> device_memory;
+  mutable std::mutex views_mutex;
+  mutable std::map<int, std::pair<std::unique_ptr<resource>, const chunked_view*>> device_views;
+
+  void release()
+  {
+    device_views.clear();
+    host_registrations.clear();
+    host_mappings.clear();
+    device_memory.reset();
+  }
+};
+
+namespace {
+
+// What every rank must agree on before anything is allocated.
+struct create_descriptor {
+  std::uint64_t total_bytes;
+  std::uint64_t granularity;
+  std::uint64_t part_bytes_hash;
+  std::int32_t part_bytes_count;
+  std::int32_t device_count;
+  std::int32_t type;
+  std::int32_t location;
+  std::int32_t valid;  // 0 when this rank's own arguments were rejected
+  char error[200];     // why, when valid == 0
+};
+
+std::uint64_t hash_sizes(const std::vector<std::size_t>& sizes)
+{
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the values
+  for (std::size_t s : sizes) {
+    for (int b = 0; b < 8; ++b) {
+      h ^= (static_cast<std::uint64_t>(s) >> (8 * b)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  }
+  return h;
+}
+
+void check_local_arguments(const communicator& comm, std::size_t total_bytes, memory_type type,
+                           memory_location location, const allocation_options& options)
+{
+  WM_EXPECTS(options.granularity >= 1, "granularity must be at least 1 byte");
+  if (!options.devices.empty()) {
+    WM_EXPECTS(comm.size() == 1, "a device list (single-process multi-GPU mode) needs a "
+                                 "communicator of one rank, this one has "
+                                   << comm.size());
+    WM_EXPECTS(location == memory_location::device,
+               "a device list only applies to device memory, not host memory");
+    WM_EXPECTS(type != memory_type::distributed,
+               "distributed memory needs one rank per part; a device list places several parts "
+               "in one process (use continuous or chunked)");
+  }
+  int parts = options.devices.empty() ? comm.size() : static_cast<int>(options.devices.size());
+  WM_EXPECTS(parts <= max_view_parts || type == memory_type::distributed,
+             parts << " parts exceed the " << max_view_parts
+                   << " a continuous or chunked allocation can map");
+  if (!options.part_bytes.empty()) {
+    WM_EXPECTS(static_cast<int>(options.part_bytes.size()) == parts,
+               "part_bytes has " << options.part_bytes.size() << " entries for " << parts
+                                 << " parts");
+    std::size_t sum =
+      std::accumulate(options.part_bytes.begin(), options.part_bytes.end(), std::size_t{0});
+    WM_EXPECTS(sum == total_bytes,
+               "part_bytes sum to " << sum << " bytes, the allocation has " << total_bytes);
+    partition::from_sizes(options.part_bytes, options.granularity);  // checks the multiples
+  }
+}
+
+// Allgathers the arguments; throws on every rank when one rank rejected its own or when they
+// differ, so no rank goes on to allocate alone.
+void agree_on_arguments(communicator& comm, std::size_t total_bytes, memory_type type,
+                        memory_location location, const allocation_options& options)
+{
+  create_descriptor mine{};
+  mine.total_bytes = total_bytes;
+  mine.granularity = options.granularity;
+  mine.part_bytes_hash = hash_sizes(options.part_bytes);
+  mine.part_bytes_count = static_cast<std::int32_t>(options.part_bytes.size());
+  mine.device_count = static_cast<std::int32_t>(options.devices.size());
+  mine.type = static_cast<std::int32_t>(type);
+  mine.location = static_cast<std::int32_t>(location);
+  mine.valid = 1;
+  std::string own_error;
+  try {
+    check_local_arguments(comm, total_bytes, type, location, options);
+  } catch (const logic_error& e) {
+    own_error = e.what();
+    mine.valid = 0;
+    std::snprintf(mine.error, sizeof(mine.error), "%s", e.what());
+  }
+  std::vector<create_descriptor> all(comm.size());
+  comm.get_bootstrap().allgather(&mine, all.data(), sizeof(mine));
+
+  if (!own_error.empty()) throw logic_error(own_error);
+  for (int r = 0; r < comm.size(); ++r) {
+    if (!all[r].valid) {
+      WM_FAIL(logic_error, "wholememory::create: rank " << r << " rejected its arguments: "
+                                                        << std::string(all[r].error));
+    }
+  }
+  auto name_type = [](std::int32_t t) { return memory_type_name(static_cast<memory_type>(t)); };
+  auto name_loc = [](std::int32_t l) {
+    return memory_location_name(static_cast<memory_location>(l));
+  };
+  for (int r = 1; r < comm.size(); ++r) {
+    const create_descriptor& a = all[0];
+    const create_descriptor& b = all[r];
+    if (a.total_bytes != b.total_bytes)
+      WM_FAIL(mismatch_error, "wholememory::create: rank 0 asked for " << a.total_bytes
+                                << " bytes, rank " << r << " for " << b.total_bytes);
+    if (a.type != b.type)
+      WM_FAIL(mismatch_error, "wholememory::create: rank 0 asked for " << name_type(a.type)
+                                << " memory, rank " << r << " for " << name_type(b.type));
+    if (a.location != b.location)
+      WM_FAIL(mismatch_error, "wholememory::create: rank 0 asked for " << name_loc(a.location)
+                                << " memory, rank " << r << " for " << name_loc(b.location));
+    if (a.granularity != b.granularity)
+      WM_FAIL(mismatch_error, "wholememory::create: rank 0 passed granularity "
+                                << a.granularity << ", rank " << r << " " << b.granularity);
+    if (a.part_bytes_count != b.part_bytes_count || a.part_bytes_hash != b.part_bytes_hash)
+      WM_FAIL(mismatch_error, "wholememory::create: ranks 0 and " << r
+                                << " passed different part_bytes lists");
+  }
+}
+
+// Writes one byte per page of [ptr, ptr + bytes) so the pages are allocated by the rank that
+// owns them (first touch), in parallel across ranks, before registration pins them.
+void touch_pages(void* ptr, std::size_t bytes)
+{
+  if (bytes == 0) return;
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  volatile char* p = static_cast<volatile char*>(ptr);
+  for (std::size_t off = 0; off < bytes; off += page) p[off] = 0;
+}
+
+void allocate_host(memory_impl& m)
+{
+  communicator& comm = *m.comm;
+  const rank_topology& topo = comm.topology();
+  const partition& parts = m.parts;
+  const int me = comm.rank();
+  const std::size_t my_offset = parts.part_offset(me);
+  const std::size_t my_bytes = parts.part_bytes(me);
+
+  switch (m.type) {
+    case memory_type::continuous: {
+      // One segment made by local rank 0 and mapped by every local rank.
+      unique_fd own;
+      if (topo.local_rank == 0) own = create_shared_memory("wholememory", parts.total_bytes);
+      auto fds = allgather_local_fds(comm.get_bootstrap(), topo, own.get());
+      WM_EXPECTS(fds[0].valid(), "local rank 0 shared no segment");
+      m.host_mappings.push_back(map_shared(fds[0].get(), parts.total_bytes));
+      m.base = m.host_mappings.back().get();
+      touch_pages(static_cast<char*>(m.base) + my_offset, my_bytes);
+      comm.get_bootstrap().barrier();
+      m.host_registrations.push_back(register_host_memory(m.base, parts.total_bytes));
+      for (int i = 0; i < parts.num_parts(); ++i)
+        m.infos[i].ptr = parts.total_bytes ? static_cast<char*>(m.base) + parts.part_offset(i)
+                                           : nullptr;
+      break;
+    }
+    case memory_type::chunked: {
+      // One segment per rank, every local rank maps all of them.
+      unique_fd own = create_shared_memory("wholememory-part", my_bytes);
+      auto fds = allgather_local_fds(comm.get_bootstrap(), topo, own.get());
+      for (int l = 0; l < topo.local_size; ++l) {
+        int r = topo.local_ranks[l];
+        m.host_mappings.push_back(map_shared(fds[l].get(), parts.part_bytes(r)));
+        m.infos[r].ptr = m.host_mappings.back().get();
+      }
+      touch_pages(m.infos[me].ptr, my_bytes);
+      comm.get_bootstrap().barrier();
+      for (int l = 0; l < topo.local_size; ++l) {
+        int r = topo.local_ranks[l];
+        m.host_registrations.push_back(register_host_memory(m.infos[r].ptr, parts.part_bytes(r)));
+      }
+      break;
+    }
+    case memory_type::distributed: {
+      // Each rank maps only its own part; a memfd keeps it shareable later without a copy.
+      unique_fd own = create_shared_memory("wholememory-part", my_bytes);
+      m.host_mappings.push_back(map_shared(own.get(), my_bytes));
+      m.infos[me].ptr = m.host_mappings.back().get();
+      touch_pages(m.infos[me].ptr, my_bytes);
+      m.host_registrations.push_back(register_host_memory(m.infos[me].ptr, my_bytes));
+      break;
+    }
+  }
+}
+
+void allocate_on_device(memory_impl& m, const allocation_options& options)
+{
+  device_allocation a;
+  if (m.single_process) {
+    a = allocate_device_single_process(m.parts, m.type, options.devices);
+  } else {
+    a = allocate_device(m.comm->get_bootstrap(), m.comm->topology(), m.parts, m.type,
+                        current_device());
+  }
+  WM_EXPECTS(static_cast<int>(a.part_ptrs.size()) == m.parts.num_parts(),
+             "device allocation returned " << a.part_ptrs.size() << " parts for "
+                                           << m.parts.num_parts());
+  m.device_memory = std::move(a.owner);
+  m.base = a.base;
+  for (int i = 0; i < m.parts.num_parts(); ++i) {
+    m.infos[i].ptr = a.part_ptrs[i];
+    m.infos[i].device = i < static_cast<int>(a.part_devices.size()) ? a.part_devices[i] : -1;
+  }
+}
+
+chunked_view make_view(const memory_impl& m)
+{
+  WM_EXPECTS(m.type != memory_type::distributed,
+             "distributed memory has no view of the other ranks' parts; gather through the "
+             "communicator instead");
+  chunked_view v{};
+  if (m.type == memory_type::continuous) {
+    v.num_parts = 1;
+    v.parts[0] = m.base;
+    v.offsets[0] = 0;
+    v.offsets[1] = m.parts.total_bytes;
+    v.uniform_part_bytes = 0;
+    return v;
+  }
+  const int n = m.parts.num_parts();
+  v.num_parts = n;
+  for (int i = 0; i < n; ++i) {
+    v.parts[i] = m.infos[i].ptr;
+    v.offsets[i] = m.parts.part_offset(i);
+  }
+  v.offsets[n] = m.parts.total_bytes;
+  std::size_t first = m.parts.part_bytes(0);
+  bool uniform = first != 0;
+  for (int i = 1; i + 1 < n && uniform; ++i) uniform = m.parts.part_bytes(i) == first;
+  v.uniform_part_bytes = uniform ? first : 0;
+  return v;
+}
+
+}  // namespace
+}  // namespace detail
+
+wholememory wholememory::create(std::shared_ptr<communicator> comm, std::size_t total_bytes,
+                                memory_type type, memory_location location,
+                                const allocation_options& options)
+{
+  WM_EXPECTS(comm != nullptr, "wholememory::create needs a communicator");
+  detail::agree_on_arguments(*comm, total_bytes, type, location, options);
+
+  const rank_topology& topo = comm->topology();
+  if (type != memory_type::distributed && topo.num_hosts > 1) {
+    WM_FAIL(logic_error, memory_type_name(type)
+                           << " memory needs every rank on one host, the communicator spans "
+                           << topo.num_hosts
+                           << " hosts; split it by host (one replica per host) or use "
+                              "distributed memory");
+  }
+
+  auto m = std::make_unique<detail::memory_impl>();
+  m->comm = comm;
+  m->type = type;
+  m->location = location;
+  m->single_process = !options.devices.empty();
+  const int num_parts = m->single_process ? static_cast<int>(options.devices.size())
+                                          : comm->size();
+  m->parts = options.part_bytes.empty()
+               ? partition::even(total_bytes, num_parts, options.granularity)
+               : partition::from_sizes(options.part_bytes, options.granularity);
+  m->infos.resize(num_parts);
+  for (int i = 0; i < num_parts; ++i) {
+    m->infos[i].offset = m->parts.part_offset(i);
+    m->infos[i].bytes = m->parts.part_bytes(i);
+    m->infos[i].rank = m->single_process ? 0 : i;
+  }
+
+  if (location == memory_location::host) {
+    detail::allocate_host(*m);
+  } else {
+    detail::allocate_on_device(*m, options);
+  }
+  return wholememory(std::move(m));
+}
+
+wholememory::wholememory(std::unique_ptr<detail::memory_impl> impl) : impl_(std::move(impl)) {}
+wholememory::wholememory() noexcept = default;
+wholememory::wholememory(wholememory&&) noexcept = default;
+
+wholememory& wholememory::operator=(wholememory&& other) noexcept
+{
+  if (this != &other) {
+    // The handle being replaced is freed as in the destructor.
+    wholememory old(std::move(*this));
+    impl_ = std::move(other.impl_);
+  }
+  return *this;
+}
+
+wholememory::~wholememory()
+{
+  if (!impl_) return;
+  try {
+    free();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "wholememory: error while freeing an allocation: %s\n", e.what());
+    impl_->release();
+    impl_.reset();
+  }
+}
+
+void wholememory::free()
+{
+  if (!impl_) return;
+  // Released even when the barrier fails (a peer died): this process's mappings must go.
+  struct releaser {
+    std::unique_ptr<detail::memory_impl>& impl;
+    ~releaser()
+    {
+      impl->release();
+      impl.reset();
+    }
+  } release_on_exit{impl_};
+  impl_->comm->get_bootstrap().barrier();
+}
+
+namespace {
+const detail::memory_impl& checked(const std::unique_ptr<detail::memory_impl>& impl)
+{
+  WM_EXPECTS(impl != nullptr, "use of an empty wholememory handle");
+  return *impl;
+}
+}  // namespace
+
+std::size_t wholememory::size() const { return checked(impl_).parts.total_bytes; }
+memory_type wholememory::type() const { return checked(impl_).type; }
+memory_location wholememory::location() const { return checked(impl_).location; }
+const partition& wholememory::get_partition() const { return checked(impl_).parts; }
+communicator& wholememory::comm() const { return *checked(impl_).comm; }
+std::shared_ptr<communicator> wholememory::comm_ptr() const { return checked(impl_).comm; }
+int wholememory::num_parts() const { return checked(impl_).parts.num_parts(); }
+
+part_info wholememory::part(int i) const
+{
+  const auto& m = checked(impl_);
+  WM_EXPECTS(i >= 0 && i < m.parts.num_parts(),
+             "part " << i << " out of range [0, " << m.parts.num_parts() << ")");
+  return m.infos[i];
+}
+
+part_info wholememory::local_part() const
+{
+  const auto& m = checked(impl_);
+  WM_EXPECTS(!m.single_process,
+             "single-process multi-GPU memory has one part per GPU, all owned by this rank; "
+             "use part(i)");
+  return m.infos[m.comm->rank()];
+}
+
+void* wholememory::data() const
+{
+  const auto& m = checked(impl_);
+  WM_EXPECTS(m.type == memory_type::continuous,
+             "data() needs continuous memory, this allocation is " << memory_type_name(m.type));
+  return m.base;
+}
+
+chunked_view wholememory::host_view() const { return detail::make_view(checked(impl_)); }
+
+const chunked_view* wholememory::device_view(int device) const
+{
+  const auto& m = checked(impl_);
+  std::lock_guard<std::mutex> lock(m.views_mutex);
+  auto it = m.device_views.find(device);
+  if (it != m.device_views.end()) return it->second.second;
+  chunked_view v = detail::make_view(m);
+  const chunked_view* ptr = nullptr;
+  auto owner = detail::copy_view_to_device(v, device, &ptr);
+  m.device_views.emplace(device, std::make_pair(std::move(owner), ptr));
+  return ptr;
+}
+
+}  // namespace wholememory

@@ -57,6 +57,12 @@ class bootstrap {
   /// returns nullptr (the rank takes part in no group).
   virtual std::unique_ptr<bootstrap> split(int color, int key) = 0;
 
+  /// A bootstrap over the listed ranks only (ascending, unique, containing this rank; new rank
+  /// = position in the list).  Collective over the members only: the other ranks do not take
+  /// part, which is what the seed API's `ranks` subsets need.  Calls for the same member list
+  /// pair up in order.  The default implementation throws logic_error.
+  virtual std::unique_ptr<bootstrap> subset(const std::vector<int>& members);
+
   /// Allgather of byte strings of any length per rank (lengths may differ).
   std::vector<std::string> allgatherv(const std::string& mine);
 };

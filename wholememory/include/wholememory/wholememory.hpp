@@ -101,7 +101,7 @@ class wholememory {
                             memory_type type, memory_location location,
                             const allocation_options& options = {});
 
-  wholememory() = default;
+  wholememory() noexcept;
   wholememory(wholememory&&) noexcept;
   wholememory& operator=(wholememory&&) noexcept;
   wholememory(const wholememory&) = delete;

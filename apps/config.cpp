@@ -1,0 +1,216 @@
+#include "config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace wholestore::apps {
+
+namespace {
+
+const config_key& find_key(const std::vector<config_key>& schema, const std::string& path,
+                           const std::string& where)
+{
+  for (const auto& k : schema)
+    if (k.path == path) return k;
+  std::string known;
+  for (const auto& k : schema) known += (known.empty() ? "" : ", ") + k.path;
+  throw config_error(where + ": unknown key '" + path + "' (known keys: " + known + ")");
+}
+
+const char* kind_name(value_kind kind)
+{
+  switch (kind) {
+    case value_kind::integer: return "an integer";
+    case value_kind::number: return "a number";
+    case value_kind::boolean: return "true or false";
+    case value_kind::string: return "a string";
+  }
+  return "a value";
+}
+
+bool parse_int(const std::string& text, std::int64_t& out)
+{
+  if (text.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0') return false;
+  out = v;
+  return true;
+}
+
+bool parse_number(const std::string& text, double& out)
+{
+  if (text.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (errno != 0 || *end != '\0') return false;
+  out = v;
+  return true;
+}
+
+bool parse_bool(const std::string& text, bool& out)
+{
+  if (text == "true" || text == "yes" || text == "on") {
+    out = true;
+    return true;
+  }
+  if (text == "false" || text == "no" || text == "off") {
+    out = false;
+    return true;
+  }
+  return false;
+}
+
+void check_value(const config_key& key, const std::string& text, const std::string& where)
+{
+  bool ok = true;
+  std::int64_t i;
+  double d;
+  bool b;
+  switch (key.kind) {
+    case value_kind::integer: ok = parse_int(text, i); break;
+    case value_kind::number: ok = parse_number(text, d); break;
+    case value_kind::boolean: ok = parse_bool(text, b); break;
+    case value_kind::string: ok = true; break;
+  }
+  if (!ok) {
+    throw config_error(where + ": key '" + key.path + "' must be " + kind_name(key.kind) +
+                       ", got '" + text + "'");
+  }
+}
+
+// Walks a YAML mapping, recording every scalar leaf under its dotted path.
+void collect(const YAML::Node& node, const std::string& prefix, const std::string& file,
+             const std::vector<config_key>& schema, config& out)
+{
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    std::string name = it->first.as<std::string>();
+    std::string path = prefix.empty() ? name : prefix + "." + name;
+    std::string where = file + ":" + std::to_string(it->first.Mark().line + 1);
+    const YAML::Node& value = it->second;
+    if (value.IsMap()) {
+      collect(value, path, file, schema, out);
+      continue;
+    }
+    const config_key& key = find_key(schema, path, where);
+    if (!value.IsScalar()) {
+      throw config_error(where + ": key '" + path + "' must be " + kind_name(key.kind) +
+                         ", got a " + (value.IsSequence() ? "list" : "null value"));
+    }
+    std::string text = value.Scalar();
+    check_value(key, text, where);
+    out.values[path] = text;
+    out.origin[path] = where;
+  }
+}
+
+}  // namespace
+
+config load_config(const std::vector<config_key>& schema, const std::string& file,
+                   const std::vector<std::string>& overrides)
+{
+  config c;
+  c.schema = schema;
+  for (const auto& k : schema) {
+    c.values[k.path] = k.default_value;
+    c.origin[k.path] = "default";
+  }
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) throw config_error(file + ": cannot open the config file");
+    YAML::Node root;
+    try {
+      root = YAML::Load(in);
+    } catch (const YAML::Exception& e) {
+      throw config_error(file + ":" + std::to_string(e.mark.line + 1) +
+                         ": malformed YAML: " + e.msg);
+    }
+    if (root.IsDefined() && !root.IsNull()) {
+      if (!root.IsMap()) throw config_error(file + ": the top level must be a mapping of keys");
+      collect(root, "", file, schema, c);
+    }
+  }
+  for (const auto& o : overrides) {
+    auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw config_error("--set " + o + ": expected key=value");
+    }
+    std::string path = o.substr(0, eq), text = o.substr(eq + 1);
+    const config_key& key = find_key(schema, path, "--set " + o);
+    check_value(key, text, "--set " + o);
+    c.values[path] = text;
+    c.origin[path] = "--set";
+  }
+  return c;
+}
+
+std::int64_t config::get_int(const std::string& path) const
+{
+  std::int64_t v = 0;
+  parse_int(values.at(path), v);
+  return v;
+}
+
+double config::get_number(const std::string& path) const
+{
+  double v = 0;
+  parse_number(values.at(path), v);
+  return v;
+}
+
+bool config::get_bool(const std::string& path) const
+{
+  bool v = false;
+  parse_bool(values.at(path), v);
+  return v;
+}
+
+const std::string& config::get_string(const std::string& path) const { return values.at(path); }
+
+std::string config::to_yaml() const
+{
+  YAML::Node root;
+  for (const auto& [path, text] : values) {
+    // Rebuild the nesting from the dotted path.
+    std::vector<std::string> parts;
+    std::stringstream ss(path);
+    for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
+    YAML::Node node = root;
+    for (std::size_t i = 0; i + 1 < parts.size(); ++i) node.reset(node[parts[i]]);
+    node[parts.back()] = text;
+  }
+  YAML::Emitter out;
+  out << root;
+  return out.c_str();
+}
+
+command_args parse_command_args(int argc, char** argv)
+{
+  command_args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--set" || arg == "--report") {
+      if (i + 1 >= argc) throw config_error(arg + " needs a value");
+      (arg == "--set" ? a.overrides.emplace_back(argv[++i]) : a.report_file = argv[++i]);
+    } else if (arg.rfind("--set=", 0) == 0) {
+      a.overrides.push_back(arg.substr(6));
+    } else if (!arg.empty() && arg[0] == '-') {
+      throw config_error("unknown option '" + arg + "'");
+    } else if (a.config_file.empty()) {
+      a.config_file = arg;
+    } else {
+      throw config_error("more than one config file given ('" + a.config_file + "', '" + arg +
+                         "')");
+    }
+  }
+  return a;
+}
+
+}  // namespace wholestore::apps

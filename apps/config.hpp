@@ -1,0 +1,65 @@
+/*
+ * YAML configs for the wholestore subcommands.
+ *
+ * A subcommand declares its keys (dotted paths such as "memory.type") with a type and a
+ * default; load_config reads the file, applies `--set key=value` overrides, and rejects
+ * unknown keys and values of the wrong type with an error that names the key and, for keys
+ * from the file, its line.
+ */
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace wholestore::apps {
+
+/// A config error: message names the key, and the file and line where it came from.
+class config_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class value_kind { integer, number, boolean, string };
+
+/// One declared key.
+struct config_key {
+  std::string path;           ///< dotted path, e.g. "memory.size_mib"
+  value_kind kind;            ///< the type its value must have
+  std::string default_value;  ///< as text, parsed like a --set value
+  std::string help;           ///< one line for the config reference
+};
+
+/// The values of a loaded config, all keys present (defaults filled in).
+class config {
+ public:
+  std::int64_t get_int(const std::string& path) const;
+  double get_number(const std::string& path) const;
+  bool get_bool(const std::string& path) const;
+  const std::string& get_string(const std::string& path) const;
+  /// The whole config as YAML text (for reports).
+  std::string to_yaml() const;
+
+  std::map<std::string, std::string> values;     ///< path -> text of the value
+  std::map<std::string, std::string> origin;     ///< path -> "file:line" or "--set" or "default"
+  std::vector<config_key> schema;
+};
+
+/// Reads `file` (may be empty: defaults only), then applies `overrides` ("key=value").
+/// Throws config_error for a missing or malformed file, an unknown key, or a value of the
+/// wrong type.
+config load_config(const std::vector<config_key>& schema, const std::string& file,
+                   const std::vector<std::string>& overrides);
+
+/// Splits a subcommand's arguments into an optional config path, --set overrides and
+/// --report <file>; throws config_error on anything else.
+struct command_args {
+  std::string config_file;
+  std::vector<std::string> overrides;
+  std::string report_file;
+};
+command_args parse_command_args(int argc, char** argv);
+
+}  // namespace wholestore::apps
