@@ -1,1 +1,588 @@
-// placeholder: replaced by its owner before this lands
+// Bootstrap tests: every collective as threads of one process and as forked processes over the
+// TCP store, on 1 to 4 ranks, checked against what each rank would have generated from a
+// seeded RNG; disagreements and dead or late peers must fail on every rank, quickly.
+#include <wholememory/bootstrap.hpp>
+#include <wholememory/error.hpp>
+
+#include "common/multiprocess.hpp"
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+using wholememory::bootstrap;
+using wholestore_test::rank_body;
+
+enum class mode { threads, processes };
+
+// The bytes rank `rank` contributes in round `round`: any rank can regenerate any other's.
+std::vector<char> payload_of(int rank, int round, std::size_t bytes) {
+  std::mt19937_64 rng(0x5eed0000u + 7919u * static_cast<unsigned>(rank) +
+                      104729u * static_cast<unsigned>(round));
+  std::vector<char> out(bytes);
+  for (auto& b : out) b = static_cast<char>(rng() & 0xff);
+  return out;
+}
+
+// An int that processes forked after its creation share (MAP_SHARED), for ordering checks.
+class shared_counter {
+ public:
+  shared_counter() {
+    void* p = ::mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::runtime_error("mmap failed");
+    value_ = new (p) std::atomic<int>(0);
+  }
+  ~shared_counter() { ::munmap(value_, sizeof(std::atomic<int>)); }
+  shared_counter(const shared_counter&) = delete;
+  shared_counter& operator=(const shared_counter&) = delete;
+  std::atomic<int>& get() { return *value_; }
+
+ private:
+  std::atomic<int>* value_ = nullptr;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+class BootstrapTest : public ::testing::TestWithParam<std::tuple<mode, int>> {
+ protected:
+  mode run_mode() const { return std::get<0>(GetParam()); }
+  int ranks() const { return std::get<1>(GetParam()); }
+
+  // Runs `body` on every rank; `expected_status` (processes only) is each child's exit status,
+  // all 0 when empty.
+  void run(const rank_body& body, std::chrono::milliseconds timeout = 30s,
+           std::vector<int> expected_status = {}) {
+    if (run_mode() == mode::threads) {
+      wholestore_test::thread_ranks(ranks(), body, timeout);
+      return;
+    }
+    wholestore_test::fork_result result = wholestore_test::fork_ranks(ranks(), body, timeout);
+    if (expected_status.empty()) expected_status.assign(ranks(), 0);
+    EXPECT_EQ(result.status, expected_status) << "exit status of each forked rank";
+  }
+};
+
+TEST_P(BootstrapTest, AllgatherMatchesEveryRanksPayload) {
+  const int n = ranks();
+  run([n](std::shared_ptr<bootstrap> bs) {
+    ASSERT_EQ(bs->size(), n);
+    ASSERT_GE(bs->rank(), 0);
+    ASSERT_LT(bs->rank(), n);
+    // Sizes: empty, one byte, odd, and large enough to need several socket reads.
+    int round = 0;
+    for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{13}, std::size_t{4096},
+                              std::size_t{300001}}) {
+      std::vector<char> mine = payload_of(bs->rank(), round, bytes);
+      std::vector<char> all(bytes * n, 'x');
+      bs->allgather(mine.data(), all.data(), bytes);
+      for (int r = 0; r < n; ++r) {
+        std::vector<char> expected = payload_of(r, round, bytes);
+        EXPECT_TRUE(std::equal(expected.begin(), expected.end(), all.begin() + bytes * r))
+            << "slot of rank " << r << " with " << bytes << " bytes";
+      }
+      ++round;
+    }
+  });
+}
+
+TEST_P(BootstrapTest, AllgathervWithDifferentLengths) {
+  const int n = ranks();
+  run([n](std::shared_ptr<bootstrap> bs) {
+    // Rank 0 sends nothing; the others send lengths that differ from each other.
+    auto length_of = [](int r) { return static_cast<std::size_t>(r == 0 ? 0 : 17 * r + 3); };
+    std::vector<char> bytes = payload_of(bs->rank(), 1, length_of(bs->rank()));
+    std::vector<std::string> all = bs->allgatherv(std::string(bytes.begin(), bytes.end()));
+    ASSERT_EQ(static_cast<int>(all.size()), n);
+    for (int r = 0; r < n; ++r) {
+      std::vector<char> expected = payload_of(r, 1, length_of(r));
+      EXPECT_EQ(all[r], std::string(expected.begin(), expected.end())) << "rank " << r;
+    }
+    // Everybody empty, including embedded zeros elsewhere: lengths must be exact.
+    std::vector<std::string> empty = bs->allgatherv("");
+    EXPECT_EQ(empty, std::vector<std::string>(n));
+    std::string with_zero("a\0b", 3);
+    std::vector<std::string> zeros = bs->allgatherv(bs->rank() % 2 ? with_zero : "");
+    for (int r = 0; r < n; ++r) EXPECT_EQ(zeros[r], r % 2 ? with_zero : "") << "rank " << r;
+  });
+}
+
+TEST_P(BootstrapTest, BroadcastFromEachRoot) {
+  const int n = ranks();
+  run([n](std::shared_ptr<bootstrap> bs) {
+    for (int root = 0; root < n; ++root) {
+      for (std::size_t bytes : {std::size_t{0}, std::size_t{5}, std::size_t{70000}}) {
+        std::vector<char> expected = payload_of(root, 100 + root, bytes);
+        // Non-roots start with their own bytes, which must all be overwritten.
+        std::vector<char> buffer =
+            bs->rank() == root ? expected : payload_of(bs->rank(), 999, bytes);
+        bs->broadcast(buffer.data(), bytes, root);
+        EXPECT_EQ(buffer, expected) << "root " << root << ", " << bytes << " bytes";
+      }
+    }
+  });
+}
+
+TEST_P(BootstrapTest, BarrierWaitsForEveryRank) {
+  const int n = ranks();
+  shared_counter arrived;
+  std::atomic<int>* counter = &arrived.get();
+  run([n, counter](std::shared_ptr<bootstrap> bs) {
+    for (int i = 0; i < 20; ++i) {
+      // A late rank makes any barrier that does not wait visible.
+      if (bs->rank() == i % n) std::this_thread::sleep_for(2ms);
+      counter->fetch_add(1);
+      bs->barrier();
+      EXPECT_GE(counter->load(), n * (i + 1)) << "barrier " << i << " let a rank through early";
+      bs->barrier();
+    }
+  });
+  EXPECT_EQ(arrived.get().load(), 20 * n);
+}
+
+TEST_P(BootstrapTest, ManyRoundsInARow) {
+  const int n = ranks();
+  run([n](std::shared_ptr<bootstrap> bs) {
+    const std::int64_t me = bs->rank();
+    for (int round = 0; round < 200; ++round) {
+      std::int64_t mine[2] = {me, round * 1000 + me};
+      std::vector<std::int64_t> all(2 * n);
+      bs->allgather(mine, all.data(), sizeof(mine));
+      for (int r = 0; r < n; ++r) {
+        ASSERT_EQ(all[2 * r], r) << "round " << round;
+        ASSERT_EQ(all[2 * r + 1], round * 1000 + r) << "round " << round;
+      }
+      int root = round % n;
+      std::int64_t value = me == root ? round * 7 + root : -1;
+      bs->broadcast(&value, sizeof(value), root);
+      ASSERT_EQ(value, round * 7 + root) << "round " << round;
+      if (round % 10 == 0) bs->barrier();
+    }
+  });
+}
+
+TEST_P(BootstrapTest, SplitByParity) {
+  const int n = ranks();
+  run([n](std::shared_ptr<bootstrap> bs) {
+    const int me = bs->rank();
+    // Key -rank reverses the order inside each group.
+    std::unique_ptr<bootstrap> sub = bs->split(me % 2, -me);
+    ASSERT_NE(sub, nullptr);
+    std::vector<int> members;
+    for (int r = n - 1; r >= 0; --r)
+      if (r % 2 == me % 2) members.push_back(r);
+    const int expected_rank =
+        static_cast<int>(std::find(members.begin(), members.end(), me) - members.begin());
+    EXPECT_EQ(sub->size(), static_cast<int>(members.size()));
+    EXPECT_EQ(sub->rank(), expected_rank);
+    EXPECT_EQ(sub->timeout(), bs->timeout());
+
+    std::int32_t old_rank = me;
+    std::vector<std::int32_t> gathered(sub->size());
+    sub->allgather(&old_rank, gathered.data(), sizeof(old_rank));
+    EXPECT_EQ(gathered, std::vector<std::int32_t>(members.begin(), members.end()));
+    std::int32_t from_root = sub->rank() == 0 ? 1000 + me : -1;
+    sub->broadcast(&from_root, sizeof(from_root), 0);
+    EXPECT_EQ(from_root, 1000 + members.front());
+
+    // The parent is still usable, and a rank with a negative color joins no group.
+    std::unique_ptr<bootstrap> only_zero = bs->split(me == 0 ? 5 : -1, 0);
+    if (me == 0) {
+      ASSERT_NE(only_zero, nullptr);
+      EXPECT_EQ(only_zero->size(), 1);
+      EXPECT_EQ(only_zero->rank(), 0);
+      only_zero->barrier();
+    } else {
+      EXPECT_EQ(only_zero, nullptr);
+    }
+    // A split of a split.
+    std::unique_ptr<bootstrap> nested = sub->split(0, sub->rank());
+    ASSERT_NE(nested, nullptr);
+    EXPECT_EQ(nested->size(), sub->size());
+    EXPECT_EQ(nested->rank(), sub->rank());
+    nested->barrier();
+    bs->barrier();
+  });
+}
+
+TEST_P(BootstrapTest, MismatchedSizesFailOnEveryRank) {
+  const int n = ranks();
+  if (n < 2) GTEST_SKIP() << "a mismatch needs two ranks";
+  shared_counter caught;
+  std::atomic<int>* counter = &caught.get();
+  run([counter](std::shared_ptr<bootstrap> bs) {
+    const int me = bs->rank();
+    std::vector<char> send(16, 1);
+    std::vector<char> recv(16 * bs->size());
+    try {
+      bs->allgather(send.data(), recv.data(), me == 1 ? 16 : 8);
+      ADD_FAILURE() << "rank " << me << ": allgather with mismatched sizes did not throw";
+    } catch (const wholememory::mismatch_error& e) {
+      std::string what = e.what();
+      EXPECT_NE(what.find("allgather"), std::string::npos) << what;
+      EXPECT_NE(what.find("rank 1 passed 16 bytes"), std::string::npos) << what;
+      EXPECT_NE(what.find("passed 8 bytes"), std::string::npos) << what;
+      counter->fetch_add(1);
+    }
+    // Different operations, then different broadcast roots.
+    try {
+      if (me == 0) {
+        bs->barrier();
+      } else {
+        bs->allgather(send.data(), recv.data(), 8);
+      }
+      ADD_FAILURE() << "rank " << me << ": barrier against allgather did not throw";
+    } catch (const wholememory::mismatch_error& e) {
+      std::string what = e.what();
+      EXPECT_NE(what.find("rank 0 called barrier"), std::string::npos) << what;
+      counter->fetch_add(1);
+    }
+    try {
+      bs->broadcast(send.data(), 4, me == 0 ? 1 : 0);
+      ADD_FAILURE() << "rank " << me << ": broadcast with different roots did not throw";
+    } catch (const wholememory::mismatch_error& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 0 passed root 1"), std::string::npos) << e.what();
+      counter->fetch_add(1);
+    }
+    EXPECT_THROW(bs->broadcast(send.data(), 4, bs->size()), wholememory::mismatch_error);
+    // A mismatch leaves the bootstrap usable.
+    std::int32_t mine = me * 3;
+    std::vector<std::int32_t> all(bs->size());
+    bs->allgather(&mine, all.data(), sizeof(mine));
+    for (int r = 0; r < bs->size(); ++r) EXPECT_EQ(all[r], r * 3);
+  });
+  EXPECT_EQ(caught.get().load(), 3 * n) << "every rank must see every mismatch";
+}
+
+TEST_P(BootstrapTest, LateRankTimesOutOnTheOthers) {
+  const int n = ranks();
+  if (n != 3) GTEST_SKIP() << "waits a full timeout; run on 3 ranks only";
+  const std::chrono::milliseconds timeout = 1000ms;
+  run(
+      [timeout](std::shared_ptr<bootstrap> bs) {
+        const int late = bs->size() - 1;
+        if (bs->rank() == late) std::this_thread::sleep_for(timeout + 700ms);
+        auto start = std::chrono::steady_clock::now();
+        std::int32_t mine = 0;
+        std::vector<std::int32_t> all(bs->size());
+        try {
+          bs->allgather(&mine, all.data(), sizeof(mine));
+          ADD_FAILURE() << "rank " << bs->rank() << ": allgather without the late rank returned";
+        } catch (const wholememory::timeout_error& e) {
+          std::string what = e.what();
+          // The late rank learns what happened without waiting a timeout of its own.
+          double limit = bs->rank() == late ? 1.0 : 1.0 + 2.0;
+          EXPECT_LT(seconds_since(start), limit) << what;
+          EXPECT_NE(what.find("rank 2 did not arrive"), std::string::npos) << what;
+        }
+      },
+      timeout);
+}
+
+// The others must not wait for their timeout when a peer is known to be gone.
+void expect_fast_timeout(bootstrap& bs, double timeout_s) {
+  auto start = std::chrono::steady_clock::now();
+  std::int32_t mine = 1;
+  std::vector<std::int32_t> all(bs.size());
+  try {
+    bs.allgather(&mine, all.data(), sizeof(mine));
+    ADD_FAILURE() << "rank " << bs.rank() << ": allgather without a dead peer returned";
+  } catch (const wholememory::timeout_error& e) {
+    EXPECT_LT(seconds_since(start), timeout_s + 5.0) << e.what();
+  }
+}
+
+TEST_P(BootstrapTest, DepartedRankFailsTheOthersFast) {
+  const int n = ranks();
+  if (n < 2) GTEST_SKIP() << "needs a peer";
+  const bool threads = run_mode() == mode::threads;
+  run(
+      [threads](std::shared_ptr<bootstrap> bs) {
+        if (bs->rank() == 1) {
+          // A thread returns, which destroys its bootstrap; a process leaves without a word.
+          if (threads) return;
+          std::fflush(stdout);
+          ::_exit(0);
+        }
+        expect_fast_timeout(*bs, 2.0);
+      },
+      2000ms);
+}
+
+TEST_P(BootstrapTest, KilledRankFailsTheOthersFast) {
+  const int n = ranks();
+  if (n < 2 || run_mode() != mode::processes) GTEST_SKIP() << "needs two processes";
+  // Rank 0 hosts the TCP store, so its death is a different path from any other rank's.
+  for (int victim : {1, 0}) {
+    std::vector<int> status(n, 0);
+    status[victim] = 128 + SIGKILL;
+    shared_counter started;
+    std::atomic<int>* counter = &started.get();
+    run(
+        [victim, counter](std::shared_ptr<bootstrap> bs) {
+          if (bs->rank() == victim) {
+            // Die only once the others are past the constructor's rendezvous, whose replies
+            // the store on rank 0 may still be sending: this test is about a death between
+            // calls.
+            auto start = std::chrono::steady_clock::now();
+            while (counter->load() < bs->size() - 1 && seconds_since(start) < 10)
+              std::this_thread::sleep_for(1ms);
+            ::raise(SIGKILL);
+          }
+          counter->fetch_add(1);
+          expect_fast_timeout(*bs, 2.0);
+        },
+        2000ms, status);
+  }
+}
+
+std::string case_name(const ::testing::TestParamInfo<BootstrapTest::ParamType>& info) {
+  return std::string(std::get<0>(info.param) == mode::threads ? "threads" : "processes") + "_" +
+         std::to_string(std::get<1>(info.param));
+}
+
+INSTANTIATE_TEST_SUITE_P(Bootstrap, BootstrapTest,
+                         ::testing::Combine(::testing::Values(mode::threads, mode::processes),
+                                            ::testing::Range(1, 5)),
+                         case_name);
+
+// ---- the base-class collectives, as a user-supplied bootstrap that only has allgather -------
+
+class allgather_only final : public bootstrap {
+ public:
+  explicit allgather_only(std::shared_ptr<bootstrap> inner) : inner_(std::move(inner)) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  std::chrono::milliseconds timeout() const override { return inner_->timeout(); }
+  void allgather(const void* send, void* recv, std::size_t bytes) override {
+    inner_->allgather(send, recv, bytes);
+  }
+  std::unique_ptr<bootstrap> split(int color, int key) override {
+    return inner_->split(color, key);
+  }
+
+ private:
+  std::shared_ptr<bootstrap> inner_;
+};
+
+TEST(BootstrapDefaults, BroadcastAndBarrierOnTopOfAllgather) {
+  constexpr int n = 3;
+  shared_counter caught;
+  std::atomic<int>* counter = &caught.get();
+  wholestore_test::thread_ranks(n, [counter](std::shared_ptr<bootstrap> inner) {
+    allgather_only bs(inner);
+    for (int root = 0; root < n; ++root) {
+      std::vector<char> expected = payload_of(root, 7, 33);
+      std::vector<char> buffer = bs.rank() == root ? expected : std::vector<char>(33, 0);
+      bs.broadcast(buffer.data(), buffer.size(), root);
+      EXPECT_EQ(buffer, expected) << "root " << root;
+    }
+    bs.broadcast(nullptr, 0, 1);
+    bs.barrier();
+    char byte = 0;
+    try {
+      bs.broadcast(&byte, 1, bs.rank() == 2 ? 0 : 2);
+      ADD_FAILURE() << "different roots did not throw";
+    } catch (const wholememory::mismatch_error& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 2 passed root 0"), std::string::npos) << e.what();
+      counter->fetch_add(1);
+    }
+    EXPECT_THROW(bs.broadcast(&byte, 1, -1), wholememory::mismatch_error);
+    std::vector<std::string> all = bs.allgatherv(std::string(bs.rank(), 'z'));
+    for (int r = 0; r < n; ++r) EXPECT_EQ(all[r], std::string(r, 'z'));
+  });
+  EXPECT_EQ(caught.get().load(), n);
+}
+
+TEST(BootstrapThreads, RejectsBadArguments) {
+  EXPECT_THROW(wholememory::make_thread_bootstraps(0, 1s), wholememory::logic_error);
+  EXPECT_THROW(wholememory::make_thread_bootstraps(2, 0ms), wholememory::logic_error);
+  auto one = wholememory::make_thread_bootstraps(1, 1s);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0]->rank(), 0);
+  EXPECT_EQ(one[0]->size(), 1);
+  EXPECT_EQ(one[0]->timeout(), 1s);
+}
+
+// ---- environment ---------------------------------------------------------------------------
+
+// Sets environment variables for one test and restores the previous values afterwards.
+class env_guard {
+ public:
+  env_guard() {
+    for (const char* name : names_) {
+      const char* value = std::getenv(name);
+      if (value) saved_[name] = value;
+      ::unsetenv(name);
+    }
+  }
+  ~env_guard() {
+    for (const char* name : names_) {
+      auto it = saved_.find(name);
+      if (it == saved_.end()) {
+        ::unsetenv(name);
+      } else {
+        ::setenv(name, it->second.c_str(), 1);
+      }
+    }
+  }
+  env_guard(const env_guard&) = delete;
+  env_guard& operator=(const env_guard&) = delete;
+  void set(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
+
+ private:
+  static constexpr const char* names_[] = {"RANK",
+                                           "WORLD_SIZE",
+                                           "LOCAL_RANK",
+                                           "LOCAL_WORLD_SIZE",
+                                           "MASTER_ADDR",
+                                           "MASTER_PORT",
+                                           "OMPI_COMM_WORLD_RANK",
+                                           "OMPI_COMM_WORLD_SIZE",
+                                           "OMPI_COMM_WORLD_LOCAL_RANK",
+                                           "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                           "WHOLESTORE_TIMEOUT"};
+  std::map<std::string, std::string> saved_;
+};
+
+TEST(BootstrapEnv, NoLaunchEnvironment) {
+  env_guard env;
+  EXPECT_FALSE(wholememory::read_launch_env().has_value());
+  EXPECT_THROW(wholememory::bootstrap_from_env(1s), wholememory::logic_error);
+}
+
+TEST(BootstrapEnv, TorchrunVariables) {
+  env_guard env;
+  env.set("RANK", "5");
+  env.set("WORLD_SIZE", "8");
+  env.set("LOCAL_RANK", "1");
+  env.set("LOCAL_WORLD_SIZE", "4");
+  env.set("MASTER_ADDR", "node-a.example");
+  env.set("MASTER_PORT", "12345");
+  // torchrun's variables win over mpirun's when both are present.
+  env.set("OMPI_COMM_WORLD_RANK", "0");
+  env.set("OMPI_COMM_WORLD_SIZE", "2");
+  auto le = wholememory::read_launch_env();
+  ASSERT_TRUE(le.has_value());
+  EXPECT_EQ(le->rank, 5);
+  EXPECT_EQ(le->size, 8);
+  EXPECT_EQ(le->local_rank, 1);
+  EXPECT_EQ(le->local_size, 4);
+  EXPECT_EQ(le->master_addr, "node-a.example");
+  EXPECT_EQ(le->master_port, 12345);
+}
+
+TEST(BootstrapEnv, TorchrunWithoutLocalOrMasterVariables) {
+  env_guard env;
+  env.set("RANK", "2");
+  env.set("WORLD_SIZE", "3");
+  auto le = wholememory::read_launch_env();
+  ASSERT_TRUE(le.has_value());
+  EXPECT_EQ(le->rank, 2);
+  EXPECT_EQ(le->size, 3);
+  EXPECT_EQ(le->local_rank, 2);  // one host assumed
+  EXPECT_EQ(le->local_size, 3);
+  EXPECT_EQ(le->master_addr, "127.0.0.1");
+  EXPECT_EQ(le->master_port, 29500);
+}
+
+TEST(BootstrapEnv, OpenMpiVariables) {
+  env_guard env;
+  env.set("OMPI_COMM_WORLD_RANK", "3");
+  env.set("OMPI_COMM_WORLD_SIZE", "4");
+  env.set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
+  env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "2");
+  auto le = wholememory::read_launch_env();
+  ASSERT_TRUE(le.has_value());
+  EXPECT_EQ(le->rank, 3);
+  EXPECT_EQ(le->size, 4);
+  EXPECT_EQ(le->local_rank, 1);
+  EXPECT_EQ(le->local_size, 2);
+  EXPECT_EQ(le->master_addr, "127.0.0.1");
+  EXPECT_EQ(le->master_port, 29500);
+  env.set("MASTER_ADDR", "10.1.2.3");
+  env.set("MASTER_PORT", "4000");
+  le = wholememory::read_launch_env();
+  ASSERT_TRUE(le.has_value());
+  EXPECT_EQ(le->master_addr, "10.1.2.3");
+  EXPECT_EQ(le->master_port, 4000);
+}
+
+TEST(BootstrapEnv, MalformedValuesThrowNamingTheVariable) {
+  struct bad_case {
+    std::vector<std::pair<const char*, const char*>> vars;
+    const char* named;
+  };
+  const std::vector<bad_case> cases = {
+      {{{"RANK", "abc"}, {"WORLD_SIZE", "2"}}, "RANK"},
+      {{{"RANK", "1x"}, {"WORLD_SIZE", "2"}}, "RANK"},
+      {{{"RANK", ""}, {"WORLD_SIZE", "2"}}, "RANK"},
+      {{{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "RANK"},
+      {{{"RANK", "-1"}, {"WORLD_SIZE", "2"}}, "RANK"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "WORLD_SIZE"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "99999999999999999999"}}, "WORLD_SIZE"},
+      {{{"RANK", "0"}}, "WORLD_SIZE"},
+      {{{"WORLD_SIZE", "2"}}, "RANK"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}},
+       "LOCAL_RANK"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}, "MASTER_PORT"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "port"}}, "MASTER_PORT"},
+      {{{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}}, "OMPI_COMM_WORLD_RANK"},
+  };
+  for (const bad_case& c : cases) {
+    env_guard env;
+    std::string described;
+    for (const auto& [name, value] : c.vars) {
+      env.set(name, value);
+      described += std::string(name) + "='" + value + "' ";
+    }
+    try {
+      wholememory::read_launch_env();
+      ADD_FAILURE() << "no error for " << described;
+    } catch (const wholememory::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.named), std::string::npos)
+          << described << "-> " << e.what();
+    }
+  }
+}
+
+TEST(BootstrapEnv, DefaultTimeout) {
+  env_guard env;
+  EXPECT_EQ(wholememory::default_timeout(), 300s);
+  env.set("WHOLESTORE_TIMEOUT", "2.5");
+  EXPECT_EQ(wholememory::default_timeout(), 2500ms);
+  env.set("WHOLESTORE_TIMEOUT", "42");
+  EXPECT_EQ(wholememory::default_timeout(), 42s);
+  env.set("WHOLESTORE_TIMEOUT", "0.0001");  // rounds up, never to zero
+  EXPECT_EQ(wholememory::default_timeout(), 1ms);
+  for (const char* bad : {"", "abc", "5s", "-1", "0", "inf", "nan", "1e300"}) {
+    env.set("WHOLESTORE_TIMEOUT", bad);
+    try {
+      wholememory::default_timeout();
+      ADD_FAILURE() << "no error for WHOLESTORE_TIMEOUT='" << bad << "'";
+    } catch (const wholememory::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find("WHOLESTORE_TIMEOUT"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace

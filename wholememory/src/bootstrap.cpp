@@ -1,1 +1,245 @@
-// placeholder: replaced by its owner before this lands
+// The parts of the bootstrap contract that do not depend on the transport: the default timeout,
+// the base-class collectives built on allgather, the shared agreement check, and reading the
+// launch environment.
+#include <wholememory/bootstrap.hpp>
+#include <wholememory/error.hpp>
+
+#include "bootstrap_rounds.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+namespace wholememory {
+
+namespace {
+
+constexpr const char* timeout_variable = "WHOLESTORE_TIMEOUT";
+constexpr std::chrono::milliseconds fallback_timeout{300 * 1000};
+// Beyond this a timeout is surely a typo, and the millisecond count must not overflow.
+constexpr double max_timeout_seconds = 365.0 * 24 * 3600;
+
+// Parses a whole decimal integer; rejects empty strings, trailing text and overflow.
+long parse_env_int(const char* name, const char* text, long min_value, long max_value) {
+  errno = 0;
+  char* end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  WM_EXPECTS(*text != '\0' && end != text && *end == '\0' && errno != ERANGE,
+             "environment variable " << name << "='" << text << "' is not an integer");
+  WM_EXPECTS(value >= min_value && value <= max_value,
+             "environment variable " << name << "=" << value << " is out of range [" << min_value
+                                     << ", " << max_value << "]");
+  return value;
+}
+
+// Groups ranks by the text describing what they passed: "ranks 0, 2 passed 8 bytes, rank 1
+// passed 16 bytes".  Groups appear in the order of their first rank.
+template <typename Describe>
+std::string group_by_value(std::size_t size, Describe describe, const char* verb) {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (std::size_t r = 0; r < size; ++r) {
+    std::string value = describe(r);
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == value; });
+    if (it == groups.end()) {
+      groups.push_back({value, {static_cast<int>(r)}});
+    } else {
+      it->second.push_back(static_cast<int>(r));
+    }
+  }
+  std::string out;
+  for (const auto& [value, ranks] : groups) {
+    if (!out.empty()) out += ", ";
+    out += detail::describe_ranks(ranks) + " " + verb + " " + value;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::chrono::milliseconds default_timeout() {
+  const char* text = std::getenv(timeout_variable);
+  if (text == nullptr) return fallback_timeout;
+  errno = 0;
+  char* end = nullptr;
+  double seconds = std::strtod(text, &end);
+  WM_EXPECTS(
+      *text != '\0' && end != text && *end == '\0' && errno != ERANGE && std::isfinite(seconds),
+      timeout_variable << "='" << text << "' is not a number of seconds");
+  WM_EXPECTS(seconds > 0 && seconds <= max_timeout_seconds,
+             timeout_variable << "=" << text << " is out of range (0, " << max_timeout_seconds
+                              << "] seconds");
+  // Round up so that a tiny positive timeout never becomes zero.
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1000.0)));
+}
+
+// The base versions serve user-supplied bootstraps that only implement allgather.  They send
+// the root along so that a disagreement fails on every rank instead of silently using
+// different roots.
+void bootstrap::broadcast(void* buffer, std::size_t bytes, int root) {
+  const int n = size();
+  const std::size_t slot = sizeof(std::int64_t) + bytes;
+  std::vector<char> send(slot);
+  std::int64_t my_root = root;
+  std::memcpy(send.data(), &my_root, sizeof(my_root));
+  if (bytes > 0) std::memcpy(send.data() + sizeof(my_root), buffer, bytes);
+  std::vector<char> recv(slot * static_cast<std::size_t>(n));
+  allgather(send.data(), recv.data(), slot);
+
+  std::vector<detail::round_args> args(n);
+  for (int r = 0; r < n; ++r) {
+    args[r].op = detail::collective_op::broadcast;
+    args[r].bytes = bytes;
+    std::memcpy(&args[r].root, recv.data() + slot * r, sizeof(std::int64_t));
+  }
+  std::string error = detail::check_round(args);
+  if (!error.empty()) WM_FAIL(mismatch_error, error);
+  if (bytes > 0) std::memcpy(buffer, recv.data() + slot * root + sizeof(std::int64_t), bytes);
+}
+
+void bootstrap::barrier() {
+  char token = 0;
+  std::vector<char> all(static_cast<std::size_t>(size()));
+  allgather(&token, all.data(), 1);
+}
+
+std::vector<std::string> bootstrap::allgatherv(const std::string& mine) {
+  const int n = size();
+  std::uint64_t my_length = mine.size();
+  std::vector<std::uint64_t> lengths(n);
+  allgather(&my_length, lengths.data(), sizeof(my_length));
+  // Pad every contribution to the longest one: the allgather underneath takes one size.
+  std::uint64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  std::vector<std::string> out(n);
+  if (longest == 0) return out;
+  std::string send = mine;
+  send.resize(longest, '\0');
+  std::string recv(longest * static_cast<std::size_t>(n), '\0');
+  allgather(send.data(), recv.data(), longest);
+  for (int r = 0; r < n; ++r) out[r] = recv.substr(longest * r, lengths[r]);
+  return out;
+}
+
+std::optional<launch_env> read_launch_env() {
+  const bool has_torch = std::getenv("RANK") || std::getenv("WORLD_SIZE");
+  const bool has_ompi = std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (!has_torch && !has_ompi) return std::nullopt;
+
+  const char* rank_name = has_torch ? "RANK" : "OMPI_COMM_WORLD_RANK";
+  const char* size_name = has_torch ? "WORLD_SIZE" : "OMPI_COMM_WORLD_SIZE";
+  const char* local_rank_name = has_torch ? "LOCAL_RANK" : "OMPI_COMM_WORLD_LOCAL_RANK";
+  const char* local_size_name = has_torch ? "LOCAL_WORLD_SIZE" : "OMPI_COMM_WORLD_LOCAL_SIZE";
+  const char* rank_text = std::getenv(rank_name);
+  const char* size_text = std::getenv(size_name);
+  WM_EXPECTS(rank_text && size_text,
+             "launch environment is incomplete: " << (rank_text ? size_name : rank_name)
+                                                  << " is not set but "
+                                                  << (rank_text ? rank_name : size_name) << " is");
+
+  constexpr long max_ranks = 1 << 24;
+  launch_env env;
+  env.size = static_cast<int>(parse_env_int(size_name, size_text, 1, max_ranks));
+  env.rank = static_cast<int>(parse_env_int(rank_name, rank_text, 0, env.size - 1));
+  // Without local variables, assume one host: every rank is local.
+  const char* local_size_text = std::getenv(local_size_name);
+  env.local_size =
+      local_size_text
+          ? static_cast<int>(parse_env_int(local_size_name, local_size_text, 1, env.size))
+          : env.size;
+  const char* local_rank_text = std::getenv(local_rank_name);
+  env.local_rank =
+      local_rank_text
+          ? static_cast<int>(parse_env_int(local_rank_name, local_rank_text, 0, env.local_size - 1))
+          : (local_size_text ? env.rank % env.local_size : env.rank);
+
+  if (const char* addr = std::getenv("MASTER_ADDR")) {
+    WM_EXPECTS(*addr != '\0', "environment variable MASTER_ADDR is empty");
+    env.master_addr = addr;
+  }
+  if (const char* port = std::getenv("MASTER_PORT")) {
+    env.master_port = static_cast<int>(parse_env_int("MASTER_PORT", port, 1, 65535));
+  }
+  return env;
+}
+
+std::unique_ptr<bootstrap> bootstrap_from_env(std::chrono::milliseconds timeout) {
+  std::optional<launch_env> env = read_launch_env();
+  WM_EXPECTS(env.has_value(),
+             "no launch environment: set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (as "
+             "`wholestore launch` and torchrun do) or run under mpirun");
+  return make_tcp_bootstrap(env->rank, env->size, env->master_addr, env->master_port, timeout);
+}
+
+namespace detail {
+
+const char* op_name(collective_op op) {
+  switch (op) {
+    case collective_op::connect:
+      return "connect";
+    case collective_op::allgather:
+      return "allgather";
+    case collective_op::broadcast:
+      return "broadcast";
+    case collective_op::barrier:
+      return "barrier";
+  }
+  return "unknown";
+}
+
+std::string describe_ranks(const std::vector<int>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(ranks[i]);
+  }
+  return out;
+}
+
+std::string check_round(const std::vector<round_args>& args) {
+  const std::size_t n = args.size();
+  if (n == 0) return {};
+  const round_args& first = args[0];
+  auto all_equal = [&](auto field) {
+    return std::all_of(args.begin(), args.end(),
+                       [&](const round_args& a) { return field(a) == field(first); });
+  };
+  std::ostringstream os;
+  if (!all_equal([](const round_args& a) { return a.seq; })) {
+    os << "ranks are at different collective calls: "
+       << group_by_value(
+              n, [&](std::size_t r) { return "#" + std::to_string(args[r].seq); }, "is at");
+    return os.str();
+  }
+  if (!all_equal([](const round_args& a) { return a.op; })) {
+    os << "collective #" << first.seq << ": "
+       << group_by_value(
+              n, [&](std::size_t r) { return std::string(op_name(args[r].op)); }, "called");
+    return os.str();
+  }
+  const char* name = op_name(first.op);
+  if (!all_equal([](const round_args& a) { return a.bytes; })) {
+    os << name << " #" << first.seq << ": "
+       << group_by_value(
+              n, [&](std::size_t r) { return std::to_string(args[r].bytes) + " bytes"; }, "passed");
+    return os.str();
+  }
+  if (!all_equal([](const round_args& a) { return a.root; })) {
+    os << name << " #" << first.seq << ": "
+       << group_by_value(
+              n, [&](std::size_t r) { return "root " + std::to_string(args[r].root); }, "passed");
+    return os.str();
+  }
+  if (first.op == collective_op::broadcast &&
+      (first.root < 0 || first.root >= static_cast<std::int64_t>(n))) {
+    os << name << " #" << first.seq << ": root " << first.root << " is out of range [0, " << n
+       << ")";
+    return os.str();
+  }
+  return {};
+}
+
+}  // namespace detail
+}  // namespace wholememory

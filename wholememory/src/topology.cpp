@@ -1,1 +1,71 @@
-// placeholder: replaced by its owner before this lands
+#include <wholememory/communicator.hpp>
+#include <wholememory/error.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <string>
+#include <vector>
+
+namespace wholememory {
+
+bool rank_topology::single_process() const {
+  if (num_hosts != 1) return false;
+  const long self = static_cast<long>(::getpid());
+  return std::all_of(pids.begin(), pids.end(), [self](long pid) { return pid == self; });
+}
+
+const char* backend_name(backend b) {
+  switch (b) {
+    case backend::host:
+      return "host";
+    case backend::nccl:
+      return "nccl";
+  }
+  return "unknown";
+}
+
+rank_topology discover_topology(bootstrap& bs) {
+  char host[HOST_NAME_MAX + 1] = {};
+  WM_SYSCALL_TRY(::gethostname(host, sizeof(host) - 1));
+  // "pid hostname": the pid first so that any host name, spaces included, parses back.
+  const std::string mine = std::to_string(static_cast<long>(::getpid())) + " " + host;
+  const std::vector<std::string> all = bs.allgatherv(mine);
+
+  rank_topology topo;
+  const int size = static_cast<int>(all.size());
+  WM_EXPECTS(size == bs.size(),
+             "allgatherv returned " << size << " entries for " << bs.size() << " ranks");
+  std::vector<std::string> hosts;
+  topo.pids.resize(size);
+  topo.host_of_rank.resize(size);
+  for (int r = 0; r < size; ++r) {
+    const std::string& entry = all[r];
+    const std::size_t space = entry.find(' ');
+    WM_EXPECTS(space != std::string::npos && space > 0,
+               "malformed topology entry '" << entry << "' from rank " << r);
+    topo.pids[r] = std::stol(entry.substr(0, space));
+    const std::string name = entry.substr(space + 1);
+    // Host indices follow first appearance so that every rank derives the same numbering.
+    auto it = std::find(hosts.begin(), hosts.end(), name);
+    if (it == hosts.end()) it = hosts.insert(hosts.end(), name);
+    topo.host_of_rank[r] = static_cast<int>(it - hosts.begin());
+  }
+  topo.num_hosts = static_cast<int>(hosts.size());
+  const int my_host = topo.host_of_rank[bs.rank()];
+  for (int r = 0; r < size; ++r) {
+    if (topo.host_of_rank[r] != my_host) continue;
+    if (r == bs.rank()) topo.local_rank = static_cast<int>(topo.local_ranks.size());
+    topo.local_ranks.push_back(r);
+  }
+  topo.local_size = static_cast<int>(topo.local_ranks.size());
+  return topo;
+}
+
+std::shared_ptr<communicator> communicator::split_by_host() {
+  return split(topology_.host_of_rank[rank()], rank());
+}
+
+}  // namespace wholememory
