@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -423,6 +424,108 @@ TEST(BootstrapThreads, RejectsBadArguments) {
   EXPECT_EQ(one[0]->timeout(), 1s);
 }
 
+// ---- TCP specifics: rendezvous, arguments, environment ------------------------------------
+
+// Forks `n` children running `child(r)`, whose return value is the exit code (an exception
+// counts as 1); returns the exit statuses in order.  Children use their own bootstraps.
+std::vector<int> fork_children(int n, const std::function<int(int)>& child) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = 1;
+      try {
+        code = child(r);
+        if (::testing::Test::HasFailure()) code = 1;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "child %d threw: %s\n", r, e.what());
+      }
+      std::fflush(stdout);
+      std::fflush(stderr);
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> status;
+  for (pid_t pid : pids) {
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    status.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+  }
+  return status;
+}
+
+TEST(BootstrapTcp, RankZeroMayStartLast) {
+  const int port = wholestore_test::free_port();
+  std::vector<int> status = fork_children(3, [port](int r) {
+    if (r == 0) std::this_thread::sleep_for(400ms);
+    auto bs = wholememory::make_tcp_bootstrap(r, 3, "127.0.0.1", port, 5s);
+    std::int32_t mine = 10 + r;
+    std::vector<std::int32_t> all(3);
+    bs->allgather(&mine, all.data(), sizeof(mine));
+    return all == std::vector<std::int32_t>{10, 11, 12} ? 0 : 1;
+  });
+  EXPECT_EQ(status, std::vector<int>(3, 0));
+}
+
+TEST(BootstrapTcp, ConnectFailures) {
+  // Nobody listens: a non-zero rank gives up after its timeout, naming the store.
+  const int port = wholestore_test::free_port();
+  auto start = std::chrono::steady_clock::now();
+  try {
+    wholememory::make_tcp_bootstrap(1, 2, "127.0.0.1", port, 500ms);
+    ADD_FAILURE() << "connected to nobody";
+  } catch (const wholememory::timeout_error& e) {
+    EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(port)), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(seconds_since(start), 0.5 + 3.0);
+
+  // Rank 2 never comes: the others learn which rank is missing.
+  const int port2 = wholestore_test::free_port();
+  std::vector<int> status = fork_children(2, [port2](int r) {
+    try {
+      wholememory::make_tcp_bootstrap(r, 3, "127.0.0.1", port2, 700ms);
+    } catch (const wholememory::timeout_error& e) {
+      return std::string(e.what()).find("rank 2 did not connect") != std::string::npos ? 0 : 2;
+    }
+    return 1;
+  });
+  EXPECT_EQ(status, std::vector<int>(2, 0));
+
+  // Ranks that disagree on the job size fail on both sides.
+  const int port3 = wholestore_test::free_port();
+  status = fork_children(2, [port3](int r) {
+    try {
+      wholememory::make_tcp_bootstrap(r, r == 0 ? 2 : 3, "127.0.0.1", port3, 5s);
+    } catch (const wholememory::mismatch_error& e) {
+      return std::string(e.what()).find("passed size 3") != std::string::npos ? 0 : 2;
+    }
+    return 1;
+  });
+  EXPECT_EQ(status, std::vector<int>(2, 0));
+}
+
+TEST(BootstrapTcp, RejectsBadArguments) {
+  using wholememory::logic_error;
+  using wholememory::make_tcp_bootstrap;
+  EXPECT_THROW(make_tcp_bootstrap(0, 0, "127.0.0.1", 1234, 1s), logic_error);
+  EXPECT_THROW(make_tcp_bootstrap(2, 2, "127.0.0.1", 1234, 1s), logic_error);
+  EXPECT_THROW(make_tcp_bootstrap(-1, 2, "127.0.0.1", 1234, 1s), logic_error);
+  EXPECT_THROW(make_tcp_bootstrap(0, 1, "127.0.0.1", 70000, 1s), logic_error);
+  EXPECT_THROW(make_tcp_bootstrap(1, 2, "127.0.0.1", 0, 1s), logic_error);
+  EXPECT_THROW(make_tcp_bootstrap(0, 1, "", 1234, 1s), logic_error);
+  EXPECT_THROW(make_tcp_bootstrap(0, 1, "127.0.0.1", 1234, 0ms), logic_error);
+  // Port 0 on rank 0 picks a free port; a one-rank job needs nobody else.
+  auto alone = make_tcp_bootstrap(0, 1, "127.0.0.1", 0, 1s);
+  std::uint64_t value = 0x1234567890abcdefULL;
+  std::uint64_t out = 0;
+  alone->allgather(&value, &out, sizeof(value));
+  EXPECT_EQ(out, value);
+}
+
 // ---- environment ---------------------------------------------------------------------------
 
 // Sets environment variables for one test and restores the previous values afterwards.
@@ -525,6 +628,23 @@ TEST(BootstrapEnv, OpenMpiVariables) {
   ASSERT_TRUE(le.has_value());
   EXPECT_EQ(le->master_addr, "10.1.2.3");
   EXPECT_EQ(le->master_port, 4000);
+}
+
+TEST(BootstrapEnv, BootstrapFromEnvironment) {
+  const int port = wholestore_test::free_port();
+  std::vector<int> status = fork_children(3, [port](int r) {
+    ::setenv("RANK", std::to_string(r).c_str(), 1);
+    ::setenv("WORLD_SIZE", "3", 1);
+    ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+    ::setenv("LOCAL_WORLD_SIZE", "3", 1);
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    auto bs = wholememory::bootstrap_from_env(5s);
+    if (bs->rank() != r || bs->size() != 3 || bs->timeout() != 5s) return 2;
+    std::vector<std::string> all = bs->allgatherv(std::string(r + 1, char('a' + r)));
+    return all == std::vector<std::string>{"a", "bb", "ccc"} ? 0 : 3;
+  });
+  EXPECT_EQ(status, std::vector<int>(3, 0));
 }
 
 TEST(BootstrapEnv, MalformedValuesThrowNamingTheVariable) {
