@@ -225,9 +225,15 @@ TEST_P(BootstrapTest, SplitByParity) {
   });
 }
 
-TEST_P(BootstrapTest, MismatchedSizesFailOnEveryRank) {
+// Failures need a peer: these run on 2 to 4 ranks.
+class BootstrapFailureTest : public BootstrapTest {};
+// Waits a full timeout, so runs on 3 ranks only.
+class BootstrapLateTest : public BootstrapTest {};
+// Kills a process: forked ranks only.
+class BootstrapKillTest : public BootstrapTest {};
+
+TEST_P(BootstrapFailureTest, MismatchedSizesFailOnEveryRank) {
   const int n = ranks();
-  if (n < 2) GTEST_SKIP() << "a mismatch needs two ranks";
   shared_counter caught;
   std::atomic<int>* counter = &caught.get();
   run([counter](std::shared_ptr<bootstrap> bs) {
@@ -274,9 +280,7 @@ TEST_P(BootstrapTest, MismatchedSizesFailOnEveryRank) {
   EXPECT_EQ(caught.get().load(), 3 * n) << "every rank must see every mismatch";
 }
 
-TEST_P(BootstrapTest, LateRankTimesOutOnTheOthers) {
-  const int n = ranks();
-  if (n != 3) GTEST_SKIP() << "waits a full timeout; run on 3 ranks only";
+TEST_P(BootstrapLateTest, LateRankTimesOutOnTheOthers) {
   const std::chrono::milliseconds timeout = 1000ms;
   run(
       [timeout](std::shared_ptr<bootstrap> bs) {
@@ -312,9 +316,7 @@ void expect_fast_timeout(bootstrap& bs, double timeout_s) {
   }
 }
 
-TEST_P(BootstrapTest, DepartedRankFailsTheOthersFast) {
-  const int n = ranks();
-  if (n < 2) GTEST_SKIP() << "needs a peer";
+TEST_P(BootstrapFailureTest, DepartedRankFailsTheOthersFast) {
   const bool threads = run_mode() == mode::threads;
   run(
       [threads](std::shared_ptr<bootstrap> bs) {
@@ -329,9 +331,8 @@ TEST_P(BootstrapTest, DepartedRankFailsTheOthersFast) {
       2000ms);
 }
 
-TEST_P(BootstrapTest, KilledRankFailsTheOthersFast) {
+TEST_P(BootstrapKillTest, KilledRankFailsTheOthersFast) {
   const int n = ranks();
-  if (n < 2 || run_mode() != mode::processes) GTEST_SKIP() << "needs two processes";
   // Rank 0 hosts the TCP store, so its death is a different path from any other rank's.
   for (int victim : {1, 0}) {
     std::vector<int> status(n, 0);
@@ -361,9 +362,16 @@ std::string case_name(const ::testing::TestParamInfo<BootstrapTest::ParamType>& 
          std::to_string(std::get<1>(info.param));
 }
 
+const auto both_modes = ::testing::Values(mode::threads, mode::processes);
 INSTANTIATE_TEST_SUITE_P(Bootstrap, BootstrapTest,
-                         ::testing::Combine(::testing::Values(mode::threads, mode::processes),
-                                            ::testing::Range(1, 5)),
+                         ::testing::Combine(both_modes, ::testing::Range(1, 5)), case_name);
+INSTANTIATE_TEST_SUITE_P(Bootstrap, BootstrapFailureTest,
+                         ::testing::Combine(both_modes, ::testing::Range(2, 5)), case_name);
+INSTANTIATE_TEST_SUITE_P(Bootstrap, BootstrapLateTest,
+                         ::testing::Combine(both_modes, ::testing::Values(3)), case_name);
+INSTANTIATE_TEST_SUITE_P(Bootstrap, BootstrapKillTest,
+                         ::testing::Combine(::testing::Values(mode::processes),
+                                            ::testing::Range(2, 5)),
                          case_name);
 
 // ---- the base-class collectives, as a user-supplied bootstrap that only has allgather -------
@@ -645,6 +653,21 @@ TEST(BootstrapEnv, BootstrapFromEnvironment) {
     return all == std::vector<std::string>{"a", "bb", "ccc"} ? 0 : 3;
   });
   EXPECT_EQ(status, std::vector<int>(3, 0));
+}
+
+// Run by tests/apps/launch_test.sh as `wholestore launch -n 3 -- wholememory_tests
+// --gtest_filter=BootstrapLaunched.*`: the launcher's environment must lead to a working job.
+TEST(BootstrapLaunched, AllgatherAcrossLaunchedRanks) {
+  if (std::getenv("RANK") == nullptr) GTEST_SKIP() << "runs under `wholestore launch` only";
+  auto bs = wholememory::bootstrap_from_env(20s);
+  auto env = wholememory::read_launch_env();
+  ASSERT_TRUE(env.has_value());
+  EXPECT_EQ(bs->rank(), env->rank);
+  EXPECT_EQ(bs->size(), env->size);
+  EXPECT_EQ(env->local_size, env->size);
+  std::vector<std::string> all = bs->allgatherv("rank " + std::to_string(bs->rank()));
+  for (int r = 0; r < bs->size(); ++r) EXPECT_EQ(all[r], "rank " + std::to_string(r));
+  bs->barrier();
 }
 
 TEST(BootstrapEnv, MalformedValuesThrowNamingTheVariable) {

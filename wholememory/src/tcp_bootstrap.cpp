@@ -753,16 +753,16 @@ class tcp_bootstrap final : public bootstrap {
     io_status st = recv_all(conn_.get(), &reply, sizeof(reply), deadline);
     if (sent == io_status::timed_out) st = io_status::timed_out;
     if (st == io_status::ok && reply.magic != reply_magic) {
-      fail(timeout_error_text(what, "the store sent a malformed reply"));
+      fail(with_store(what, "the store sent a malformed reply"));
     }
     const bool farewell = st == io_status::ok && reply.seq == farewell_seq;
     if (st == io_status::ok && !farewell && reply.seq != seq) {
-      fail(timeout_error_text(what, "the store replied to call #" + std::to_string(reply.seq)));
+      fail(with_store(what, "the store replied to call #" + std::to_string(reply.seq)));
     }
     if (st == io_status::ok && reply.status == static_cast<std::uint32_t>(reply_status::ok)) {
       if (reply.length != recv_bytes) {
-        fail(timeout_error_text(what, "the store replied " + std::to_string(reply.length) +
-                                          " bytes, expected " + std::to_string(recv_bytes)));
+        fail(with_store(what, "the store replied " + std::to_string(reply.length) +
+                                  " bytes, expected " + std::to_string(recv_bytes)));
       }
       if (recv_bytes > 0) st = recv_all(conn_.get(), recv, recv_bytes, deadline);
       if (st == io_status::ok) return;
@@ -788,7 +788,7 @@ class tcp_bootstrap final : public bootstrap {
     fail(text);
   }
 
-  std::string timeout_error_text(const std::string& what, const std::string& why) const {
+  std::string with_store(const std::string& what, const std::string& why) const {
     return what + ": " + why + " (store at " + store_ + ")";
   }
 
