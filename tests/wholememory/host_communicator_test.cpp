@@ -237,14 +237,14 @@ std::uint16_t encode_bfloat16(float v) {
 template <typename T>
 std::vector<T> as(const std::vector<unsigned char>& bytes) {
   std::vector<T> out(bytes.size() / sizeof(T));
-  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
   return out;
 }
 
 template <typename T>
 std::vector<unsigned char> bytes_of(const std::vector<T>& values) {
   std::vector<unsigned char> out(values.size() * sizeof(T));
-  std::memcpy(out.data(), values.data(), out.size());
+  if (!out.empty()) std::memcpy(out.data(), values.data(), out.size());
   return out;
 }
 
