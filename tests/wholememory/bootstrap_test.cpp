@@ -225,6 +225,46 @@ TEST_P(BootstrapTest, SplitByParity) {
   });
 }
 
+// Some ranks meet without the others (the seed API's `ranks` lists): the even ranks and the
+// odd ranks form their own groups at the same time, twice each, while the parent stays usable.
+TEST_P(BootstrapTest, SubsetsMeetWithoutTheOthers) {
+  const int n = ranks();
+  run([n](std::shared_ptr<bootstrap> bs) {
+    const int me = bs->rank();
+    std::vector<int> members;
+    for (int r = me % 2; r < n; r += 2) members.push_back(r);
+    for (int round = 0; round < 2; ++round) {
+      std::unique_ptr<bootstrap> sub = bs->subset(members);
+      ASSERT_NE(sub, nullptr);
+      EXPECT_EQ(sub->size(), static_cast<int>(members.size()));
+      EXPECT_EQ(sub->rank(), me / 2);
+      std::int32_t mine = 100 * round + me;
+      std::vector<std::int32_t> gathered(sub->size());
+      sub->allgather(&mine, gathered.data(), sizeof(mine));
+      for (std::size_t i = 0; i < members.size(); ++i)
+        EXPECT_EQ(gathered[i], 100 * round + members[i]) << "member " << i;
+      // A subset of a subset.
+      std::unique_ptr<bootstrap> first = sub->rank() == 0 ? sub->subset({0}) : nullptr;
+      if (first) first->barrier();
+      sub->barrier();
+    }
+    // Only rank 0: a group of one, with nobody else calling.
+    if (me == 0) {
+      std::unique_ptr<bootstrap> alone = bs->subset({0});
+      EXPECT_EQ(alone->size(), 1);
+      alone->barrier();
+    }
+    EXPECT_THROW(bs->subset({}), wholememory::logic_error);
+    EXPECT_THROW(bs->subset({n}), wholememory::logic_error);
+    if (n > 1) {
+      EXPECT_THROW(bs->subset({(me + 1) % n}), wholememory::logic_error);  // without the caller
+      std::vector<int> backwards{n - 1, 0};
+      EXPECT_THROW(bs->subset(backwards), wholememory::logic_error);
+    }
+    bs->barrier();
+  });
+}
+
 // Failures need a peer: these run on 2 to 4 ranks.
 class BootstrapFailureTest : public BootstrapTest {};
 // Waits a full timeout, so runs on 3 ranks only.

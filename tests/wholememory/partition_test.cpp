@@ -22,7 +22,9 @@ void expect_valid(const partition& p, std::size_t total, int parts, std::size_t 
   EXPECT_EQ(p.offsets.back(), total);
   for (int i = 0; i < parts; ++i) {
     EXPECT_LE(p.offsets[i], p.offsets[i + 1]);
-    if (i > 0) EXPECT_EQ(p.offsets[i] % granularity, 0u) << "part " << i << " starts mid-row";
+    if (i > 0) {
+      EXPECT_EQ(p.offsets[i] % granularity, 0u) << "part " << i << " starts mid-row";
+    }
   }
 }
 

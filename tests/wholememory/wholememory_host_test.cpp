@@ -76,7 +76,9 @@ void write_and_verify(const wholememory::wholememory& wm, std::uint32_t salt)
     for (std::size_t i = 0; i < count; ++i)
       ASSERT_EQ(p[i], pattern(first + i, salt)) << "own element " << first + i;
     for (int r = 0; r < wm.num_parts(); ++r)
-      if (r != wm.comm().rank()) EXPECT_EQ(wm.part(r).ptr, nullptr) << "rank " << r << " mapped";
+      if (r != wm.comm().rank()) {
+        EXPECT_EQ(wm.part(r).ptr, nullptr) << "rank " << r << " mapped";
+      }
     return;
   }
   // Continuous and chunked: every rank reads all of it, through PtrGen and through part().
@@ -115,7 +117,9 @@ TEST_P(HostMemory, EveryRankSeesEveryPart)
     ASSERT_EQ(wm.num_parts(), comm->size());
     for (int r = 0; r < wm.num_parts(); ++r) {
       part_info p = wm.part(r);
-      if (r > 0) EXPECT_EQ(p.offset % row, 0u) << "rank " << r << " starts mid-row";
+      if (r > 0) {
+        EXPECT_EQ(p.offset % row, 0u) << "rank " << r << " starts mid-row";
+      }
       EXPECT_EQ(p.offset, wm.get_partition().part_offset(r));
     }
     write_and_verify(wm, 0x5eed + comm->size());

@@ -100,6 +100,10 @@ void bootstrap::broadcast(void* buffer, std::size_t bytes, int root) {
   if (bytes > 0) std::memcpy(buffer, recv.data() + slot * root + sizeof(std::int64_t), bytes);
 }
 
+std::unique_ptr<bootstrap> bootstrap::subset(const std::vector<int>&) {
+  WM_FAIL(logic_error, "this bootstrap cannot form a group of some ranks without the others");
+}
+
 void bootstrap::barrier() {
   char token = 0;
   std::vector<char> all(static_cast<std::size_t>(size()));
@@ -185,8 +189,25 @@ const char* op_name(collective_op op) {
       return "broadcast";
     case collective_op::barrier:
       return "barrier";
+    case collective_op::post:
+      return "mailbox post";
+    case collective_op::fetch:
+      return "mailbox fetch";
   }
   return "unknown";
+}
+
+void check_subset_members(const std::vector<int>& members, int rank, int size) {
+  WM_EXPECTS(!members.empty(), "subset: the member list is empty");
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    WM_EXPECTS(members[i] >= 0 && members[i] < size,
+               "subset: member " << members[i] << " is not a rank of a group of " << size);
+    WM_EXPECTS(i == 0 || members[i - 1] < members[i],
+               "subset: members must be ascending and unique, got " << members[i - 1] << " before "
+                                                                    << members[i]);
+  }
+  WM_EXPECTS(std::binary_search(members.begin(), members.end(), rank),
+             "subset: rank " << rank << " called with a member list that does not contain it");
 }
 
 std::string describe_ranks(const std::vector<int>& ranks) {

@@ -18,6 +18,8 @@ enum class collective_op : std::uint32_t {
   allgather = 2,
   broadcast = 3,
   barrier = 4,
+  post = 5,   ///< mailbox: store a value under a key (outside the rounds; TCP only)
+  fetch = 6,  ///< mailbox: wait for the value of a key (outside the rounds; TCP only)
 };
 
 /// "allgather", "broadcast", ...; "unknown" for values outside the enum.
@@ -36,6 +38,10 @@ struct round_args {
 /// names the disagreeing ranks and values, e.g. "allgather #3: rank 0 passed 8 bytes, rank 1
 /// passed 16 bytes".  `args[r]` is rank r's.
 std::string check_round(const std::vector<round_args>& args);
+
+/// Checks a subset() member list: ascending, unique, within [0, size), containing `rank`.
+/// Throws logic_error naming the problem.
+void check_subset_members(const std::vector<int>& members, int rank, int size);
 
 /// "rank 2" or "ranks 1, 3, 4": for messages that name ranks.
 std::string describe_ranks(const std::vector<int>& ranks);

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -404,6 +405,12 @@ class store_server {
   }
 
   void remove_closed() {
+    // Fetches answered, or whose requester is gone, leave the waiting list first: it holds
+    // pointers into peers_.
+    waiting_fetches_.erase(
+        std::remove_if(waiting_fetches_.begin(), waiting_fetches_.end(),
+                       [](const auto& w) { return w.requester == nullptr || w.requester->closed; }),
+        waiting_fetches_.end());
     peers_.erase(
         std::remove_if(peers_.begin(), peers_.end(), [](const auto& p) { return p->closed; }),
         peers_.end());
@@ -450,6 +457,10 @@ class store_server {
       queue_reply(p, broken_status_, args.seq, broken_.data(), broken_.size());
       return;
     }
+    if (args.op == collective_op::post || args.op == collective_op::fetch) {
+      on_mailbox(p, args, std::move(payload));
+      return;
+    }
     if (present_[rank]) {
       fail_group(reply_status::failed, "rank " + std::to_string(rank) + " sent two requests in " +
                                            round_text(args.op, args.seq) + " (protocol error)");
@@ -469,6 +480,43 @@ class store_server {
       return;
     }
     if (arrived_ == size_) complete_round();
+  }
+
+  // The mailbox lets some ranks meet without the others (subset bootstraps): a post stores a
+  // value under a key, a fetch is answered once the key has a value.  Neither takes part in
+  // the rounds.  Payload: key length (8 bytes), key, then for a post the value.
+  void on_mailbox(peer& p, const round_args& args, std::vector<char> payload) {
+    std::uint64_t key_length = 0;
+    if (payload.size() < sizeof(key_length)) {
+      drop(p, "sent a malformed mailbox request");
+      return;
+    }
+    std::memcpy(&key_length, payload.data(), sizeof(key_length));
+    if (key_length > payload.size() - sizeof(key_length)) {
+      drop(p, "sent a malformed mailbox request");
+      return;
+    }
+    std::string key(payload.data() + sizeof(key_length), key_length);
+    if (args.op == collective_op::post) {
+      std::vector<char> value(payload.begin() + static_cast<std::ptrdiff_t>(sizeof(key_length) +
+                                                                            key_length),
+                              payload.end());
+      queue_reply(p, reply_status::ok, args.seq, nullptr, 0);
+      for (auto& w : waiting_fetches_) {
+        if (w.requester != nullptr && w.key == key) {
+          queue_reply(*w.requester, reply_status::ok, w.seq, value.data(), value.size());
+          w.requester = nullptr;
+        }
+      }
+      mailbox_[key] = std::move(value);
+      return;
+    }
+    auto it = mailbox_.find(key);
+    if (it != mailbox_.end()) {
+      queue_reply(p, reply_status::ok, args.seq, it->second.data(), it->second.size());
+    } else {
+      waiting_fetches_.push_back({&p, std::move(key), args.seq});
+    }
   }
 
   // Checks a connect request; returns the error text when it cannot join.
@@ -598,6 +646,14 @@ class store_server {
   std::vector<bool> present_;
   std::vector<round_args> args_;
   std::vector<std::vector<char>> payloads_;
+  // The mailbox (see on_mailbox).
+  struct waiting_fetch {
+    peer* requester;
+    std::string key;
+    std::uint64_t seq;
+  };
+  std::map<std::string, std::vector<char>> mailbox_;
+  std::vector<waiting_fetch> waiting_fetches_;
   int arrived_ = 0;
   clock_type::time_point round_start_;
   // Set once the group cannot go on.
@@ -687,7 +743,54 @@ class tcp_bootstrap final : public bootstrap {
                                            std::move(listener));
   }
 
+  std::unique_ptr<bootstrap> subset(const std::vector<int>& members) override {
+    detail::check_subset_members(members, rank_, size_);
+    const int new_rank =
+        static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+    // Calls for the same member list pair up in order, so the count names the meeting.
+    std::string key = "subset";
+    for (int m : members) key += " " + std::to_string(m);
+    key += " #" + std::to_string(subset_calls_[members]++);
+    struct endpoint {
+      char host[64];
+      std::int32_t port;
+    };
+    endpoint leader{};
+    socket_fd listener;
+    if (new_rank == 0) {
+      // The first member hosts the subset's store, as in split().
+      std::string host = local_address_of(conn_.get()).first;
+      listener = open_listener(host, 0);
+      std::snprintf(leader.host, sizeof(leader.host), "%s", host.c_str());
+      leader.port = local_address_of(listener.get()).second;
+      std::vector<char> request = mailbox_request(key, &leader, sizeof(leader));
+      exchange(collective_op::post, next_mail_seq(), request.size(), 0, request.data(),
+               request.size(), nullptr, 0);
+    } else {
+      std::vector<char> request = mailbox_request(key, nullptr, 0);
+      exchange(collective_op::fetch, next_mail_seq(), request.size(), 0, request.data(),
+               request.size(), &leader, sizeof(leader));
+    }
+    return std::make_unique<tcp_bootstrap>(new_rank, static_cast<int>(members.size()),
+                                           std::string(leader.host), leader.port, timeout_,
+                                           std::move(listener));
+  }
+
  private:
+  static std::vector<char> mailbox_request(const std::string& key, const void* value,
+                                           std::size_t value_bytes) {
+    std::uint64_t key_length = key.size();
+    std::vector<char> out(sizeof(key_length) + key.size() + value_bytes);
+    std::memcpy(out.data(), &key_length, sizeof(key_length));
+    std::memcpy(out.data() + sizeof(key_length), key.data(), key.size());
+    if (value_bytes > 0) std::memcpy(out.data() + sizeof(key_length) + key.size(), value, value_bytes);
+    return out;
+  }
+
+  // Mailbox calls are numbered apart from the rounds (top bit set), whose numbers the ranks
+  // must agree on.
+  std::uint64_t next_mail_seq() { return (std::uint64_t{1} << 63) | ++mail_seq_; }
+
   // Connects to the store, retrying until the timeout: its host may start after us.
   void connect_to(const std::string& host, int port) {
     const auto deadline = clock_type::now() + timeout_;
@@ -806,6 +909,8 @@ class tcp_bootstrap final : public bootstrap {
   std::unique_ptr<store_server> server_;
   socket_fd conn_;
   std::uint64_t seq_ = 0;
+  std::uint64_t mail_seq_ = 0;
+  std::map<std::vector<int>, int> subset_calls_;
   std::string broken_;
 };
 

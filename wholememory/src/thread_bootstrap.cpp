@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 namespace wholememory {
@@ -75,6 +76,17 @@ class thread_group : public std::enable_shared_from_this<thread_group> {
     if (!result_.empty()) std::memcpy(recv, result_.data(), result_.size());
   }
 
+  // The state of the subset meeting named `key`: made by the first member to arrive, handed to
+  // each of the `members` members, forgotten once all have it.
+  std::shared_ptr<thread_group> join_subset(const std::string& key, int members) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& entry = subsets_[key];
+    if (!entry.first) entry.first = std::make_shared<thread_group>(members, timeout_);
+    std::shared_ptr<thread_group> group = entry.first;
+    if (++entry.second == members) subsets_.erase(key);
+    return group;
+  }
+
   // Called by a rank's destructor.  A round in progress can then never complete: the waiting
   // ranks fail now instead of at their timeout.
   void depart(int rank) noexcept {
@@ -139,6 +151,8 @@ class thread_group : public std::enable_shared_from_this<thread_group> {
   std::vector<char> result_;  // of the last completed round
   std::string result_error_;  // its mismatch, if any
   std::string broken_;        // non-empty once a rank timed out or left
+  // Subset meetings in progress: key -> (state, members that took it so far).
+  std::map<std::string, std::pair<std::shared_ptr<thread_group>, int>> subsets_;
 };
 
 class thread_bootstrap final : public bootstrap {
@@ -197,9 +211,22 @@ class thread_bootstrap final : public bootstrap {
     return std::make_unique<thread_bootstrap>(std::move(group), new_rank);
   }
 
+  std::unique_ptr<bootstrap> subset(const std::vector<int>& members) override {
+    detail::check_subset_members(members, rank_, size());
+    // Calls for the same member list pair up in order, so the count names the meeting.
+    std::string key;
+    for (int m : members) key += std::to_string(m) + " ";
+    key += "#" + std::to_string(subset_calls_[members]++);
+    int new_rank =
+        static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+    return std::make_unique<thread_bootstrap>(
+        group_->join_subset(key, static_cast<int>(members.size())), new_rank);
+  }
+
  private:
   std::shared_ptr<thread_group> group_;
   int rank_;
+  std::map<std::vector<int>, int> subset_calls_;
 };
 
 }  // namespace
