@@ -21,8 +21,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ostream>
 #include <string>
-#include <tuple>
 #include <vector>
 
 namespace wholestore_test {
@@ -236,12 +236,30 @@ void run_cases(std::shared_ptr<bootstrap> bs, comm_kind kind, memory_type type,
   }
 }
 
-using type_location = std::tuple<memory_type, memory_location>;
+struct type_location {
+  memory_type type;
+  memory_location location;
+};
+
+// Names the parameter in test listings (ctest shows it).
+void PrintTo(const type_location& p, std::ostream* os) {
+  *os << wholememory::memory_type_name(p.type) << " "
+      << wholememory::memory_location_name(p.location);
+}
+
+std::vector<type_location> all_types_and_locations() {
+  std::vector<type_location> all;
+  for (memory_type t : {memory_type::continuous, memory_type::chunked, memory_type::distributed}) {
+    for (memory_location l : {memory_location::device, memory_location::host})
+      all.push_back({t, l});
+  }
+  return all;
+}
 
 class DeviceMemoryTest : public ::testing::TestWithParam<type_location> {
  protected:
-  memory_type type() const { return std::get<0>(GetParam()); }
-  memory_location location() const { return std::get<1>(GetParam()); }
+  memory_type type() const { return GetParam().type; }
+  memory_location location() const { return GetParam().location; }
 };
 
 TEST_P(DeviceMemoryTest, OneProcessOneGpu) {
@@ -284,16 +302,12 @@ TEST_P(DeviceMemoryTest, TwoThreads) {
 }
 
 std::string type_location_name(const ::testing::TestParamInfo<type_location>& info) {
-  return std::string(wholememory::memory_type_name(std::get<0>(info.param))) + "_" +
-         wholememory::memory_location_name(std::get<1>(info.param));
+  return std::string(wholememory::memory_type_name(info.param.type)) + "_" +
+         wholememory::memory_location_name(info.param.location);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    TypesAndLocations, DeviceMemoryTest,
-    ::testing::Combine(::testing::Values(memory_type::continuous, memory_type::chunked,
-                                         memory_type::distributed),
-                       ::testing::Values(memory_location::device, memory_location::host)),
-    type_location_name);
+INSTANTIATE_TEST_SUITE_P(TypesAndLocations, DeviceMemoryTest,
+                         ::testing::ValuesIn(all_types_and_locations()), type_location_name);
 
 /// One process, parts on GPUs 0 and 1 (options.devices): write each part from its GPU, check
 /// everything from both.
