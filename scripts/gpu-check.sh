@@ -2,6 +2,7 @@
 # GPU check, run from the repository root on a machine with GPUs:
 #   scripts/gpu-check.sh                                 # build and run every test (cpu and gpu)
 #   WHOLESTORE_BIG_TEST_GIB=64 scripts/gpu-check.sh      # ... then the big allocation test
+#   scripts/gpu-check.sh -DWHOLESTORE_WERROR=OFF         # extra arguments go to CMake
 # Configures a CUDA Release build into build-gpu, builds with every core, runs the whole ctest
 # suite one test at a time, then (when WHOLESTORE_BIG_TEST_GIB is set) the big continuous
 # allocation test over two GPUs.  Logs go to $OUT when set, else build-gpu/logs.  Prints a
@@ -56,7 +57,7 @@ if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 
 echo "==== configure (log: $log_dir/configure.log) ===="
 if cmake -S . -B "$build_dir" "${generator[@]}" -DWHOLESTORE_WITH_CUDA=ON \
-  -DCMAKE_BUILD_TYPE=Release >"$log_dir/configure.log" 2>&1; then
+  -DCMAKE_BUILD_TYPE=Release "$@" >"$log_dir/configure.log" 2>&1; then
   configure_status="ok"
   grep -E "^-- wholestore:" "$log_dir/configure.log" || true
 else
