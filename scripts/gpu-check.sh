@@ -25,6 +25,7 @@ test_status="not run"
 test_counts=""
 big_status="not run (WHOLESTORE_BIG_TEST_GIB unset)"
 big_lines=""
+gpu_status="unknown"
 failed=0
 
 summary() {
@@ -32,6 +33,7 @@ summary() {
   [ "$rc" -ne 0 ] && failed=1
   echo
   echo "==== gpu-check summary ===="
+  echo "GPUs:       $gpu_status"
   echo "configure:  $configure_status"
   echo "build:      $build_status"
   echo "ctest:      $test_status${test_counts:+ ($test_counts)}"
@@ -47,7 +49,16 @@ summary() {
 trap summary EXIT
 
 echo "==== machine ===="
-nvidia-smi -L || echo "nvidia-smi -L failed"
+gpu_list=$(nvidia-smi -L 2>&1) || gpu_list="nvidia-smi -L failed: $gpu_list"
+echo "$gpu_list"
+gpu_count=$(printf '%s\n' "$gpu_list" | grep -c '^GPU [0-9]' || true)
+if [ "$gpu_count" -eq 0 ]; then
+  # Everything would skip and look green: a GPU check without a GPU is a failure.
+  gpu_status="NONE VISIBLE (the GPU tests skip; this check fails)"
+  failed=1
+else
+  gpu_status="$gpu_count"
+fi
 echo "nproc: $jobs"
 nvcc --version 2>/dev/null | tail -n 1 || echo "nvcc not on PATH"
 echo "NCCL_NVLS_ENABLE=$NCCL_NVLS_ENABLE"
