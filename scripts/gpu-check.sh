@@ -12,6 +12,11 @@ set -euo pipefail
 # NVLink multicast (NVLS) stays off on the shared GPU machines.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
+# nvcc is not always on PATH; CMake's CUDA detection looks there first.
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+
 cd "$(dirname "$0")/.."
 build_dir=build-gpu
 log_dir=${OUT:-$build_dir/logs}
