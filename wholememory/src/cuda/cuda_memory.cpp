@@ -21,6 +21,7 @@
  * threads of one process the generic allocation handle itself is used, without an import.
  */
 #include "collective_step.hpp"
+#include "driver_api.hpp"
 
 #include <wholememory/detail/cuda_check.hpp>
 #include <wholememory/detail/cuda_memory.hpp>
@@ -203,14 +204,14 @@ class vmm_owner final : public resource {
       }
     }
     if (!devices_.empty()) WM_CUDA_WARN(cudaSetDevice(devices_.front()));
-    for (const auto& m : mapped_) WM_CU_WARN(cuMemUnmap(m.first, m.second));
-    for (CUmemGenericAllocationHandle h : owned_handles_) WM_CU_WARN(cuMemRelease(h));
-    if (reserved_bytes_ > 0) WM_CU_WARN(cuMemAddressFree(base_, reserved_bytes_));
+    for (const auto& m : mapped_) WM_CU_WARN(driver().mem_unmap(m.first, m.second));
+    for (CUmemGenericAllocationHandle h : owned_handles_) WM_CU_WARN(driver().mem_release(h));
+    if (reserved_bytes_ > 0) WM_CU_WARN(driver().mem_address_free(base_, reserved_bytes_));
   }
 
   void reserve(std::size_t bytes, std::size_t alignment) {
     if (bytes == 0) return;
-    WM_CU_TRY(cuMemAddressReserve(&base_, bytes, alignment, 0, 0));
+    WM_CU_TRY(driver().mem_address_reserve(&base_, bytes, alignment, 0, 0));
     reserved_bytes_ = bytes;
   }
 
@@ -218,7 +219,7 @@ class vmm_owner final : public resource {
   CUmemGenericAllocationHandle create(std::size_t bytes, int device, bool exportable) {
     CUmemAllocationProp prop = allocation_prop(device, exportable);
     CUmemGenericAllocationHandle handle = 0;
-    CUresult res = cuMemCreate(&handle, bytes, &prop, 0);
+    CUresult res = driver().mem_create(&handle, bytes, &prop, 0);
     if (res == CUDA_ERROR_OUT_OF_MEMORY) {
       WM_FAIL(out_of_memory, "out of memory creating "
                                  << human_bytes(bytes) << " on device " << device
@@ -235,7 +236,7 @@ class vmm_owner final : public resource {
   /// Imports a piece from a file descriptor; the handle is released with this owner.
   CUmemGenericAllocationHandle import(int fd, int owner_rank) {
     CUmemGenericAllocationHandle handle = 0;
-    CUresult res = cuMemImportFromShareableHandle(
+    CUresult res = driver().mem_import_from_shareable_handle(
         &handle, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)),
         CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     if (res != CUDA_SUCCESS) {
@@ -249,7 +250,7 @@ class vmm_owner final : public resource {
   /// Maps `handle` (a piece of `bytes`) at byte `offset` of the reserved range.
   void map(std::size_t offset, std::size_t bytes, CUmemGenericAllocationHandle handle) {
     CUdeviceptr at = base_ + offset;
-    WM_CU_TRY(cuMemMap(at, bytes, 0, handle, 0));
+    WM_CU_TRY(driver().mem_map(at, bytes, 0, handle, 0));
     mapped_.emplace_back(at, bytes);
   }
 
@@ -267,7 +268,7 @@ class vmm_owner final : public resource {
       desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
       access.push_back(desc);
     }
-    WM_CU_TRY(cuMemSetAccess(base_, reserved_bytes_, access.data(), access.size()));
+    WM_CU_TRY(driver().mem_set_access(base_, reserved_bytes_, access.data(), access.size()));
   }
 
   void* base() const { return reinterpret_cast<void*>(base_); }
@@ -322,16 +323,16 @@ class host_registration final : public resource {
 /// MINIMUM granularity for a pinned device allocation.  `device` must be current.
 std::size_t vmm_granularity(int device, bool exportable) {
   CUdevice cu_device = 0;
-  WM_CU_TRY(cuDeviceGet(&cu_device, device));
+  WM_CU_TRY(driver().device_get(&cu_device, device));
   int vmm = 0;
-  WM_CU_TRY(cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-                                 cu_device));
+  WM_CU_TRY(driver().device_get_attribute(
+      &vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, cu_device));
   WM_EXPECTS(vmm != 0, "device " << device
                                  << " does not support CUDA virtual memory management, which "
                                     "continuous device memory needs; use chunked memory");
   if (exportable) {
     int fd_handles = 0;
-    WM_CU_TRY(cuDeviceGetAttribute(
+    WM_CU_TRY(driver().device_get_attribute(
         &fd_handles, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, cu_device));
     WM_EXPECTS(fd_handles != 0,
                "device " << device
@@ -341,7 +342,8 @@ std::size_t vmm_granularity(int device, bool exportable) {
   }
   CUmemAllocationProp prop = vmm_owner::allocation_prop(device, exportable);
   std::size_t granularity = 0;
-  WM_CU_TRY(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  WM_CU_TRY(driver().mem_get_allocation_granularity(&granularity, &prop,
+                                                    CU_MEM_ALLOC_GRANULARITY_MINIMUM));
   WM_EXPECTS(granularity > 0, "device " << device << " reports VMM granularity 0");
   return granularity;
 }
@@ -500,8 +502,8 @@ device_allocation allocate_continuous(bootstrap& bs, const rank_topology& topo,
     my_handle = owner->create(my_piece, device, cross_process);
     if (cross_process) {
       int fd = -1;
-      WM_CU_TRY(cuMemExportToShareableHandle(&fd, my_handle,
-                                             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+      WM_CU_TRY(driver().mem_export_to_shareable_handle(
+          &fd, my_handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
       my_fd.reset(fd);
     }
   });
@@ -625,9 +627,70 @@ device_allocation allocate_distributed(bootstrap& bs, const rank_topology& topo,
   return result;
 }
 
+/// Looks up one driver function through the runtime.
+template <typename Function>
+void load_driver_function(Function& function, const char* name) {
+  void* address = nullptr;
+  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+  cudaError_t err =
+      cudaGetDriverEntryPointByVersion(name, &address, 12000, cudaEnableDefault, &status);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    WM_FAIL(cuda_error,
+            "looking up the CUDA driver function " << name << " failed: " << cuda_error_text(err));
+  }
+  if (status != cudaDriverEntryPointSuccess || address == nullptr) {
+    WM_FAIL(cuda_error, "the CUDA driver has no " << name << " (ABI of CUDA 12.0; lookup status "
+                                                  << static_cast<int>(status)
+                                                  << "); update the driver");
+  }
+  function = reinterpret_cast<Function>(address);
+}
+
+driver_api load_driver_api() {
+  driver_api api;
+  load_driver_function(api.get_error_name, "cuGetErrorName");
+  load_driver_function(api.get_error_string, "cuGetErrorString");
+  load_driver_function(api.device_get, "cuDeviceGet");
+  load_driver_function(api.device_get_attribute, "cuDeviceGetAttribute");
+  load_driver_function(api.mem_get_allocation_granularity, "cuMemGetAllocationGranularity");
+  load_driver_function(api.mem_create, "cuMemCreate");
+  load_driver_function(api.mem_release, "cuMemRelease");
+  load_driver_function(api.mem_address_reserve, "cuMemAddressReserve");
+  load_driver_function(api.mem_address_free, "cuMemAddressFree");
+  load_driver_function(api.mem_map, "cuMemMap");
+  load_driver_function(api.mem_unmap, "cuMemUnmap");
+  load_driver_function(api.mem_set_access, "cuMemSetAccess");
+  load_driver_function(api.mem_export_to_shareable_handle, "cuMemExportToShareableHandle");
+  load_driver_function(api.mem_import_from_shareable_handle, "cuMemImportFromShareableHandle");
+  return api;
+}
+
 }  // namespace
 
 // ---- public entry points --------------------------------------------------------------------
+
+const driver_api& driver() {
+  // A throw leaves the static uninitialized, so a later call tries again.
+  static const driver_api api = load_driver_api();
+  return api;
+}
+
+std::string cu_result_text(CUresult res) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  try {
+    const driver_api& api = driver();
+    if (api.get_error_name(res, &name) != CUDA_SUCCESS) name = nullptr;
+    if (api.get_error_string(res, &text) != CUDA_SUCCESS) text = nullptr;
+  } catch (const std::exception&) {
+    name = nullptr;
+    text = nullptr;
+  }
+  return std::string(name != nullptr ? name : "CUresult") + " (" +
+         std::to_string(static_cast<int>(res)) + ")" + (text != nullptr ? ": " : "") +
+         (text != nullptr ? text : "");
+}
 
 bool cuda_device_present() { return visible_device_count() > 0; }
 

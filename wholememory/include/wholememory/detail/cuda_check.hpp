@@ -19,14 +19,9 @@
 
 namespace wholememory::detail {
 
-/// Name and text of a driver API result ("CUDA_ERROR_OUT_OF_MEMORY: out of memory").
-inline std::string cu_result_text(CUresult res) {
-  const char* name = nullptr;
-  const char* text = nullptr;
-  if (cuGetErrorName(res, &name) != CUDA_SUCCESS || name == nullptr) name = "unknown CUresult";
-  if (cuGetErrorString(res, &text) != CUDA_SUCCESS || text == nullptr) text = "";
-  return std::string(name) + " (" + std::to_string(static_cast<int>(res)) + "): " + text;
-}
+/// Name and text of a driver API result ("CUDA_ERROR_OUT_OF_MEMORY (2): out of memory").
+/// Defined with the library's driver entry points (src/cuda/cuda_memory.cpp).
+std::string cu_result_text(CUresult res);
 
 /// Name and text of a runtime API error ("cudaErrorMemoryAllocation: out of memory").
 inline std::string cuda_error_text(cudaError_t err) {
