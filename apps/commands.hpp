@@ -12,4 +12,8 @@ int run_launch(int argc, char** argv);
 /// `wholestore demo [configs/demo.yaml]`: a small tour of WholeMemory on the ranks present.
 int run_demo(int argc, char** argv);
 
+/// `wholestore bench [configs/bench_gather.yaml]`: gather/scatter bandwidth next to the
+/// machine's measured copy ceilings, on the ranks present.
+int run_bench(int argc, char** argv);
+
 }  // namespace wholestore::apps

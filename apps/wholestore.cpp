@@ -14,6 +14,7 @@ void print_usage(std::FILE* out)
                "\n"
                "commands:\n"
                "  demo [config.yaml] [--set key=value]   tour of WholeMemory on the ranks present\n"
+               "  bench [config.yaml] [--set key=value]  gather/scatter bandwidth vs. ceilings\n"
                "  launch -n N [--master-port P] -- CMD   run N ranks of CMD on this host\n"
                "  help                                   this text\n");
 }
@@ -31,6 +32,7 @@ int main(int argc, char** argv)
   try {
     if (std::strcmp(command, "launch") == 0) return wholestore::apps::run_launch(argc - 1, argv + 1);
     if (std::strcmp(command, "demo") == 0) return wholestore::apps::run_demo(argc - 1, argv + 1);
+    if (std::strcmp(command, "bench") == 0) return wholestore::apps::run_bench(argc - 1, argv + 1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "wholestore %s: error: %s\n", command, e.what());
     return 1;

@@ -1,0 +1,448 @@
+// `wholestore bench`: gather/scatter bandwidth on every memory type x location, next to the
+// machine's ceilings measured in the same run (device copy, peer copy, pinned host-to-device
+// copy; host memcpy on CPU-only machines).  Runs on the ranks present, one GPU per rank.
+#include "commands.hpp"
+#include "config.hpp"
+
+#include <wholememory/bootstrap.hpp>
+#include <wholememory/communicator.hpp>
+#include <wholememory/detail/cuda_memory.hpp>
+#include <wholememory/device.hpp>
+#include <wholememory/dtype.hpp>
+#include <wholememory/error.hpp>
+#include <wholememory/gather.hpp>
+#include <wholememory/wholememory.hpp>
+
+#if defined(WHOLESTORE_HAS_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace wholestore::apps {
+
+namespace {
+
+const std::vector<config_key> bench_schema = {
+    {"row_bytes", value_kind::string, "64,128,256,512,1024,4096",
+     "row sizes in bytes, comma-separated (multiples of the dtype size)"},
+    {"table_gib", value_kind::number, "8", "table size over all ranks, GiB (GPU runs)"},
+    {"lookups", value_kind::integer, "4194304", "indices per rank per call (GPU runs)"},
+    {"cpu_table_gib", value_kind::number, "0.25", "table size, GiB, when no GPU is present"},
+    {"cpu_lookups", value_kind::integer, "262144", "indices per rank per call, no GPU"},
+    {"types", value_kind::string, "continuous,chunked,distributed", "memory types to run"},
+    {"locations", value_kind::string, "device,host", "memory locations (host only without GPU)"},
+    {"ops", value_kind::string, "gather,scatter", "gather and/or scatter"},
+    {"dtype", value_kind::string, "float32", "element type of table and output"},
+    {"index_dtype", value_kind::string, "int64", "int32 or int64"},
+    {"repeats", value_kind::integer, "10", "timed calls per case (median reported)"},
+    {"warmup", value_kind::integer, "2", "untimed calls per case"},
+    {"sorted_host", value_kind::boolean, "true",
+     "GPU runs on host memory: measure both random and address-sorted visiting"},
+    {"threads", value_kind::integer, "0", "CPU path threads, 0 = all hardware threads"},
+    {"seed", value_kind::integer, "1234", "random seed of indices and table contents"},
+    {"timeout_s", value_kind::number, "600", "collective timeout, seconds"},
+};
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+struct ceilings {
+  double d2d = 0;     // device copy, bytes read + written per second
+  double peer = 0;    // peer copy to the next GPU, bytes per second (0: none)
+  double h2d = 0;     // pinned host to device, bytes per second
+  double memcpy = 0;  // host memcpy on the CPU path's threads, bytes copied per second
+};
+
+struct result_row {
+  std::string op, type, location, order;
+  std::size_t row_bytes = 0, lookups = 0;
+  double ms = 0, gbps_rank = 0, gbps_total = 0;
+  std::string ceiling_name;
+  double ceiling_gbps = 0, ratio = 0;
+};
+
+double host_memcpy_rate(unsigned threads) {
+  const std::size_t bytes = std::size_t(256) << 20;
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  std::vector<double> times;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    const std::size_t chunk = bytes / threads;
+    for (unsigned t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] { std::memcpy(b.data() + t * chunk, a.data() + t * chunk, chunk); });
+    for (auto& th : pool) th.join();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return bytes / median(times);
+}
+
+#if defined(WHOLESTORE_HAS_CUDA)
+#define BENCH_CUDA(call)                                                                \
+  do {                                                                                  \
+    cudaError_t bench_err_ = (call);                                                    \
+    if (bench_err_ != cudaSuccess)                                                      \
+      WM_FAIL(::wholememory::cuda_error, #call ": " << cudaGetErrorString(bench_err_)); \
+  } while (0)
+
+/// Times `body` (enqueued on `stream`) with events; median of `reps` after one warm-up.
+template <typename Body>
+double time_stream(cudaStream_t stream, int reps, Body body) {
+  cudaEvent_t start, stop;
+  BENCH_CUDA(cudaEventCreate(&start));
+  BENCH_CUDA(cudaEventCreate(&stop));
+  body();
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    BENCH_CUDA(cudaEventRecord(start, stream));
+    body();
+    BENCH_CUDA(cudaEventRecord(stop, stream));
+    BENCH_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms / 1e3);
+  }
+  BENCH_CUDA(cudaEventDestroy(start));
+  BENCH_CUDA(cudaEventDestroy(stop));
+  return median(times);
+}
+
+ceilings measure_gpu_ceilings(int device, cudaStream_t stream) {
+  ceilings c;
+  const std::size_t bytes = std::size_t(1) << 30;
+  void *a = nullptr, *b = nullptr;
+  auto own_a = wholememory::detail::allocate_device_buffer(bytes, device, &a);
+  auto own_b = wholememory::detail::allocate_device_buffer(bytes, device, &b);
+  double t = time_stream(stream, 10, [&] {
+    BENCH_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
+  });
+  c.d2d = 2.0 * bytes / t;
+
+  void* pinned = nullptr;
+  BENCH_CUDA(cudaMallocHost(&pinned, bytes));
+  std::memset(pinned, 1, bytes);
+  t = time_stream(stream, 10, [&] {
+    BENCH_CUDA(cudaMemcpyAsync(a, pinned, bytes, cudaMemcpyHostToDevice, stream));
+  });
+  c.h2d = bytes / t;
+  BENCH_CUDA(cudaFreeHost(pinned));
+
+  int count = wholememory::device_count();
+  if (count > 1) {
+    int peer = (device + 1) % count, can = 0;
+    BENCH_CUDA(cudaDeviceCanAccessPeer(&can, device, peer));
+    if (can) {
+      void* remote = nullptr;
+      auto own_r = wholememory::detail::allocate_device_buffer(bytes, peer, &remote);
+      cudaError_t err = cudaDeviceEnablePeerAccess(peer, 0);
+      if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled) BENCH_CUDA(err);
+      cudaGetLastError();
+      t = time_stream(stream, 10, [&] {
+        BENCH_CUDA(cudaMemcpyPeerAsync(remote, peer, a, device, bytes, stream));
+      });
+      c.peer = bytes / t;
+      BENCH_CUDA(cudaSetDevice(device));
+    }
+  }
+  return c;
+}
+#endif
+
+/// Least common multiple of the row sizes (the allocation granularity), capped.
+std::size_t lcm_of(const std::vector<std::size_t>& v) {
+  std::size_t l = 1;
+  for (std::size_t x : v) l = std::lcm(l, x);
+  return l;
+}
+
+/// Fills this rank's part with pseudo-random bytes (one random 64 MiB block, repeated).
+void fill_part(const wholememory::wholememory& wm, std::uint64_t seed) {
+  wholememory::part_info mine = wm.local_part();
+  const std::size_t block = std::min<std::size_t>(mine.bytes, std::size_t(64) << 20);
+  if (block == 0) return;
+  std::vector<std::uint64_t> buf(block / 8 + 1);
+  std::mt19937_64 rng(seed + mine.offset);
+  for (auto& w : buf) w = rng();
+  for (std::size_t off = 0; off < mine.bytes; off += block) {
+    std::size_t n = std::min(block, mine.bytes - off);
+    wholememory::copy_bytes(static_cast<char*>(mine.ptr) + off, buf.data(), n);
+  }
+}
+
+}  // namespace
+
+int run_bench(int argc, char** argv) {
+  command_args args = parse_command_args(argc, argv);
+  config cfg = load_config(bench_schema, args.config_file, args.overrides);
+  auto timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(cfg.get_number("timeout_s") * 1000.0));
+  std::shared_ptr<wholememory::bootstrap> bs;
+  if (wholememory::read_launch_env()) {
+    bs = wholememory::bootstrap_from_env(timeout);
+  } else {
+    bs = std::move(wholememory::make_thread_bootstraps(1, timeout).front());
+  }
+  auto host_comm = wholememory::make_host_communicator(bs);
+  const int rank = host_comm->rank(), ranks = host_comm->size();
+  const bool lead = rank == 0;
+  const bool gpu = wholememory::device_count() > 0;
+
+  std::vector<std::size_t> row_sizes;
+  for (const auto& s : split_list(cfg.get_string("row_bytes")))
+    row_sizes.push_back(static_cast<std::size_t>(std::stoull(s)));
+  const wholememory::dtype type = wholememory::parse_dtype(cfg.get_string("dtype"));
+  const wholememory::dtype index_type = wholememory::parse_dtype(cfg.get_string("index_dtype"));
+  const std::size_t elem = wholememory::dtype_size(type);
+  for (std::size_t r : row_sizes)
+    if (r == 0 || r % elem != 0)
+      throw config_error("row_bytes: " + std::to_string(r) + " is not a multiple of the " +
+                         std::to_string(elem) + "-byte " + cfg.get_string("dtype"));
+  if (index_type != wholememory::dtype::int32 && index_type != wholememory::dtype::int64)
+    throw config_error("index_dtype must be int32 or int64");
+  const double table_gib = gpu ? cfg.get_number("table_gib") : cfg.get_number("cpu_table_gib");
+  const auto lookups =
+      static_cast<std::size_t>(gpu ? cfg.get_int("lookups") : cfg.get_int("cpu_lookups"));
+  const int repeats = static_cast<int>(std::max<std::int64_t>(1, cfg.get_int("repeats")));
+  const int warmup = static_cast<int>(std::max<std::int64_t>(0, cfg.get_int("warmup")));
+  unsigned threads = static_cast<unsigned>(cfg.get_int("threads"));
+  if (threads == 0) threads = wholememory::default_host_threads();
+  std::vector<wholememory::memory_location> locations;
+  for (const auto& l : split_list(cfg.get_string("locations"))) {
+    auto loc = wholememory::parse_memory_location(l);
+    if (loc == wholememory::memory_location::device && !gpu) continue;
+    locations.push_back(loc);
+  }
+  std::vector<wholememory::memory_type> types;
+  for (const auto& t : split_list(cfg.get_string("types")))
+    types.push_back(wholememory::parse_memory_type(t));
+  const auto ops = split_list(cfg.get_string("ops"));
+  const std::uint64_t seed = static_cast<std::uint64_t>(cfg.get_int("seed"));
+
+  // ---- ceilings, one rank at a time so they do not share the links ---------------------------
+  ceilings ceil;
+  int device = -1;
+  cudaStream_t stream = nullptr;
+  std::shared_ptr<wholememory::communicator> nccl_comm;
+#if defined(WHOLESTORE_HAS_CUDA)
+  if (gpu) {
+    device = wholememory::default_device(*host_comm);
+    wholememory::set_device(device);
+    BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (int r = 0; r < ranks; ++r) {
+      if (r == rank) ceil = measure_gpu_ceilings(device, stream);
+      host_comm->barrier(nullptr);
+    }
+    if (std::find(types.begin(), types.end(), wholememory::memory_type::distributed) != types.end())
+      nccl_comm = wholememory::make_nccl_communicator(bs, device);
+  }
+#endif
+  ceil.memcpy = host_memcpy_rate(threads);
+  if (lead) {
+    std::printf(
+        "wholestore bench: %d rank(s), %s, %s rows, %s indices, table %.2f GiB, "
+        "%zu lookups per rank\n",
+        ranks, gpu ? "GPU path" : "CPU path (no GPU)", cfg.get_string("dtype").c_str(),
+        cfg.get_string("index_dtype").c_str(), table_gib, lookups);
+    std::printf(
+        "ceilings (rank 0): device copy %.1f GB/s (read+write), peer copy %.1f GB/s, "
+        "pinned H2D %.1f GB/s, host memcpy %.1f GB/s (%u threads)\n",
+        ceil.d2d / 1e9, ceil.peer / 1e9, ceil.h2d / 1e9, ceil.memcpy / 1e9, threads);
+    std::fflush(stdout);
+  }
+
+  // ---- cases ------------------------------------------------------------------------------
+  const std::size_t granularity = lcm_of(row_sizes);
+  const auto table_bytes_wanted = static_cast<std::size_t>(table_gib * double(1ull << 30));
+  const std::size_t table_bytes = table_bytes_wanted / granularity * granularity;
+  std::vector<result_row> results;
+
+  for (auto loc : locations) {
+    for (auto mtype : types) {
+      auto comm = (mtype == wholememory::memory_type::distributed && gpu) ? nccl_comm : host_comm;
+      wholememory::allocation_options opts;
+      opts.granularity = granularity;
+      auto wm = wholememory::wholememory::create(comm, table_bytes, mtype, loc, opts);
+      fill_part(wm, seed);
+      host_comm->barrier(nullptr);
+      for (std::size_t row_bytes : row_sizes) {
+        const std::size_t rows = table_bytes / row_bytes;
+        const std::size_t cols = row_bytes / elem;
+        wholememory::wm_tensor tensor{&wm, type, rows, cols, cols, 0};
+        // Indices: uniform over the table, seeded per rank.
+        std::mt19937_64 rng(seed * 7919 + rank * 104729 + row_bytes);
+        std::uniform_int_distribution<std::int64_t> pick(0, static_cast<std::int64_t>(rows) - 1);
+        const std::size_t isize = wholememory::dtype_size(index_type);
+        std::vector<char> host_idx(lookups * isize);
+        for (std::size_t i = 0; i < lookups; ++i) {
+          std::int64_t v = pick(rng);
+          if (isize == 4) {
+            auto v32 = static_cast<std::int32_t>(v);
+            std::memcpy(host_idx.data() + 4 * i, &v32, 4);
+          } else {
+            std::memcpy(host_idx.data() + 8 * i, &v, 8);
+          }
+        }
+        const std::size_t out_bytes = lookups * row_bytes;
+        std::vector<char> host_out;
+        void* idx_ptr = host_idx.data();
+        void* out_ptr = nullptr;
+        std::unique_ptr<wholememory::detail::resource> own_idx, own_out;
+        if (gpu) {
+          own_idx = wholememory::detail::allocate_device_buffer(host_idx.size(), device, &idx_ptr);
+          wholememory::copy_bytes(idx_ptr, host_idx.data(), host_idx.size());
+          own_out = wholememory::detail::allocate_device_buffer(out_bytes, device, &out_ptr);
+        } else {
+          host_out.assign(out_bytes, 0);
+          out_ptr = host_out.data();
+        }
+        wholememory::index_array indices{idx_ptr, index_type, lookups};
+        wholememory::dense_matrix dense{out_ptr, type, lookups, cols, cols};
+
+        std::vector<std::string> orders = {"random"};
+        if (gpu && loc == wholememory::memory_location::host && cfg.get_bool("sorted_host"))
+          orders.push_back("sorted");
+        for (const auto& op : ops) {
+          if (op != "gather" && op != "scatter") throw config_error("ops: unknown op '" + op + "'");
+          for (const auto& order : orders) {
+            wholememory::gather_options options;
+            options.sort_host_threshold =
+                order == "sorted" ? 0 : std::numeric_limits<std::size_t>::max();
+            auto call = [&] {
+              if (!gpu) {
+                if (op == "gather") {
+                  wholememory::gather_host(tensor, indices, dense, threads);
+                } else {
+                  wholememory::scatter_host(dense, indices, tensor, threads);
+                }
+              } else if (op == "gather") {
+                wholememory::gather(tensor, indices, dense, options, stream);
+              } else {
+                wholememory::scatter(dense, indices, tensor, options, stream);
+              }
+            };
+            std::vector<double> times;
+            for (int r = 0; r < warmup + repeats; ++r) {
+              host_comm->barrier(nullptr);
+              auto t0 = std::chrono::steady_clock::now();
+              call();
+#if defined(WHOLESTORE_HAS_CUDA)
+              if (gpu) BENCH_CUDA(cudaStreamSynchronize(stream));
+#endif
+              double s =
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+              if (r >= warmup) times.push_back(s);
+            }
+            const double t = median(times);
+            std::vector<double> all(ranks);
+            host_comm->allgather(&t, all.data(), 1, wholememory::dtype::float64, nullptr);
+            const double slowest = *std::max_element(all.begin(), all.end());
+            result_row row;
+            row.op = op;
+            row.type = wholememory::memory_type_name(mtype);
+            row.location = wholememory::memory_location_name(loc);
+            row.order = order;
+            row.row_bytes = row_bytes;
+            row.lookups = lookups;
+            row.ms = t * 1e3;
+            row.gbps_rank = out_bytes / t / 1e9;
+            row.gbps_total = double(out_bytes) * ranks / slowest / 1e9;
+            if (!gpu) {
+              row.ceiling_name = "host memcpy";
+              row.ceiling_gbps = ceil.memcpy / 1e9;
+            } else if (loc == wholememory::memory_location::host) {
+              row.ceiling_name = "pinned H2D";
+              row.ceiling_gbps = ceil.h2d / 1e9;
+            } else if (ranks > 1 && ceil.peer > 0) {
+              row.ceiling_name = "2 x peer";
+              row.ceiling_gbps = 2 * ceil.peer / 1e9;
+            } else {
+              row.ceiling_name = "D2D / 2";
+              row.ceiling_gbps = ceil.d2d / 2 / 1e9;
+            }
+            row.ratio = row.gbps_rank / row.ceiling_gbps;
+            results.push_back(row);
+            if (lead) {
+              std::printf(
+                  "%-7s %-11s %-6s %-6s %6zu B  %9.3f ms  %8.1f GB/s/rank  %8.1f GB/s "
+                  "total  %5.1f%% of %s (%.1f GB/s)\n",
+                  row.op.c_str(), row.type.c_str(), row.location.c_str(), row.order.c_str(),
+                  row.row_bytes, row.ms, row.gbps_rank, row.gbps_total, 100 * row.ratio,
+                  row.ceiling_name.c_str(), row.ceiling_gbps);
+              std::fflush(stdout);
+            }
+          }
+        }
+      }
+      host_comm->barrier(nullptr);
+    }
+  }
+#if defined(WHOLESTORE_HAS_CUDA)
+  if (stream != nullptr) BENCH_CUDA(cudaStreamDestroy(stream));
+#endif
+
+  if (lead) {
+    std::printf(
+        "summary: %zu cases; ratios are per-rank bandwidth (bytes of rows moved per "
+        "second) over the ceiling named; distributed memory is compared with 2 x peer "
+        "as well (its target is a fraction of the continuous figure)\n",
+        results.size());
+    if (!args.report_file.empty()) {
+      std::ofstream report(args.report_file);
+      std::time_t now = std::time(nullptr);
+      char date[64];
+      std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+      report << "command: bench\ndate: " << date << "\nranks: " << ranks
+             << "\ngpu: " << (gpu ? "true" : "false")
+             << "\nceilings_gbps:\n  d2d_read_write: " << ceil.d2d / 1e9
+             << "\n  peer: " << ceil.peer / 1e9 << "\n  pinned_h2d: " << ceil.h2d / 1e9
+             << "\n  host_memcpy: " << ceil.memcpy / 1e9 << "\ncases:\n";
+      for (const auto& r : results) {
+        report << "  - {op: " << r.op << ", type: " << r.type << ", location: " << r.location
+               << ", order: " << r.order << ", row_bytes: " << r.row_bytes
+               << ", lookups: " << r.lookups << ", ms: " << r.ms
+               << ", gbps_per_rank: " << r.gbps_rank << ", gbps_total: " << r.gbps_total
+               << ", ceiling: \"" << r.ceiling_name << "\", ceiling_gbps: " << r.ceiling_gbps
+               << ", ratio: " << r.ratio << "}\n";
+      }
+      report << "config:\n";
+      std::string cfg_yaml = cfg.to_yaml(), line;
+      std::istringstream lines(cfg_yaml);
+      while (std::getline(lines, line)) report << "  " << line << "\n";
+      if (!report) throw config_error(args.report_file + ": cannot write the report");
+    }
+  }
+  return 0;
+}
+
+}  // namespace wholestore::apps
