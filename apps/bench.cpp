@@ -259,6 +259,12 @@ int run_bench(int argc, char** argv) {
     device = wholememory::default_device(*host_comm);
     wholememory::set_device(device);
     BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    // gather/scatter take their scratch from the device's stream-ordered pool; keep what they
+    // free cached between calls, as a training loop would, instead of unmapping it each time.
+    cudaMemPool_t pool;
+    BENCH_CUDA(cudaDeviceGetDefaultMemPool(&pool, device));
+    std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
+    BENCH_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
     for (int r = 0; r < ranks; ++r) {
       if (r == rank) ceil = measure_gpu_ceilings(device, stream);
       host_comm->barrier(nullptr);
