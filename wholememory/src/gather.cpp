@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -264,13 +265,16 @@ struct host_exchange {
   std::vector<std::size_t> send_displs;
   std::vector<std::size_t> recv_counts;  // rows each rank asks of this one
   std::vector<std::size_t> recv_displs;
+  std::vector<std::int64_t> send_rows;   // owner-local row of every entry, bucket order
   std::vector<std::int64_t> local_rows;  // rows of the own part asked for, in receive order
+  /// The own bucket [self_begin, self_begin + self_count) when it skips the exchange.
+  std::size_t self_begin = 0, self_count = 0;
 };
 
 template <typename IndexT>
 host_exchange plan_exchange_host(communicator& comm, const IndexT* idx, std::size_t n,
                                  const gather_geometry& g, std::size_t rows, unsigned threads,
-                                 const char* op) {
+                                 const char* op, bool skip_self) {
   const int ranks = comm.size();
   bad_index bad = find_bad_index(idx, n, rows, threads);
   host_exchange x;
@@ -302,11 +306,20 @@ host_exchange plan_exchange_host(communicator& comm, const IndexT* idx, std::siz
   x.recv_counts.assign(ranks, 0);
   x.recv_displs.assign(ranks, 0);
   for (int r = 0; r < ranks; ++r) x.recv_counts[r] = static_cast<std::size_t>(recv_meta[2 * r]);
+  if (skip_self) {
+    // The own bucket is copied directly by the caller: out of both exchanges.
+    const int me = comm.rank();
+    x.self_begin = x.send_displs[me];
+    x.self_count = x.send_counts[me];
+    x.send_counts[me] = 0;
+    x.recv_counts[me] = 0;
+  }
   for (int r = 1; r < ranks; ++r) x.recv_displs[r] = x.recv_displs[r - 1] + x.recv_counts[r - 1];
 
   // Counting sort by owner, stable: positions in bucket order, rows local to their owner.
   x.positions.resize(n);
-  std::vector<std::int64_t> send_rows(n);
+  x.send_rows.resize(n);
+  std::vector<std::int64_t>& send_rows = x.send_rows;
   std::vector<std::size_t> fill = x.send_displs;
   for (std::size_t i = 0; i < n; ++i) {
     std::size_t k = fill[owner[i]]++;
@@ -340,29 +353,34 @@ void gather_distributed_host(const wm_tensor& table, const IndexT* idx, const de
                              const gather_geometry& g, row_copy_fn fn, unsigned threads) {
   const char* op = "gather_host";
   communicator& comm = host_comm_of(*table.memory, op);
-  host_exchange x = plan_exchange_host(comm, idx, g.count, g, table.rows, threads, op);
+  host_exchange x =
+      plan_exchange_host(comm, idx, g.count, g, table.rows, threads, op, /*skip_self=*/true);
   part_info mine = table.memory->local_part();
   const std::size_t row_bytes = g.table_row_bytes;
-  // Rows asked of this rank, packed in the table's dtype.
-  std::vector<char> send(x.local_rows.size() * row_bytes);
-  {
-    char* own = static_cast<char*>(mine.ptr);
-    row_addresser<plain_bytes> src{plain_bytes(own), g.stride_bytes, g.col_offset_bytes};
-    row_addresser<plain_bytes> dst{plain_bytes(send.data()), row_bytes, 0};
-    const std::int64_t* none = nullptr;
-    copy_rows_host(src, x.local_rows.data(), dst, none, x.local_rows.size(), table.cols, row_bytes,
-                   nullptr, threads);
-  }
-  std::vector<char> recv(g.count * row_bytes);
-  comm.alltoallv(send.data(), scaled(x.recv_counts, row_bytes).data(),
-                 scaled(x.recv_displs, row_bytes).data(), recv.data(),
+  row_addresser<plain_bytes> own{plain_bytes(mine.ptr), g.stride_bytes, g.col_offset_bytes};
+  row_addresser<plain_bytes> dense{plain_bytes(out.data), g.dense_stride_bytes, 0};
+  const std::int64_t* none = nullptr;
+  // Rows asked of this rank by the others, packed in the table's dtype.
+  std::unique_ptr<char[]> send(new char[x.local_rows.size() * row_bytes + 1]);
+  copy_rows_host(own, x.local_rows.data(),
+                 row_addresser<plain_bytes>{plain_bytes(send.get()), row_bytes, 0}, none,
+                 x.local_rows.size(), table.cols, row_bytes, nullptr, threads);
+  // The own bucket goes straight from the own part to its caller positions.
+  copy_rows_host(own, x.send_rows.data() + x.self_begin, dense, x.positions.data() + x.self_begin,
+                 x.self_count, table.cols, row_bytes, fn, threads);
+  // Received rows land in bucket order, leaving the own bucket's gap.
+  std::unique_ptr<char[]> recv(new char[g.count * row_bytes + 1]);
+  comm.alltoallv(send.get(), scaled(x.recv_counts, row_bytes).data(),
+                 scaled(x.recv_displs, row_bytes).data(), recv.get(),
                  scaled(x.send_counts, row_bytes).data(), scaled(x.send_displs, row_bytes).data(),
                  dtype::uint8, nullptr);
-  // Place each received row at its caller position, converting.
-  row_addresser<plain_bytes> src{plain_bytes(recv.data()), row_bytes, 0};
-  row_addresser<plain_bytes> dst{plain_bytes(out.data), g.dense_stride_bytes, 0};
-  const std::int64_t* none = nullptr;
-  copy_rows_host(src, none, dst, x.positions.data(), g.count, table.cols, row_bytes, fn, threads);
+  const std::size_t ranges[2][2] = {{0, x.self_begin}, {x.self_begin + x.self_count, g.count}};
+  for (const auto& range : ranges) {
+    if (range[1] <= range[0]) continue;
+    row_addresser<plain_bytes> src{plain_bytes(recv.get() + range[0] * row_bytes), row_bytes, 0};
+    copy_rows_host(src, none, dense, x.positions.data() + range[0], range[1] - range[0], table.cols,
+                   row_bytes, fn, threads);
+  }
 }
 
 template <typename IndexT>
@@ -370,7 +388,8 @@ void scatter_distributed_host(const dense_matrix& in, const IndexT* idx, const w
                               const gather_geometry& g, row_copy_fn fn, unsigned threads) {
   const char* op = "scatter_host";
   communicator& comm = host_comm_of(*table.memory, op);
-  host_exchange x = plan_exchange_host(comm, idx, g.count, g, table.rows, threads, op);
+  host_exchange x =
+      plan_exchange_host(comm, idx, g.count, g, table.rows, threads, op, /*skip_self=*/false);
   part_info mine = table.memory->local_part();
   const std::size_t row_bytes = g.table_row_bytes;
   const std::int64_t* none = nullptr;

@@ -291,7 +291,10 @@ struct device_exchange {
   std::vector<std::size_t> send_counts, send_displs, recv_counts, recv_displs;
   std::size_t recv_total = 0;
   std::unique_ptr<stream_buffer> positions;   // caller positions, bucket order (int64)
+  std::unique_ptr<stream_buffer> send_rows;   // owner-local row of every entry, bucket order
   std::unique_ptr<stream_buffer> local_rows;  // rows of the own part asked for (int64)
+  /// The own bucket [self_begin, self_begin + self_count) when it skips the exchange.
+  std::size_t self_begin = 0, self_count = 0;
 };
 
 communicator& nccl_comm_of(const wholememory& wm, const char* op) {
@@ -310,10 +313,13 @@ std::vector<std::size_t> scaled(const std::vector<std::size_t>& v, std::size_t f
   return out;
 }
 
+/// Checks the indices on every rank, buckets them by owner and sends every owner the rows
+/// asked of it.  With skip_self the own bucket stays out of the exchanges (the caller copies
+/// it directly): self counts are 0, send displacements keep its gap, receive ones do not.
 template <typename IndexT>
 device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std::size_t n,
                                      const gather_geometry& g, std::size_t rows, const char* op,
-                                     cudaStream_t stream) {
+                                     bool skip_self, cudaStream_t stream) {
   const int ranks = comm.size();
   const auto sn = static_cast<std::int64_t>(n);
   // Control block: result[2] | meta_recv[2R] | meta_send[2R] | counts[R] | row_begin[R + 1].
@@ -366,15 +372,21 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
     x.recv_counts[r] = static_cast<std::size_t>(host[2 + 2 * r]);
     x.send_counts[r] = static_cast<std::size_t>(host[2 + 2 * ranks + 2 * r]);
   }
-  for (int r = 1; r < ranks; ++r) {
-    x.send_displs[r] = x.send_displs[r - 1] + x.send_counts[r - 1];
-    x.recv_displs[r] = x.recv_displs[r - 1] + x.recv_counts[r - 1];
+  for (int r = 1; r < ranks; ++r) x.send_displs[r] = x.send_displs[r - 1] + x.send_counts[r - 1];
+  const int me = comm.rank();
+  if (skip_self) {
+    x.self_begin = x.send_displs[me];
+    x.self_count = x.send_counts[me];
+    x.send_counts[me] = 0;
+    x.recv_counts[me] = 0;
   }
+  for (int r = 1; r < ranks; ++r) x.recv_displs[r] = x.recv_displs[r - 1] + x.recv_counts[r - 1];
   x.recv_total = x.recv_displs[ranks - 1] + x.recv_counts[ranks - 1];
 
   // Bucket by owner (stable), then the rows local to each owner.
   x.positions = std::make_unique<stream_buffer>(n * 8, stream);
-  stream_buffer send_rows(n * 8, stream);
+  x.send_rows = std::make_unique<stream_buffer>(n * 8, stream);
+  stream_buffer& send_rows = *x.send_rows;
   if (n > 0) {
     stream_buffer owner_sorted(n * sizeof(int), stream);
     sort_by_key(owner.as<int>(), owner_sorted.as<int>(), x.positions->as<std::int64_t>(), sn,
@@ -406,23 +418,33 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
                         const gather_geometry& g, cudaStream_t stream) {
   const char* op = "gather";
   communicator& comm = nccl_comm_of(*table.memory, op);
-  device_exchange x = plan_exchange_device(comm, idx, g.count, g, table.rows, op, stream);
+  device_exchange x =
+      plan_exchange_device(comm, idx, g.count, g, table.rows, op, /*skip_self=*/true, stream);
   const std::size_t row_bytes = g.table_row_bytes;
-  const int me = comm.rank();
-  // Rows asked of this rank, packed in the table's dtype.
+  const rows_ref own = own_part_rows(*table.memory, g);
+  const rows_ref dense = dense_rows(out, g.dense_stride_bytes);
+  const std::int64_t* positions = x.positions->as<std::int64_t>();
+  // Rows asked of this rank by the others, packed in the table's dtype.
   stream_buffer send(x.recv_total * row_bytes, stream);
-  gather_entries(table.cols, table.type, own_part_rows(*table.memory, g),
-                 x.local_rows->as<std::int64_t>(), table.type,
+  gather_entries(table.cols, table.type, own, x.local_rows->as<std::int64_t>(), table.type,
                  packed_rows(send.as<void>(), row_bytes), nullptr, x.recv_total, row_bytes, stream);
+  // The own bucket goes straight from the own part to its caller positions.
+  gather_entries(table.cols, table.type, own, x.send_rows->as<std::int64_t>() + x.self_begin,
+                 out.type, dense, positions + x.self_begin, x.self_count, row_bytes, stream);
+  // Received rows land in bucket order, leaving the own bucket's gap.
   stream_buffer recv(g.count * row_bytes, stream);
   comm.alltoallv(send.as<void>(), scaled(x.recv_counts, row_bytes).data(),
                  scaled(x.recv_displs, row_bytes).data(), recv.as<void>(),
                  scaled(x.send_counts, row_bytes).data(), scaled(x.send_displs, row_bytes).data(),
                  dtype::uint8, stream);
   // Place every received row at its caller position (distinct positions: no duplicates).
-  place_entries(table.cols, table.type, packed_rows(recv.as<void>(), row_bytes), nullptr, out.type,
-                dense_rows(out, g.dense_stride_bytes), x.positions->as<std::int64_t>(), g.count,
-                row_bytes, stream);
+  const std::size_t ranges[2][2] = {{0, x.self_begin}, {x.self_begin + x.self_count, g.count}};
+  for (const auto& range : ranges) {
+    const std::size_t b = range[0], e = range[1];
+    if (e <= b) continue;
+    place_entries(table.cols, table.type, packed_rows(recv.as<char>() + b * row_bytes, row_bytes),
+                  nullptr, out.type, dense, positions + b, e - b, row_bytes, stream);
+  }
 }
 
 template <typename IndexT>
@@ -430,7 +452,8 @@ void scatter_distributed(const dense_matrix& in, const IndexT* idx, const wm_ten
                          const gather_geometry& g, cudaStream_t stream) {
   const char* op = "scatter";
   communicator& comm = nccl_comm_of(*table.memory, op);
-  device_exchange x = plan_exchange_device(comm, idx, g.count, g, table.rows, op, stream);
+  device_exchange x =
+      plan_exchange_device(comm, idx, g.count, g, table.rows, op, /*skip_self=*/false, stream);
   const std::size_t row_bytes = g.table_row_bytes;
   // Pack the caller's rows in bucket order, converted to the table's dtype.
   stream_buffer send(g.count * row_bytes, stream);
