@@ -389,29 +389,42 @@ void scatter_distributed_host(const dense_matrix& in, const IndexT* idx, const w
   const char* op = "scatter_host";
   communicator& comm = host_comm_of(*table.memory, op);
   host_exchange x =
-      plan_exchange_host(comm, idx, g.count, g, table.rows, threads, op, /*skip_self=*/false);
+      plan_exchange_host(comm, idx, g.count, g, table.rows, threads, op, /*skip_self=*/true);
   part_info mine = table.memory->local_part();
   const std::size_t row_bytes = g.table_row_bytes;
   const std::int64_t* none = nullptr;
-  // Pack the caller's rows in bucket order, converted to the table's dtype.
-  std::vector<char> send(g.count * row_bytes);
-  {
-    row_addresser<plain_bytes> src{plain_bytes(in.data), g.dense_stride_bytes, 0};
-    row_addresser<plain_bytes> dst{plain_bytes(send.data()), row_bytes, 0};
-    copy_rows_host(src, x.positions.data(), dst, none, g.count, table.cols,
+  row_addresser<plain_bytes> dense{plain_bytes(in.data), g.dense_stride_bytes, 0};
+  row_addresser<plain_bytes> own{plain_bytes(mine.ptr), g.stride_bytes, g.col_offset_bytes};
+  // Pack the rows for the other ranks in bucket order, converted to the table's dtype; the own
+  // bucket's gap stays unsent.
+  std::unique_ptr<char[]> send(new char[g.count * row_bytes + 1]);
+  const std::size_t self_end = x.self_begin + x.self_count;
+  const std::size_t ranges[2][2] = {{0, x.self_begin}, {self_end, g.count}};
+  for (const auto& range : ranges) {
+    if (range[1] <= range[0]) continue;
+    row_addresser<plain_bytes> dst{plain_bytes(send.get() + range[0] * row_bytes), row_bytes, 0};
+    copy_rows_host(dense, x.positions.data() + range[0], dst, none, range[1] - range[0], table.cols,
                    table.cols * g.dense_elem_bytes, fn, threads);
   }
-  std::vector<char> recv(x.local_rows.size() * row_bytes);
-  comm.alltoallv(send.data(), scaled(x.send_counts, row_bytes).data(),
-                 scaled(x.send_displs, row_bytes).data(), recv.data(),
+  std::unique_ptr<char[]> recv(new char[x.local_rows.size() * row_bytes + 1]);
+  comm.alltoallv(send.get(), scaled(x.send_counts, row_bytes).data(),
+                 scaled(x.send_displs, row_bytes).data(), recv.get(),
                  scaled(x.recv_counts, row_bytes).data(), scaled(x.recv_displs, row_bytes).data(),
                  dtype::uint8, nullptr);
-  row_addresser<plain_bytes> src{plain_bytes(recv.data()), row_bytes, 0};
-  row_addresser<plain_bytes> dst{plain_bytes(mine.ptr), g.stride_bytes, g.col_offset_bytes};
+  // Write in rank order (lower ranks' rows, the own rows, higher ranks' rows), so the last
+  // occurrence in rank order wins for duplicates.
   const int me = comm.rank();
-  const auto own_rows = static_cast<std::size_t>(g.owner_row_begin[me + 1] - g.owner_row_begin[me]);
-  copy_rows_host(src, none, dst, x.local_rows.data(), x.local_rows.size(), table.cols, row_bytes,
-                 nullptr, threads, std::max<std::size_t>(own_rows, 1));
+  const auto own_rows = std::max<std::size_t>(
+      static_cast<std::size_t>(g.owner_row_begin[me + 1] - g.owner_row_begin[me]), 1);
+  const std::size_t before = x.recv_displs[me];
+  row_addresser<plain_bytes> received{plain_bytes(recv.get()), row_bytes, 0};
+  copy_rows_host(received, none, own, x.local_rows.data(), before, table.cols, row_bytes, nullptr,
+                 threads, own_rows);
+  copy_rows_host(dense, x.positions.data() + x.self_begin, own, x.send_rows.data() + x.self_begin,
+                 x.self_count, table.cols, table.cols * g.dense_elem_bytes, fn, threads, own_rows);
+  row_addresser<plain_bytes> after{plain_bytes(recv.get() + before * row_bytes), row_bytes, 0};
+  copy_rows_host(after, none, own, x.local_rows.data() + before, x.local_rows.size() - before,
+                 table.cols, row_bytes, nullptr, threads, own_rows);
 }
 
 template <typename IndexT>

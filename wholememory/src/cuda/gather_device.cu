@@ -264,12 +264,22 @@ void place_entries(std::size_t cols, dtype src_type, const rows_ref& src,
                       stream);
 }
 
-/// Writes entry i of `src` (row i) to `dst` row idx[i], dropping all but the last of duplicate
-/// indices: sorts by destination row, stable (which also puts host-memory writes in address
-/// order).
+// order[k] = src_pos[order[k]], keeping -1 (a dropped duplicate).
+__global__ void compose_kernel(std::int64_t* order, const std::int64_t* __restrict__ src_pos,
+                               std::int64_t n) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
+       k += stride)
+    if (order[k] >= 0) order[k] = src_pos[order[k]];
+}
+
+/// Writes entry i of `src` (row src_pos[i], or i when nullptr) to `dst` row idx[i], dropping
+/// all but the last of duplicate indices: sorts by destination row, stable (which also puts
+/// host-memory writes in address order).
 template <typename IndexT>
-void scatter_entries(std::size_t cols, dtype src_type, const rows_ref& src, dtype dst_type,
-                     const rows_ref& dst, const IndexT* idx, std::size_t n, std::size_t dst_rows,
+void scatter_entries(std::size_t cols, dtype src_type, const rows_ref& src,
+                     const std::int64_t* src_pos, dtype dst_type, const rows_ref& dst,
+                     const IndexT* idx, std::size_t n, std::size_t dst_rows,
                      std::size_t src_row_bytes, cudaStream_t stream) {
   if (n == 0 || cols == 0) return;
   const auto sn = static_cast<std::int64_t>(n);
@@ -280,6 +290,11 @@ void scatter_entries(std::size_t cols, dtype src_type, const rows_ref& src, dtyp
   drop_duplicates_kernel<<<blocks_for_items(sn), kBlock, 0, stream>>>(keys.as<IndexT>(),
                                                                       order.as<std::int64_t>(), sn);
   WM_CUDA_CHECK_LAUNCH();
+  if (src_pos != nullptr) {
+    compose_kernel<<<blocks_for_items(sn), kBlock, 0, stream>>>(order.as<std::int64_t>(), src_pos,
+                                                                sn);
+    WM_CUDA_CHECK_LAUNCH();
+  }
   place_entries(cols, src_type, src, order.as<std::int64_t>(), dst_type, dst, keys.as<IndexT>(), n,
                 src_row_bytes, stream);
 }
@@ -453,24 +468,42 @@ void scatter_distributed(const dense_matrix& in, const IndexT* idx, const wm_ten
   const char* op = "scatter";
   communicator& comm = nccl_comm_of(*table.memory, op);
   device_exchange x =
-      plan_exchange_device(comm, idx, g.count, g, table.rows, op, /*skip_self=*/false, stream);
+      plan_exchange_device(comm, idx, g.count, g, table.rows, op, /*skip_self=*/true, stream);
   const std::size_t row_bytes = g.table_row_bytes;
-  // Pack the caller's rows in bucket order, converted to the table's dtype.
+  const rows_ref dense = dense_rows(in, g.dense_stride_bytes);
+  const rows_ref own = own_part_rows(*table.memory, g);
+  const std::int64_t* positions = x.positions->as<std::int64_t>();
+  const std::size_t in_row_bytes = table.cols * g.dense_elem_bytes;
+  // Pack the rows for the other ranks in bucket order, converted to the table's dtype; the own
+  // bucket's gap stays unsent.
   stream_buffer send(g.count * row_bytes, stream);
-  gather_entries(table.cols, in.type, dense_rows(in, g.dense_stride_bytes),
-                 x.positions->as<std::int64_t>(), table.type,
-                 packed_rows(send.as<void>(), row_bytes), nullptr, g.count,
-                 table.cols * g.dense_elem_bytes, stream);
+  const std::size_t ranges[2][2] = {{0, x.self_begin}, {x.self_begin + x.self_count, g.count}};
+  for (const auto& range : ranges) {
+    const std::size_t b = range[0], e = range[1];
+    if (e <= b) continue;
+    gather_entries(table.cols, in.type, dense, positions + b, table.type,
+                   packed_rows(send.as<char>() + b * row_bytes, row_bytes), nullptr, e - b,
+                   in_row_bytes, stream);
+  }
   stream_buffer recv(x.recv_total * row_bytes, stream);
   comm.alltoallv(send.as<void>(), scaled(x.send_counts, row_bytes).data(),
                  scaled(x.send_displs, row_bytes).data(), recv.as<void>(),
                  scaled(x.recv_counts, row_bytes).data(), scaled(x.recv_displs, row_bytes).data(),
                  dtype::uint8, stream);
+  // Write in rank order (lower ranks' rows, the own rows, higher ranks' rows): the last
+  // occurrence in rank order wins for duplicates.
   const int me = comm.rank();
   const auto own_rows = static_cast<std::size_t>(g.owner_row_begin[me + 1] - g.owner_row_begin[me]);
-  scatter_entries(table.cols, table.type, packed_rows(recv.as<void>(), row_bytes), table.type,
-                  own_part_rows(*table.memory, g), x.local_rows->as<std::int64_t>(), x.recv_total,
-                  own_rows, row_bytes, stream);
+  const std::size_t before = x.recv_displs[me];
+  const std::int64_t* local_rows = x.local_rows->as<std::int64_t>();
+  scatter_entries(table.cols, table.type, packed_rows(recv.as<void>(), row_bytes), nullptr,
+                  table.type, own, local_rows, before, own_rows, row_bytes, stream);
+  scatter_entries(table.cols, in.type, dense, positions + x.self_begin, table.type, own,
+                  x.send_rows->as<std::int64_t>() + x.self_begin, x.self_count, own_rows,
+                  in_row_bytes, stream);
+  scatter_entries(table.cols, table.type,
+                  packed_rows(recv.as<char>() + before * row_bytes, row_bytes), nullptr, table.type,
+                  own, local_rows + before, x.recv_total - before, own_rows, row_bytes, stream);
 }
 
 // ---- continuous and chunked -----------------------------------------------------------------
@@ -511,7 +544,7 @@ void scatter_typed(const dense_matrix& in, const IndexT* idx, const wm_tensor& t
   }
   bad_index bad = check_indices(idx, g.count, table.rows, stream);
   if (bad.position >= 0) throw_bad_index("scatter", bad, table.rows);
-  scatter_entries(table.cols, in.type, dense_rows(in, g.dense_stride_bytes), table.type,
+  scatter_entries(table.cols, in.type, dense_rows(in, g.dense_stride_bytes), nullptr, table.type,
                   table_rows(table, g), idx, g.count, table.rows, table.cols * g.dense_elem_bytes,
                   stream);
 }
