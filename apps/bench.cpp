@@ -53,6 +53,8 @@ const std::vector<config_key> bench_schema = {
     {"warmup", value_kind::integer, "2", "untimed calls per case"},
     {"sorted_host", value_kind::boolean, "true",
      "GPU runs on host memory: measure both random and address-sorted visiting"},
+    {"scatter_unique", value_kind::boolean, "true",
+     "GPU runs: also time scatter with unique_indices (no duplicate-resolving sort)"},
     {"threads", value_kind::integer, "0", "CPU path threads, 0 = all hardware threads"},
     {"seed", value_kind::integer, "1234", "random seed of indices and table contents"},
     {"timeout_s", value_kind::number, "600", "collective timeout, seconds"},
@@ -335,15 +337,24 @@ int run_bench(int argc, char** argv) {
         wholememory::index_array indices{idx_ptr, index_type, lookups};
         wholememory::dense_matrix dense{out_ptr, type, lookups, cols, cols};
 
-        std::vector<std::string> orders = {"random"};
-        if (gpu && loc == wholememory::memory_location::host && cfg.get_bool("sorted_host"))
-          orders.push_back("sorted");
         for (const auto& op : ops) {
           if (op != "gather" && op != "scatter") throw config_error("ops: unknown op '" + op + "'");
+          // gather: "random" (as given) and, for host memory, "sorted" (address order);
+          // scatter: "dedup" (duplicates resolved by a sort) and "unique" (no sort).
+          std::vector<std::string> orders;
+          if (op == "gather") {
+            orders.push_back("random");
+            if (gpu && loc == wholememory::memory_location::host && cfg.get_bool("sorted_host"))
+              orders.push_back("sorted");
+          } else {
+            orders.push_back("dedup");
+            if (gpu && cfg.get_bool("scatter_unique")) orders.push_back("unique");
+          }
           for (const auto& order : orders) {
             wholememory::gather_options options;
             options.sort_host_threshold =
                 order == "sorted" ? 0 : std::numeric_limits<std::size_t>::max();
+            options.unique_indices = order == "unique";
             auto call = [&] {
               if (!gpu) {
                 if (op == "gather") {

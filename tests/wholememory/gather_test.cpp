@@ -486,7 +486,9 @@ TEST(HostGatherThreads, LargeListsSplitOverThreads) {
       for (std::size_t r = 0; r < lay.rows; ++r) {
         float got;
         std::memcpy(&got, view.byte_ptr(r * lay.stride_bytes()), 4);
-        if (last[r] >= 0) ASSERT_EQ(got, static_cast<float>(last[r])) << "row " << r;
+        if (last[r] >= 0) {
+          ASSERT_EQ(got, static_cast<float>(last[r])) << "row " << r;
+        }
       }
     }
   });

@@ -330,6 +330,42 @@ TEST_P(GpuGather, OutOfRangeAndEmptyLists) {
   });
 }
 
+TEST_P(GpuGather, ScatterWithUniqueIndicesSkipsTheSort) {
+  auto [ranks, type, loc] = GetParam();
+  WHOLESTORE_REQUIRE_GPUS(ranks);
+  run_on_gpus(ranks, [type = type, loc = loc](std::shared_ptr<bootstrap> bs) {
+    gpu_rank g = start_rank(bs, type);
+    cuda_stream stream;
+    table_layout lay{dtype::float32, 4099, 64, 64, 0, 31};
+    auto wm = make_table(g.comm, lay, type, loc);
+    fill_table(wm, lay, stream.get());
+    const int rank = g.comm->rank(), size = g.comm->size();
+    // Every row of this rank's residue class once, in a shuffled order.
+    std::vector<std::int64_t> idx;
+    for (std::size_t r = rank; r < lay.rows; r += size) idx.push_back(static_cast<std::int64_t>(r));
+    for (std::size_t i = idx.size(); i > 1; --i) std::swap(idx[i - 1], idx[hash3(5, rank, i) % i]);
+    const std::size_t n = idx.size();
+    std::vector<float> in(n * 64);
+    for (std::size_t i = 0; i < n * 64; ++i) in[i] = static_cast<float>(idx[i / 64] * 64 + i % 64);
+    device_buffer d_idx(n * 8, g.device), d_in(n * 64 * 4, g.device);
+    WM_CUDA_TRY(cudaMemcpy(d_idx.get(), idx.data(), n * 8, cudaMemcpyHostToDevice));
+    WM_CUDA_TRY(cudaMemcpy(d_in.get(), in.data(), n * 256, cudaMemcpyHostToDevice));
+    gather_options o;
+    o.unique_indices = true;
+    o.sort_host_threshold = std::numeric_limits<std::size_t>::max();
+    scatter(dense_matrix{d_in.get(), dtype::float32, n, 64, 64},
+            index_array{d_idx.get(), dtype::int64, n}, lay.tensor(wm), o, stream.get());
+    rank_barrier(*g.comm, stream.get());
+    auto [first, bytes] = read_table(wm);
+    for (std::size_t off = 0; off + 4 <= bytes.size(); off += 4) {
+      float got;
+      std::memcpy(&got, bytes.data() + off, 4);
+      ASSERT_EQ(got, static_cast<float>((first + off) / 4)) << "byte " << first + off;
+    }
+    rank_barrier(*g.comm, stream.get());
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(
     AllTypes, GpuGather,
     ::testing::Combine(::testing::Values(1, 2),

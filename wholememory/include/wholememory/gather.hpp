@@ -25,7 +25,9 @@
  * With distributed memory every rank throws when any rank had a bad index.
  *
  * Duplicate indices in scatter: the destination row ends up equal to one of the rows written
- * to it (which one is unspecified).
+ * to it: the last occurrence in the index list (distributed memory: the last in rank order,
+ * ranks' lists concatenated).  The GPU path sorts the indices to get there; callers that know
+ * their indices are unique can skip that (gather_options::unique_indices).
  */
 #pragma once
 
@@ -73,8 +75,12 @@ struct gather_options {
   /// Host-location memory: visit rows in address order (sort the indices, keep the positions)
   /// when there are at least this many indices.  Random reads of pinned host memory are bound
   /// by address translation; sorted ones reach the bus rate.  0 sorts always,
-  /// SIZE_MAX never.  Device-location memory is never sorted.
+  /// SIZE_MAX never.  Device-location memory is never sorted for a gather.
   std::size_t sort_host_threshold = 65536;
+  /// Scatter: the caller promises that no index appears twice in a call (over all ranks for
+  /// distributed memory).  Skips the sort that makes duplicates resolve to one whole written
+  /// row; with duplicates anyway, a row may end up mixing bytes of several written rows.
+  bool unique_indices = false;
 };
 
 /// Threads the _host functions use by default.

@@ -273,15 +273,19 @@ __global__ void compose_kernel(std::int64_t* order, const std::int64_t* __restri
     if (order[k] >= 0) order[k] = src_pos[order[k]];
 }
 
-/// Writes entry i of `src` (row src_pos[i], or i when nullptr) to `dst` row idx[i], dropping
-/// all but the last of duplicate indices: sorts by destination row, stable (which also puts
-/// host-memory writes in address order).
+/// Writes entry i of `src` (row src_pos[i], or i when nullptr) to `dst` row idx[i].  With
+/// `sort_rows`, drops all but the last of duplicate indices: sorts by destination row, stable
+/// (which also puts host-memory writes in address order).
 template <typename IndexT>
 void scatter_entries(std::size_t cols, dtype src_type, const rows_ref& src,
                      const std::int64_t* src_pos, dtype dst_type, const rows_ref& dst,
                      const IndexT* idx, std::size_t n, std::size_t dst_rows,
-                     std::size_t src_row_bytes, cudaStream_t stream) {
+                     std::size_t src_row_bytes, bool sort_rows, cudaStream_t stream) {
   if (n == 0 || cols == 0) return;
+  if (!sort_rows) {
+    place_entries(cols, src_type, src, src_pos, dst_type, dst, idx, n, src_row_bytes, stream);
+    return;
+  }
   const auto sn = static_cast<std::int64_t>(n);
   stream_buffer keys(n * sizeof(IndexT), stream);
   stream_buffer order(n * sizeof(std::int64_t), stream);
@@ -464,7 +468,8 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
 
 template <typename IndexT>
 void scatter_distributed(const dense_matrix& in, const IndexT* idx, const wm_tensor& table,
-                         const gather_geometry& g, cudaStream_t stream) {
+                         const gather_geometry& g, const gather_options& options,
+                         cudaStream_t stream) {
   const char* op = "scatter";
   communicator& comm = nccl_comm_of(*table.memory, op);
   device_exchange x =
@@ -496,14 +501,18 @@ void scatter_distributed(const dense_matrix& in, const IndexT* idx, const wm_ten
   const auto own_rows = static_cast<std::size_t>(g.owner_row_begin[me + 1] - g.owner_row_begin[me]);
   const std::size_t before = x.recv_displs[me];
   const std::int64_t* local_rows = x.local_rows->as<std::int64_t>();
+  const bool sort_rows =
+      !options.unique_indices ||
+      (table.memory->location() == memory_location::host && g.count >= options.sort_host_threshold);
   scatter_entries(table.cols, table.type, packed_rows(recv.as<void>(), row_bytes), nullptr,
-                  table.type, own, local_rows, before, own_rows, row_bytes, stream);
+                  table.type, own, local_rows, before, own_rows, row_bytes, sort_rows, stream);
   scatter_entries(table.cols, in.type, dense, positions + x.self_begin, table.type, own,
                   x.send_rows->as<std::int64_t>() + x.self_begin, x.self_count, own_rows,
-                  in_row_bytes, stream);
+                  in_row_bytes, sort_rows, stream);
   scatter_entries(table.cols, table.type,
                   packed_rows(recv.as<char>() + before * row_bytes, row_bytes), nullptr, table.type,
-                  own, local_rows + before, x.recv_total - before, own_rows, row_bytes, stream);
+                  own, local_rows + before, x.recv_total - before, own_rows, row_bytes, sort_rows,
+                  stream);
 }
 
 // ---- continuous and chunked -----------------------------------------------------------------
@@ -537,16 +546,16 @@ void gather_typed(const wm_tensor& table, const IndexT* idx, const dense_matrix&
 template <typename IndexT>
 void scatter_typed(const dense_matrix& in, const IndexT* idx, const wm_tensor& table,
                    const gather_geometry& g, const gather_options& options, cudaStream_t stream) {
-  (void)options;
   if (table.memory->type() == memory_type::distributed) {
-    scatter_distributed(in, idx, table, g, stream);
+    scatter_distributed(in, idx, table, g, options, stream);
     return;
   }
   bad_index bad = check_indices(idx, g.count, table.rows, stream);
   if (bad.position >= 0) throw_bad_index("scatter", bad, table.rows);
+  const bool sort_rows = !options.unique_indices || sorts_host(table, g.count, options);
   scatter_entries(table.cols, in.type, dense_rows(in, g.dense_stride_bytes), nullptr, table.type,
                   table_rows(table, g), idx, g.count, table.rows, table.cols * g.dense_elem_bytes,
-                  stream);
+                  sort_rows, stream);
 }
 
 }  // namespace
