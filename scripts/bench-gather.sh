@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Gather/scatter benchmark on a GPU machine, run from the repository root after a CUDA build:
+#   scripts/bench-gather.sh [build-dir] [extra --set overrides...]
+# Runs `wholestore bench configs/bench_gather.yaml` on one GPU, then (when two or more GPUs are
+# visible) on two GPUs, one process each.  Tables and YAML reports go to $OUT when set, else
+# <build-dir>/bench.  Collective argument checks are off (WHOLESTORE_CHECK_COLLECTIVES=0) so
+# that distributed memory is timed without the bootstrap round trip of each NCCL call.
+set -euo pipefail
+export NCCL_NVLS_ENABLE=0 WHOLESTORE_CHECK_COLLECTIVES=0
+cd "$(dirname "$0")/.."
+build_dir=${1:-build-gpu}
+shift || true
+bin="$build_dir/apps/wholestore"
+out=${OUT:-$build_dir/bench}
+mkdir -p "$out"
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU [0-9]' || true)
+echo "device: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) x $gpus"
+echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)  date: $(date -u +%FT%TZ)"
+set -x
+CUDA_VISIBLE_DEVICES=0 "$bin" bench configs/bench_gather.yaml "$@" --report "$out/bench-1gpu.yaml" \
+  | tee "$out/bench-1gpu.txt"
+if [ "$gpus" -ge 2 ]; then
+  CUDA_VISIBLE_DEVICES=0,1 "$bin" launch -n 2 -- "$bin" bench configs/bench_gather.yaml "$@" \
+    --report "$out/bench-2gpu.yaml" | tee "$out/bench-2gpu.txt"
+fi
