@@ -29,7 +29,7 @@ namespace {
 
 using namespace wholememory;
 using namespace gather_ref;
-using wm_handle = wholememory::wholememory;
+using wm_handle = ::wholememory::wholememory;
 
 struct gpu_rank {
   std::shared_ptr<communicator> comm;
