@@ -1,1 +1,528 @@
-// placeholder: replaced by its owner before this lands
+/*
+ * The NCCL backend of communicator.
+ *
+ * The NCCL communicator is non-blocking (config.blocking = 0): every NCCL call may return
+ * ncclInProgress, after which ncclCommGetAsyncError is polled until the call has been enqueued,
+ * with the bootstrap's timeout.  That is what lets a dead or absent peer end in timeout_error
+ * (and an aborted communicator) instead of a hang, in creation, enqueueing and synchronize().
+ *
+ * Argument checks: before each collective (unless WHOLESTORE_CHECK_COLLECTIVES=0, which every
+ * rank must agree on) the ranks allgather a small descriptor of the call over the bootstrap
+ * (sequence number, operation, dtype, count, root; for alltoallv also every rank's send and
+ * receive counts) and throw mismatch_error on every rank when they disagree.  This costs one
+ * bootstrap round trip per collective, so it can be turned off for speed.
+ *
+ * NVLink SHARP (NVLS) stays off on the GPU machines (NCCL_NVLS_ENABLE=0 is set outside); this
+ * file neither sets NCCL environment variables nor creates multicast objects.
+ */
+#include "collective_step.hpp"
+
+#include <wholememory/communicator.hpp>
+#include <wholememory/detail/cuda_check.hpp>
+#include <wholememory/detail/cuda_memory.hpp>
+#include <wholememory/error.hpp>
+
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace wholememory {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+enum class op_code : std::int32_t {
+  barrier = 1,
+  broadcast = 2,
+  allgather = 3,
+  alltoallv = 4,
+  allreduce_sum = 5,
+};
+
+const char* op_name(std::int32_t op) {
+  switch (static_cast<op_code>(op)) {
+    case op_code::barrier:
+      return "barrier";
+    case op_code::broadcast:
+      return "broadcast";
+    case op_code::allgather:
+      return "allgather";
+    case op_code::alltoallv:
+      return "alltoallv";
+    case op_code::allreduce_sum:
+      return "allreduce_sum";
+  }
+  return "unknown";
+}
+
+/// What every rank says about the collective it is about to enqueue.
+struct call_descriptor {
+  std::uint64_t seq;
+  std::int32_t op;
+  std::int32_t type;  // dtype, -1 when the operation has none
+  std::uint64_t count;
+  std::int32_t root;  // -1 when the operation has none
+  std::int32_t unused;
+};
+
+std::string describe(const call_descriptor& d) {
+  std::ostringstream os;
+  os << op_name(d.op) << " #" << d.seq << "(";
+  if (d.type >= 0) os << "dtype=" << dtype_name(static_cast<dtype>(d.type)) << ", ";
+  os << "count=" << d.count;
+  if (d.root >= 0) os << ", root=" << d.root;
+  os << ")";
+  return os.str();
+}
+
+bool checks_from_env() {
+  const char* value = std::getenv("WHOLESTORE_CHECK_COLLECTIVES");
+  return value == nullptr || std::strcmp(value, "0") != 0;
+}
+
+/// NCCL's type for arithmetic (allreduce): every dtype but int16.
+ncclDataType_t nccl_arith_type(dtype t) {
+  switch (t) {
+    case dtype::int8:
+      return ncclInt8;
+    case dtype::uint8:
+      return ncclUint8;
+    case dtype::int32:
+      return ncclInt32;
+    case dtype::int64:
+      return ncclInt64;
+    case dtype::float16:
+      return ncclFloat16;
+    case dtype::bfloat16:
+      return ncclBfloat16;
+    case dtype::float32:
+      return ncclFloat32;
+    case dtype::float64:
+      return ncclFloat64;
+    case dtype::int16:
+      WM_FAIL(logic_error,
+              "NCCL has no int16; allreduce of int16 is not supported by the NCCL backend "
+              "(use int32, or the host backend)");
+  }
+  WM_FAIL(logic_error, "unknown dtype value " << static_cast<int>(t));
+}
+
+/// Type and count for operations that only move data: int16 travels as twice as many bytes.
+struct wire_format {
+  ncclDataType_t type;
+  std::size_t count;
+};
+
+wire_format nccl_move_format(dtype t, std::size_t count) {
+  if (t == dtype::int16) return {ncclInt8, count * 2};
+  return {nccl_arith_type(t), count};
+}
+
+/// Short sleeps that grow: first yields, then 20 us, then 200 us.
+void backoff(int& spins) {
+  if (spins < 64) {
+    std::this_thread::yield();
+  } else if (spins < 1000) {
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  } else {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ++spins;
+}
+
+class nccl_communicator final : public communicator {
+ public:
+  nccl_communicator(std::shared_ptr<bootstrap> bs, rank_topology topology, int device, bool checks)
+      : communicator(std::move(bs), std::move(topology)), device_(device), checks_(checks) {}
+
+  ~nccl_communicator() override { destroy(); }
+
+  /// Creates the NCCL communicator.  Collective.
+  void init() {
+    const char* what = "creating the NCCL communicator";
+    ncclUniqueId id{};
+    detail::collective_step(*bootstrap_, what, [&] {
+      barrier_owner_ = detail::allocate_device_buffer(sizeof(std::int32_t), device_, &barrier_buf_);
+      detail::device_guard guard(device_);
+      WM_CUDA_TRY(cudaMemset(barrier_buf_, 0, sizeof(std::int32_t)));
+      WM_CUDA_TRY(cudaDeviceSynchronize());
+      if (rank() == 0) WM_NCCL_TRY(ncclGetUniqueId(&id));
+    });
+    bootstrap_->broadcast(&id, sizeof(id), 0);
+    try {
+      init_rank(id, what);
+    } catch (...) {
+      // Some rank failed: finalizing would wait for it, so abort at once.
+      abort_comm();
+      throw;
+    }
+  }
+
+  backend get_backend() const override { return backend::nccl; }
+  int device() const override { return device_; }
+
+  void barrier(cudaStream_t stream) override {
+    check_call(op_code::barrier, -1, 0, -1);
+    detail::device_guard guard(device_);
+    // A max-reduction of one element: the value never grows, and every rank waits for all.
+    enqueued(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclMax, comm_, stream),
+             "ncclAllReduce (barrier)");
+  }
+
+  void broadcast(void* buffer, std::size_t count, dtype type, int root,
+                 cudaStream_t stream) override {
+    check_call(op_code::broadcast, static_cast<int>(type), count, root);
+    WM_EXPECTS(root >= 0 && root < size(),
+               "broadcast root " << root << " is not a rank of this communicator of " << size());
+    if (count == 0) return;
+    WM_EXPECTS(buffer != nullptr, "broadcast of " << count << " elements needs a buffer");
+    wire_format wire = nccl_move_format(type, count);
+    detail::device_guard guard(device_);
+    enqueued(ncclBroadcast(buffer, buffer, wire.count, wire.type, root, comm_, stream),
+             "ncclBroadcast");
+  }
+
+  void allgather(const void* send, void* recv, std::size_t count, dtype type,
+                 cudaStream_t stream) override {
+    check_call(op_code::allgather, static_cast<int>(type), count, -1);
+    if (count == 0) return;
+    WM_EXPECTS(send != nullptr && recv != nullptr,
+               "allgather of " << count << " elements needs send and receive buffers");
+    wire_format wire = nccl_move_format(type, count);
+    detail::device_guard guard(device_);
+    enqueued(ncclAllGather(send, recv, wire.count, wire.type, comm_, stream), "ncclAllGather");
+  }
+
+  void alltoallv(const void* send, const std::size_t* send_counts, const std::size_t* send_displs,
+                 void* recv, const std::size_t* recv_counts, const std::size_t* recv_displs,
+                 dtype type, cudaStream_t stream) override {
+    WM_EXPECTS(send_counts != nullptr && send_displs != nullptr && recv_counts != nullptr &&
+                   recv_displs != nullptr,
+               "alltoallv needs send and receive counts and displacements (" << size() << " each)");
+    check_call(op_code::alltoallv, static_cast<int>(type), 0, -1, send_counts, recv_counts);
+    const std::size_t element = dtype_size(type);
+    const int me = rank();
+    detail::device_guard guard(device_);
+    if (send_counts[me] > 0) {
+      WM_EXPECTS(send_counts[me] == recv_counts[me],
+                 "alltoallv: rank " << me << " sends " << send_counts[me]
+                                    << " elements to itself but expects " << recv_counts[me]);
+      WM_CUDA_TRY(cudaMemcpyAsync(static_cast<char*>(recv) + recv_displs[me] * element,
+                                  static_cast<const char*>(send) + send_displs[me] * element,
+                                  send_counts[me] * element, cudaMemcpyDeviceToDevice, stream));
+    }
+    WM_NCCL_TRY(ncclGroupStart());
+    ncclResult_t first_error = ncclSuccess;
+    const char* failed_call = "";
+    for (int j = 0; j < size() && first_error == ncclSuccess; ++j) {
+      if (j == me) continue;
+      if (send_counts[j] > 0) {
+        wire_format wire = nccl_move_format(type, send_counts[j]);
+        first_error = ncclSend(static_cast<const char*>(send) + send_displs[j] * element,
+                               wire.count, wire.type, j, comm_, stream);
+        failed_call = "ncclSend";
+      }
+      if (first_error == ncclSuccess && recv_counts[j] > 0) {
+        wire_format wire = nccl_move_format(type, recv_counts[j]);
+        first_error = ncclRecv(static_cast<char*>(recv) + recv_displs[j] * element, wire.count,
+                               wire.type, j, comm_, stream);
+        failed_call = "ncclRecv";
+      }
+    }
+    ncclResult_t end = ncclGroupEnd();
+    if (first_error != ncclSuccess) enqueued(first_error, failed_call);
+    enqueued(end, "ncclGroupEnd (alltoallv)");
+  }
+
+  void allreduce_sum(const void* send, void* recv, std::size_t count, dtype type,
+                     cudaStream_t stream) override {
+    check_call(op_code::allreduce_sum, static_cast<int>(type), count, -1);
+    ncclDataType_t nccl_type = nccl_arith_type(type);
+    if (count == 0) return;
+    WM_EXPECTS(send != nullptr && recv != nullptr,
+               "allreduce of " << count << " elements needs send and receive buffers");
+    detail::device_guard guard(device_);
+    enqueued(ncclAllReduce(send, recv, count, nccl_type, ncclSum, comm_, stream), "ncclAllReduce");
+  }
+
+  void synchronize(cudaStream_t stream) override {
+    expect_alive();
+    detail::device_guard guard(device_);
+    const auto deadline = clock_type::now() + timeout();
+    for (int spins = 0;; backoff(spins)) {
+      cudaError_t query = cudaStreamQuery(stream);
+      throw_on_async_error("synchronize");
+      if (query == cudaSuccess) return;
+      if (query != cudaErrorNotReady) {
+        cudaGetLastError();
+        abort_comm();
+        WM_FAIL(cuda_error,
+                "cudaStreamQuery in synchronize failed: " << detail::cuda_error_text(query)
+                                                          << "; the NCCL communicator was aborted");
+      }
+      if (clock_type::now() > deadline) {
+        abort_comm();
+        WM_FAIL(timeout_error, "NCCL collectives on rank "
+                                   << rank() << " did not complete within " << timeout().count()
+                                   << " ms: a peer died or did not call the same collective "
+                                      "(WHOLESTORE_TIMEOUT sets the limit); the NCCL communicator "
+                                      "was aborted");
+      }
+    }
+  }
+
+  std::shared_ptr<communicator> split(int color, int key) override {
+    std::unique_ptr<bootstrap> sub = bootstrap_->split(color, key);
+    if (!sub) return nullptr;
+    return make_nccl_communicator(std::shared_ptr<bootstrap>(std::move(sub)), device_);
+  }
+
+ private:
+  /// Joins the NCCL communicator with the broadcast id.  Collective.
+  void init_rank(const ncclUniqueId& id, const char* what) {
+    detail::collective_step(*bootstrap_, what, [&] {
+      detail::device_guard guard(device_);
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      ncclResult_t res = ncclCommInitRankConfig(&comm_, size(), id, rank(), &config);
+      if (res != ncclSuccess && res != ncclInProgress) {
+        std::string last_error = comm_ != nullptr ? ncclGetLastError(comm_) : "";
+        abort_comm();
+        WM_FAIL(nccl_error, "ncclCommInitRankConfig(rank "
+                                << rank() << " of " << size() << ", device " << device_
+                                << ") failed: " << ncclGetErrorString(res)
+                                << (last_error.empty() ? "" : ": ") << last_error);
+      }
+      wait_ready("ncclCommInitRankConfig");
+    });
+  }
+
+  void expect_alive() const {
+    WM_EXPECTS(comm_ != nullptr,
+               "the NCCL communicator was aborted after an earlier error (timeout or NCCL "
+               "failure); create a new one");
+  }
+
+  /// Agrees with every rank on the collective about to be enqueued; mismatch_error on every
+  /// rank when they disagree.
+  void check_call(op_code op, int type, std::size_t count, int root,
+                  const std::size_t* send_counts = nullptr,
+                  const std::size_t* recv_counts = nullptr) {
+    expect_alive();
+    const std::uint64_t seq = seq_++;
+    if (!checks_) return;
+    const int n = size();
+    call_descriptor mine{};
+    mine.seq = seq;
+    mine.op = static_cast<std::int32_t>(op);
+    mine.type = type;
+    mine.count = count;
+    mine.root = root;
+    std::vector<call_descriptor> all(n);
+    bootstrap_->allgather(&mine, all.data(), sizeof(call_descriptor));
+    bool agree = true;
+    for (int r = 1; r < n; ++r) {
+      agree = agree && all[r].seq == all[0].seq && all[r].op == all[0].op &&
+              all[r].type == all[0].type && all[r].count == all[0].count &&
+              all[r].root == all[0].root;
+    }
+    if (!agree) {
+      std::ostringstream os;
+      os << "ranks called different NCCL collectives:";
+      for (int r = 0; r < n; ++r) os << (r ? "," : "") << " rank " << r << " " << describe(all[r]);
+      WM_FAIL(mismatch_error, os.str());
+    }
+    if (op != op_code::alltoallv) return;
+
+    // Row r of `rows`: rank r's send counts, then its receive counts.
+    std::vector<std::uint64_t> my_row(2 * static_cast<std::size_t>(n));
+    for (int j = 0; j < n; ++j) {
+      my_row[j] = send_counts[j];
+      my_row[n + j] = recv_counts[j];
+    }
+    std::vector<std::uint64_t> rows(2 * static_cast<std::size_t>(n) * n);
+    bootstrap_->allgather(my_row.data(), rows.data(), my_row.size() * sizeof(std::uint64_t));
+    std::ostringstream os;
+    int mismatches = 0;
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {
+        const std::uint64_t sent = rows[2 * std::size_t(n) * i + j];
+        const std::uint64_t expected = rows[2 * std::size_t(n) * j + n + i];
+        if (sent == expected) continue;
+        if (mismatches++ < 8) {
+          os << (mismatches > 1 ? "; " : " ") << "rank " << i << " sends " << sent
+             << " elements to rank " << j << ", which expects " << expected;
+        }
+      }
+    }
+    if (mismatches > 0) {
+      WM_FAIL(mismatch_error,
+              "alltoallv #" << seq << " counts disagree (" << mismatches << " pairs):" << os.str());
+    }
+  }
+
+  /// Handles the result of an enqueueing NCCL call on the non-blocking communicator.
+  void enqueued(ncclResult_t res, const char* call) {
+    if (res == ncclSuccess) return;
+    if (res == ncclInProgress) {
+      wait_ready(call);
+      return;
+    }
+    throw_on_async_error(call);
+    std::string last_error = comm_ != nullptr ? ncclGetLastError(comm_) : "";
+    WM_FAIL(nccl_error, call << " failed: " << ncclGetErrorString(res)
+                             << (last_error.empty() ? "" : ": ") << last_error);
+  }
+
+  /// Polls until the communicator leaves ncclInProgress; aborts it and throws on an error or
+  /// when the bootstrap's timeout passes.
+  void wait_ready(const char* call) {
+    const auto deadline = clock_type::now() + timeout();
+    for (int spins = 0;; backoff(spins)) {
+      ncclResult_t state = ncclInProgress;
+      ncclResult_t res = ncclCommGetAsyncError(comm_, &state);
+      if (res != ncclSuccess) {
+        abort_comm();
+        WM_FAIL(nccl_error,
+                "ncclCommGetAsyncError after " << call << " failed: " << ncclGetErrorString(res));
+      }
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) throw_state(state, call);
+      if (clock_type::now() > deadline) {
+        abort_comm();
+        WM_FAIL(timeout_error, call << " on rank " << rank() << " did not finish within "
+                                    << timeout().count()
+                                    << " ms: a peer died or did not take part "
+                                       "(WHOLESTORE_TIMEOUT sets the limit); the NCCL "
+                                       "communicator was aborted");
+      }
+    }
+  }
+
+  /// Throws (after aborting) when the communicator reports an asynchronous error.
+  void throw_on_async_error(const char* call) {
+    if (comm_ == nullptr) return;
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t res = ncclCommGetAsyncError(comm_, &state);
+    if (res != ncclSuccess) {
+      abort_comm();
+      WM_FAIL(nccl_error,
+              "ncclCommGetAsyncError in " << call << " failed: " << ncclGetErrorString(res));
+    }
+    if (state != ncclSuccess && state != ncclInProgress) throw_state(state, call);
+  }
+
+  [[noreturn]] void throw_state(ncclResult_t state, const char* call) {
+    std::string last_error = comm_ != nullptr ? ncclGetLastError(comm_) : "";
+    abort_comm();
+    if (state == ncclRemoteError) {
+      WM_FAIL(timeout_error, call << " on rank " << rank()
+                                  << ": a peer failed or died (NCCL remote error"
+                                  << (last_error.empty() ? "" : ": ") << last_error
+                                  << "); the NCCL communicator was aborted");
+    }
+    WM_FAIL(nccl_error, call << " failed asynchronously: " << ncclGetErrorString(state)
+                             << (last_error.empty() ? "" : ": ") << last_error
+                             << "; the NCCL communicator was aborted");
+  }
+
+  void abort_comm() noexcept {
+    if (comm_ == nullptr) return;
+    int previous = -1;
+    if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+    cudaSetDevice(device_);
+    ncclResult_t res = ncclCommAbort(comm_);
+    if (res != ncclSuccess) {
+      std::fprintf(stderr, "wholestore: ncclCommAbort failed: %s\n", ncclGetErrorString(res));
+    }
+    comm_ = nullptr;
+    if (previous >= 0) cudaSetDevice(previous);
+    cudaGetLastError();
+  }
+
+  /// Finalizes (bounded wait) and destroys the communicator; aborts it when that fails.
+  void destroy() noexcept {
+    if (comm_ == nullptr) return;
+    int previous = -1;
+    if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+    cudaSetDevice(device_);
+    bool clean = false;
+    ncclResult_t res = ncclCommFinalize(comm_);
+    if (res == ncclSuccess || res == ncclInProgress) {
+      const auto deadline = clock_type::now() + timeout();
+      ncclResult_t state = ncclInProgress;
+      for (int spins = 0;; backoff(spins)) {
+        if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
+        if (state != ncclInProgress || clock_type::now() > deadline) break;
+      }
+      clean = state == ncclSuccess;
+      if (!clean) {
+        std::fprintf(stderr,
+                     "wholestore: ncclCommFinalize on rank %d did not finish (%s); "
+                     "aborting the communicator\n",
+                     rank(), state == ncclInProgress ? "timed out" : ncclGetErrorString(state));
+      }
+    } else {
+      std::fprintf(stderr, "wholestore: ncclCommFinalize failed: %s; aborting the communicator\n",
+                   ncclGetErrorString(res));
+    }
+    if (clean) {
+      res = ncclCommDestroy(comm_);
+      if (res != ncclSuccess) {
+        std::fprintf(stderr, "wholestore: ncclCommDestroy failed: %s\n", ncclGetErrorString(res));
+      }
+      comm_ = nullptr;
+    } else {
+      abort_comm();
+    }
+    if (previous >= 0) cudaSetDevice(previous);
+    cudaGetLastError();
+  }
+
+  int device_;
+  bool checks_;
+  std::uint64_t seq_ = 0;
+  std::unique_ptr<detail::resource> barrier_owner_;
+  void* barrier_buf_ = nullptr;
+  ncclComm_t comm_ = nullptr;
+};
+
+}  // namespace
+
+std::shared_ptr<communicator> make_nccl_communicator(std::shared_ptr<bootstrap> bs, int device) {
+  WM_EXPECTS(bs != nullptr, "make_nccl_communicator needs a bootstrap");
+  const char* what = "creating the NCCL communicator";
+  rank_topology topology = discover_topology(*bs);
+  detail::collective_step(*bs, what, [&] {
+    if (device < 0) device = detail::current_device();
+    int count = 0;
+    WM_CUDA_TRY(cudaGetDeviceCount(&count));
+    WM_EXPECTS(device < count,
+               "CUDA device " << device << " is not one of the " << count << " visible devices");
+  });
+  const int checks = checks_from_env() ? 1 : 0;
+  std::vector<int> all_checks(bs->size());
+  bs->allgather(&checks, all_checks.data(), sizeof(int));
+  for (int r = 0; r < bs->size(); ++r) {
+    if (all_checks[r] != all_checks[0]) {
+      WM_FAIL(mismatch_error, "WHOLESTORE_CHECK_COLLECTIVES differs between ranks (rank 0: "
+                                  << (all_checks[0] ? "on" : "off") << ", rank " << r << ": "
+                                  << (all_checks[r] ? "on" : "off")
+                                  << "); every rank must use the same setting");
+    }
+  }
+  auto comm =
+      std::make_shared<nccl_communicator>(std::move(bs), std::move(topology), device, checks != 0);
+  comm->init();
+  return comm;
+}
+
+}  // namespace wholememory

@@ -60,6 +60,11 @@ device_allocation allocate_device_single_process(const partition& parts, memory_
 /// can read it at the same address.  Returns the registration (nullptr when no device).
 std::unique_ptr<resource> register_host_memory(void* ptr, std::size_t bytes);
 
+/// Plain device memory: `bytes` bytes on `device` (*ptr = nullptr for 0 bytes) for scratch
+/// buffers of the NCCL communicator and the GPU tests, so that raw cudaMalloc stays in one
+/// module.  The returned owner frees it.  Throws out_of_memory, cuda_error.
+std::unique_ptr<resource> allocate_device_buffer(std::size_t bytes, int device, void** ptr);
+
 /// Copies `view` into device memory of `device`; the returned owner frees it.
 std::unique_ptr<resource> copy_view_to_device(const chunked_view& view, int device,
                                               const chunked_view** device_ptr);
