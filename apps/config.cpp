@@ -94,7 +94,7 @@ void collect(const YAML::Node& node, const std::string& prefix, const std::strin
     std::string name = it->first.as<std::string>();
     std::string path = prefix.empty() ? name : prefix + "." + name;
     std::string where = file + ":" + std::to_string(it->first.Mark().line + 1);
-    const YAML::Node& value = it->second;
+    YAML::Node value = it->second;  // a handle; the iterator yields a temporary pair
     if (value.IsMap()) {
       collect(value, path, file, schema, out);
       continue;
