@@ -174,20 +174,33 @@ bool config::get_bool(const std::string& path) const
 
 const std::string& config::get_string(const std::string& path) const { return values.at(path); }
 
+namespace {
+// Emits the keys under `prefix` (sorted, so a group's keys are adjacent) as nested mappings.
+void emit_group(YAML::Emitter& out, const std::map<std::string, std::string>& values,
+                const std::string& prefix)
+{
+  out << YAML::BeginMap;
+  std::string last_group;
+  for (auto it = values.lower_bound(prefix); it != values.end(); ++it) {
+    if (it->first.compare(0, prefix.size(), prefix) != 0) break;
+    std::string rest = it->first.substr(prefix.size());
+    auto dot = rest.find('.');
+    if (dot == std::string::npos) {
+      out << YAML::Key << rest << YAML::Value << it->second;
+    } else if (rest.substr(0, dot) != last_group) {
+      last_group = rest.substr(0, dot);
+      out << YAML::Key << last_group << YAML::Value;
+      emit_group(out, values, prefix + last_group + ".");
+    }
+  }
+  out << YAML::EndMap;
+}
+}  // namespace
+
 std::string config::to_yaml() const
 {
-  YAML::Node root;
-  for (const auto& [path, text] : values) {
-    // Rebuild the nesting from the dotted path.
-    std::vector<std::string> parts;
-    std::stringstream ss(path);
-    for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
-    YAML::Node node = root;
-    for (std::size_t i = 0; i + 1 < parts.size(); ++i) node.reset(node[parts[i]]);
-    node[parts.back()] = text;
-  }
   YAML::Emitter out;
-  out << root;
+  emit_group(out, values, "");
   return out.c_str();
 }
 
