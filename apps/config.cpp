@@ -99,7 +99,7 @@ void collect(const YAML::Node& node, const std::string& prefix, const std::strin
       collect(value, path, file, schema, out);
       continue;
     }
-    const config_key& key = find_key(schema, path, where);
+    const config_key key = find_key(schema, path, where);
     if (!value.IsScalar()) {
       throw config_error(where + ": key '" + path + "' must be " + kind_name(key.kind) +
                          ", got a " + (value.IsSequence() ? "list" : "null value"));
@@ -143,7 +143,7 @@ config load_config(const std::vector<config_key>& schema, const std::string& fil
       throw config_error("--set " + o + ": expected key=value");
     }
     std::string path = o.substr(0, eq), text = o.substr(eq + 1);
-    const config_key& key = find_key(schema, path, "--set " + o);
+    const config_key key = find_key(schema, path, "--set " + o);
     check_value(key, text, "--set " + o);
     c.values[path] = text;
     c.origin[path] = "--set";
