@@ -94,12 +94,12 @@ void collect(const YAML::Node& node, const std::string& prefix, const std::strin
     std::string name = it->first.as<std::string>();
     std::string path = prefix.empty() ? name : prefix + "." + name;
     std::string where = file + ":" + std::to_string(it->first.Mark().line + 1);
-    const YAML::Node& value = it->second;
+    YAML::Node value = it->second;  // a handle; the iterator yields a temporary pair
     if (value.IsMap()) {
       collect(value, path, file, schema, out);
       continue;
     }
-    const config_key& key = find_key(schema, path, where);
+    const config_key key = find_key(schema, path, where);
     if (!value.IsScalar()) {
       throw config_error(where + ": key '" + path + "' must be " + kind_name(key.kind) +
                          ", got a " + (value.IsSequence() ? "list" : "null value"));
@@ -143,7 +143,7 @@ config load_config(const std::vector<config_key>& schema, const std::string& fil
       throw config_error("--set " + o + ": expected key=value");
     }
     std::string path = o.substr(0, eq), text = o.substr(eq + 1);
-    const config_key& key = find_key(schema, path, "--set " + o);
+    const config_key key = find_key(schema, path, "--set " + o);
     check_value(key, text, "--set " + o);
     c.values[path] = text;
     c.origin[path] = "--set";
@@ -174,20 +174,33 @@ bool config::get_bool(const std::string& path) const
 
 const std::string& config::get_string(const std::string& path) const { return values.at(path); }
 
+namespace {
+// Emits the keys under `prefix` (sorted, so a group's keys are adjacent) as nested mappings.
+void emit_group(YAML::Emitter& out, const std::map<std::string, std::string>& values,
+                const std::string& prefix)
+{
+  out << YAML::BeginMap;
+  std::string last_group;
+  for (auto it = values.lower_bound(prefix); it != values.end(); ++it) {
+    if (it->first.compare(0, prefix.size(), prefix) != 0) break;
+    std::string rest = it->first.substr(prefix.size());
+    auto dot = rest.find('.');
+    if (dot == std::string::npos) {
+      out << YAML::Key << rest << YAML::Value << it->second;
+    } else if (rest.substr(0, dot) != last_group) {
+      last_group = rest.substr(0, dot);
+      out << YAML::Key << last_group << YAML::Value;
+      emit_group(out, values, prefix + last_group + ".");
+    }
+  }
+  out << YAML::EndMap;
+}
+}  // namespace
+
 std::string config::to_yaml() const
 {
-  YAML::Node root;
-  for (const auto& [path, text] : values) {
-    // Rebuild the nesting from the dotted path.
-    std::vector<std::string> parts;
-    std::stringstream ss(path);
-    for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
-    YAML::Node node = root;
-    for (std::size_t i = 0; i + 1 < parts.size(); ++i) node.reset(node[parts[i]]);
-    node[parts.back()] = text;
-  }
   YAML::Emitter out;
-  out << root;
+  emit_group(out, values, "");
   return out.c_str();
 }
 

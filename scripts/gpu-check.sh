@@ -30,6 +30,8 @@ test_status="not run"
 test_counts=""
 big_status="not run (WHOLESTORE_BIG_TEST_GIB unset)"
 big_lines=""
+demo_status="not run"
+demo_lines=""
 gpu_status="unknown"
 failed=0
 
@@ -44,6 +46,8 @@ summary() {
   echo "ctest:      $test_status${test_counts:+ ($test_counts)}"
   echo "big test:   $big_status"
   [ -n "$big_lines" ] && printf '%s\n' "$big_lines" | sed 's/^/            /'
+  echo "demo:       $demo_status"
+  [ -n "$demo_lines" ] && printf '%s\n' "$demo_lines" | sed 's/^/            /'
   echo "logs:       $log_dir"
   if [ "$failed" -ne 0 ]; then
     echo "RESULT: FAILED"
@@ -130,4 +134,26 @@ if [ -n "${WHOLESTORE_BIG_TEST_GIB:-}" ]; then
   else
     big_status="ok"
   fi
+fi
+
+# The main job on device memory, one process per GPU, every type.
+if [ "$gpu_count" -gt 0 ]; then
+  echo "==== demo on device memory, $gpu_count rank(s) (log: $log_dir/demo.log) ===="
+  demo_status="ok"
+  : >"$log_dir/demo.log"
+  for type in continuous chunked distributed; do
+    set +e
+    "$build_dir/apps/wholestore" launch -n "$gpu_count" -- "$build_dir/apps/wholestore" demo \
+      configs/demo.yaml --set memory.location=device --set memory.type=$type \
+      --set memory.size_mib=4096 >>"$log_dir/demo.log" 2>&1
+    rc=$?
+    set -e
+    line=$(grep -E 'create|summary' "$log_dir/demo.log" | tail -n 2 | tr -s ' ' | paste -sd' ')
+    demo_lines="$demo_lines$type: $line"$'\n'
+    if [ "$rc" -ne 0 ]; then
+      demo_status="FAILED ($type, exit $rc)"
+      failed=1
+    fi
+  done
+  demo_lines=${demo_lines%$'\n'}
 fi
