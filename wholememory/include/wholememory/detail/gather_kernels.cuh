@@ -152,9 +152,9 @@ void launch_copy_rows(row_addresser<SrcGen> src, const SrcIdx* src_idx, row_addr
                       const DstIdx* dst_idx, std::int64_t n, std::size_t row_bytes,
                       std::uintptr_t address_bits, cudaStream_t stream) {
   if (n <= 0 || row_bytes == 0) return;
-  // Row widths above 2^31 vectors do not occur (rows are at most a few MiB); guard anyway.
-  WM_EXPECTS(row_bytes / 1 <= static_cast<std::size_t>(INT32_MAX),
-             "row of " << row_bytes << " bytes");
+  // The kernel counts vectors of a row in an int.
+  WM_EXPECTS(row_bytes <= static_cast<std::size_t>(INT32_MAX),
+             "rows of " << row_bytes << " bytes exceed the 2 GiB a gather row may have");
   const std::uintptr_t bits = address_bits | row_bytes | src.stride_bytes | src.col_offset_bytes |
                               dst.stride_bytes | dst.col_offset_bytes;
   switch (vector_bytes(bits)) {
