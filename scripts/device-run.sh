@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# One call on the device machine: the GPU check and the benchmarks, with every log packed into
+# $OUT/logs.tgz (the device tool brings back at most 8 files) and the key tables copied beside.
+#   scripts/device-run.sh check            # gpu-check.sh (build, cpu+gpu tests, demo)
+#   scripts/device-run.sh bench [--set ..]  # scripts/bench-gather.sh on the existing build
+#   scripts/device-run.sh all [--set ..]    # both
+set -uo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+shift || true
+final=${OUT:-/tmp/wholestore-out}
+work=$(mktemp -d)
+mkdir -p "$final"
+rc=0
+if [ "$what" = check ] || [ "$what" = all ]; then
+  OUT="$work/check" timeout "${CHECK_TIMEOUT:-330}" scripts/gpu-check.sh >"$work/gpu-check.out" 2>&1 || rc=1
+  sed -n '/==== gpu-check summary/,$p' "$work/gpu-check.out"
+  grep -E '\*\*\*(Failed|Exception|Timeout)' "$work/gpu-check.out" | head -20
+fi
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  OUT="$work/bench" timeout "${BENCH_TIMEOUT:-250}" scripts/bench-gather.sh build-gpu "$@" \
+    >"$work/bench.out" 2>&1 || rc=1
+  cp "$work"/bench/*.txt "$final"/ 2>/dev/null
+  tail -n 5 "$work/bench.out"
+fi
+tar czf "$final/logs.tgz" -C "$work" . 2>/dev/null
+exit $rc
