@@ -81,6 +81,8 @@ template <typename T>
 class PtrGen<const chunked_view, T> {
  public:
   WM_HOST_DEVICE explicit PtrGen(const chunked_view* view) : view_(view) {}
+  /// The view this generator reads (kernels may copy it into shared memory and rebind).
+  WM_HOST_DEVICE const chunked_view* view() const { return view_; }
   WM_HOST_DEVICE T* At(std::ptrdiff_t offset) const
   {
     return static_cast<T*>(view_->byte_ptr(static_cast<std::size_t>(offset) * sizeof(T)));

@@ -32,11 +32,37 @@ namespace wholememory::detail {
 constexpr int kCopyBlock = 256;
 constexpr int kRowsInFlight = 8;
 
+// A chunked table's view is read for every row (part lookup); the block copies it into shared
+// memory first so the lookups stay off global memory.  Plain generators pass through.
+template <typename Gen>
+struct block_local {
+  __device__ static Gen bind(const Gen& gen, chunked_view*) { return gen; }
+};
+template <>
+struct block_local<chunked_bytes> {
+  __device__ static chunked_bytes bind(const chunked_bytes& gen, chunked_view* shared) {
+    static_assert(sizeof(chunked_view) % sizeof(unsigned long long) == 0, "copied in words");
+    constexpr int kWords = sizeof(chunked_view) / sizeof(unsigned long long);
+    const auto* from = reinterpret_cast<const unsigned long long*>(gen.view());
+    auto* to = reinterpret_cast<unsigned long long*>(shared);
+    for (int w = threadIdx.x; w < kWords; w += blockDim.x) to[w] = from[w];
+    return chunked_bytes(shared);
+  }
+};
+
 template <typename VecT, typename SrcGen, typename DstGen, typename SrcIdx, typename DstIdx>
 __global__ void __launch_bounds__(kCopyBlock)
     copy_rows_kernel(row_addresser<SrcGen> src, const SrcIdx* __restrict__ src_idx,
                      row_addresser<DstGen> dst, const DstIdx* __restrict__ dst_idx, std::int64_t n,
                      int vecs_per_row, int group_shift) {
+  __shared__ chunked_view views[2];
+  const row_addresser<SrcGen> src_in = src;
+  const row_addresser<DstGen> dst_in = dst;
+  src = {block_local<SrcGen>::bind(src_in.gen, &views[0]), src_in.stride_bytes,
+         src_in.col_offset_bytes};
+  dst = {block_local<DstGen>::bind(dst_in.gen, &views[1]), dst_in.stride_bytes,
+         dst_in.col_offset_bytes};
+  __syncthreads();
   const int W = vecs_per_row;
   const std::int64_t tid = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::int64_t nthreads = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
