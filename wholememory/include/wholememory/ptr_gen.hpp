@@ -6,8 +6,7 @@
  *   T* p = gen.At(i);                             // element i of the whole allocation
  *
  * At() is __host__ __device__ so one templated function serves CUDA kernels and the CPU path.
- * The chunked lookup divides when all parts but the last have one size and binary-searches
- * the part offsets otherwise.  Elements never straddle parts when the allocation granularity
+ * The chunked lookup binary-searches the part offsets.  Elements never straddle parts when the allocation granularity
  * is a multiple of sizeof(T).
  */
 #pragma once
@@ -31,18 +30,17 @@ constexpr int max_view_parts = 64;
 struct chunked_view {
   void* parts[max_view_parts];
   std::size_t offsets[max_view_parts + 1];
-  /// Size of every part but the last when they are all equal and non-zero, else 0.
+  /// Size of every part but the last when they are all equal and non-zero, else 0
+  /// (informational: the lookup does not need it).
   std::size_t uniform_part_bytes;
   int num_parts;
 
-  /// Part holding byte `offset`.
+  /// Part holding byte `offset`: the last part whose start is <= offset (empty parts share
+  /// their start with the next one, so they are skipped).  A binary search over at most
+  /// max_view_parts offsets: a few compares, cheaper on the GPU than the 64-bit division a
+  /// uniform split would allow, which every lane of a packed-row kernel would pay.
   WM_HOST_DEVICE int part_of(std::size_t offset) const
   {
-    if (uniform_part_bytes != 0) {
-      std::size_t p = offset / uniform_part_bytes;
-      return p < static_cast<std::size_t>(num_parts) ? static_cast<int>(p) : num_parts - 1;
-    }
-    // Last part whose start is <= offset: skips empty parts, which share their start.
     int lo = 0, hi = num_parts - 1;
     while (lo < hi) {
       int mid = (lo + hi + 1) / 2;
