@@ -13,8 +13,7 @@ namespace wholestore::apps {
 namespace {
 
 const config_key& find_key(const std::vector<config_key>& schema, const std::string& path,
-                           const std::string& where)
-{
+                           const std::string& where) {
   for (const auto& k : schema)
     if (k.path == path) return k;
   std::string known;
@@ -22,19 +21,21 @@ const config_key& find_key(const std::vector<config_key>& schema, const std::str
   throw config_error(where + ": unknown key '" + path + "' (known keys: " + known + ")");
 }
 
-const char* kind_name(value_kind kind)
-{
+const char* kind_name(value_kind kind) {
   switch (kind) {
-    case value_kind::integer: return "an integer";
-    case value_kind::number: return "a number";
-    case value_kind::boolean: return "true or false";
-    case value_kind::string: return "a string";
+    case value_kind::integer:
+      return "an integer";
+    case value_kind::number:
+      return "a number";
+    case value_kind::boolean:
+      return "true or false";
+    case value_kind::string:
+      return "a string";
   }
   return "a value";
 }
 
-bool parse_int(const std::string& text, std::int64_t& out)
-{
+bool parse_int(const std::string& text, std::int64_t& out) {
   if (text.empty()) return false;
   errno = 0;
   char* end = nullptr;
@@ -44,8 +45,7 @@ bool parse_int(const std::string& text, std::int64_t& out)
   return true;
 }
 
-bool parse_number(const std::string& text, double& out)
-{
+bool parse_number(const std::string& text, double& out) {
   if (text.empty()) return false;
   errno = 0;
   char* end = nullptr;
@@ -55,8 +55,7 @@ bool parse_number(const std::string& text, double& out)
   return true;
 }
 
-bool parse_bool(const std::string& text, bool& out)
-{
+bool parse_bool(const std::string& text, bool& out) {
   if (text == "true" || text == "yes" || text == "on") {
     out = true;
     return true;
@@ -68,17 +67,24 @@ bool parse_bool(const std::string& text, bool& out)
   return false;
 }
 
-void check_value(const config_key& key, const std::string& text, const std::string& where)
-{
+void check_value(const config_key& key, const std::string& text, const std::string& where) {
   bool ok = true;
   std::int64_t i;
   double d;
   bool b;
   switch (key.kind) {
-    case value_kind::integer: ok = parse_int(text, i); break;
-    case value_kind::number: ok = parse_number(text, d); break;
-    case value_kind::boolean: ok = parse_bool(text, b); break;
-    case value_kind::string: ok = true; break;
+    case value_kind::integer:
+      ok = parse_int(text, i);
+      break;
+    case value_kind::number:
+      ok = parse_number(text, d);
+      break;
+    case value_kind::boolean:
+      ok = parse_bool(text, b);
+      break;
+    case value_kind::string:
+      ok = true;
+      break;
   }
   if (!ok) {
     throw config_error(where + ": key '" + key.path + "' must be " + kind_name(key.kind) +
@@ -88,8 +94,7 @@ void check_value(const config_key& key, const std::string& text, const std::stri
 
 // Walks a YAML mapping, recording every scalar leaf under its dotted path.
 void collect(const YAML::Node& node, const std::string& prefix, const std::string& file,
-             const std::vector<config_key>& schema, config& out)
-{
+             const std::vector<config_key>& schema, config& out) {
   for (auto it = node.begin(); it != node.end(); ++it) {
     std::string name = it->first.as<std::string>();
     std::string path = prefix.empty() ? name : prefix + "." + name;
@@ -114,8 +119,7 @@ void collect(const YAML::Node& node, const std::string& prefix, const std::strin
 }  // namespace
 
 config load_config(const std::vector<config_key>& schema, const std::string& file,
-                   const std::vector<std::string>& overrides)
-{
+                   const std::vector<std::string>& overrides) {
   config c;
   c.schema = schema;
   for (const auto& k : schema) {
@@ -151,22 +155,19 @@ config load_config(const std::vector<config_key>& schema, const std::string& fil
   return c;
 }
 
-std::int64_t config::get_int(const std::string& path) const
-{
+std::int64_t config::get_int(const std::string& path) const {
   std::int64_t v = 0;
   parse_int(values.at(path), v);
   return v;
 }
 
-double config::get_number(const std::string& path) const
-{
+double config::get_number(const std::string& path) const {
   double v = 0;
   parse_number(values.at(path), v);
   return v;
 }
 
-bool config::get_bool(const std::string& path) const
-{
+bool config::get_bool(const std::string& path) const {
   bool v = false;
   parse_bool(values.at(path), v);
   return v;
@@ -177,8 +178,7 @@ const std::string& config::get_string(const std::string& path) const { return va
 namespace {
 // Emits the keys under `prefix` (sorted, so a group's keys are adjacent) as nested mappings.
 void emit_group(YAML::Emitter& out, const std::map<std::string, std::string>& values,
-                const std::string& prefix)
-{
+                const std::string& prefix) {
   out << YAML::BeginMap;
   std::string last_group;
   for (auto it = values.lower_bound(prefix); it != values.end(); ++it) {
@@ -197,15 +197,13 @@ void emit_group(YAML::Emitter& out, const std::map<std::string, std::string>& va
 }
 }  // namespace
 
-std::string config::to_yaml() const
-{
+std::string config::to_yaml() const {
   YAML::Emitter out;
   emit_group(out, values, "");
   return out.c_str();
 }
 
-command_args parse_command_args(int argc, char** argv)
-{
+command_args parse_command_args(int argc, char** argv) {
   command_args a;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];

@@ -42,8 +42,8 @@ class config {
   /// The whole config as YAML text (for reports).
   std::string to_yaml() const;
 
-  std::map<std::string, std::string> values;     ///< path -> text of the value
-  std::map<std::string, std::string> origin;     ///< path -> "file:line" or "--set" or "default"
+  std::map<std::string, std::string> values;  ///< path -> text of the value
+  std::map<std::string, std::string> origin;  ///< path -> "file:line" or "--set" or "default"
   std::vector<config_key> schema;
 };
 

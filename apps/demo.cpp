@@ -23,15 +23,14 @@ namespace wholestore::apps {
 namespace {
 
 const std::vector<config_key> demo_schema = {
-  {"memory.type", value_kind::string, "continuous", "continuous, chunked or distributed"},
-  {"memory.location", value_kind::string, "host", "host or device"},
-  {"memory.size_mib", value_kind::integer, "256", "total size over all ranks, MiB"},
-  {"memory.granularity", value_kind::integer, "64", "part boundaries are multiples (bytes)"},
-  {"timeout_s", value_kind::number, "300", "collective timeout, seconds"},
+    {"memory.type", value_kind::string, "continuous", "continuous, chunked or distributed"},
+    {"memory.location", value_kind::string, "host", "host or device"},
+    {"memory.size_mib", value_kind::integer, "256", "total size over all ranks, MiB"},
+    {"memory.granularity", value_kind::integer, "64", "part boundaries are multiples (bytes)"},
+    {"timeout_s", value_kind::number, "300", "collective timeout, seconds"},
 };
 
-double seconds_since(std::chrono::steady_clock::time_point t)
-{
+double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
@@ -39,8 +38,7 @@ std::uint64_t pattern(std::uint64_t i) { return i * 0x9E3779B97F4A7C15ull ^ 0xD1
 
 // Fills [first, first + count) words of `dst` (anywhere) with the pattern, through a host
 // staging buffer so device memory works too.
-void fill(void* dst, std::uint64_t first, std::uint64_t count)
-{
+void fill(void* dst, std::uint64_t first, std::uint64_t count) {
   constexpr std::uint64_t chunk = 1 << 21;
   std::vector<std::uint64_t> buf(std::min(chunk, count));
   for (std::uint64_t done = 0; done < count; done += chunk) {
@@ -51,8 +49,7 @@ void fill(void* dst, std::uint64_t first, std::uint64_t count)
 }
 
 // Counts words of [first, first + count) at `src` that differ from the pattern.
-std::uint64_t verify(const void* src, std::uint64_t first, std::uint64_t count)
-{
+std::uint64_t verify(const void* src, std::uint64_t first, std::uint64_t count) {
   constexpr std::uint64_t chunk = 1 << 21;
   std::vector<std::uint64_t> buf(std::min(chunk, count));
   std::uint64_t bad = 0;
@@ -66,8 +63,7 @@ std::uint64_t verify(const void* src, std::uint64_t first, std::uint64_t count)
 
 }  // namespace
 
-int run_demo(int argc, char** argv)
-{
+int run_demo(int argc, char** argv) {
   command_args args = parse_command_args(argc, argv);
   config cfg = load_config(demo_schema, args.config_file, args.overrides);
   auto type = wholememory::parse_memory_type(cfg.get_string("memory.type"));
@@ -77,8 +73,8 @@ int run_demo(int argc, char** argv)
   if (size_mib < 0) throw config_error("memory.size_mib must be >= 0");
   if (granularity < 8 || granularity % 8 != 0)
     throw config_error("memory.granularity must be a positive multiple of 8");
-  auto timeout = std::chrono::milliseconds(
-    static_cast<std::int64_t>(cfg.get_number("timeout_s") * 1000.0));
+  auto timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(cfg.get_number("timeout_s") * 1000.0));
 
   std::shared_ptr<wholememory::bootstrap> bs;
   if (wholememory::read_launch_env()) {
@@ -145,8 +141,8 @@ int run_demo(int argc, char** argv)
                 static_cast<unsigned long long>(all_bad));
     if (!args.report_file.empty()) {
       std::ofstream report(args.report_file);
-      report << "command: demo\nranks: " << comm->size() << "\nok: "
-             << (all_bad == 0 ? "true" : "false") << "\nmismatched_words: " << all_bad
+      report << "command: demo\nranks: " << comm->size()
+             << "\nok: " << (all_bad == 0 ? "true" : "false") << "\nmismatched_words: " << all_bad
              << "\nbytes_verified: " << all_checked << "\ncreate_s: " << create_s
              << "\nfill_s: " << fill_s << "\nverify_s: " << verify_s << "\nconfig:\n";
       std::string cfg_yaml = cfg.to_yaml(), line;

@@ -7,8 +7,7 @@
 
 namespace {
 
-void print_usage(std::FILE* out)
-{
+void print_usage(std::FILE* out) {
   std::fprintf(out,
                "usage: wholestore <command> [args]\n"
                "\n"
@@ -21,8 +20,7 @@ void print_usage(std::FILE* out)
 
 }  // namespace
 
-int main(int argc, char** argv)
-{
+int main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], "help") == 0 || std::strcmp(argv[1], "--help") == 0 ||
       std::strcmp(argv[1], "-h") == 0) {
     print_usage(argc < 2 ? stderr : stdout);
@@ -30,7 +28,8 @@ int main(int argc, char** argv)
   }
   const char* command = argv[1];
   try {
-    if (std::strcmp(command, "launch") == 0) return wholestore::apps::run_launch(argc - 1, argv + 1);
+    if (std::strcmp(command, "launch") == 0)
+      return wholestore::apps::run_launch(argc - 1, argv + 1);
     if (std::strcmp(command, "demo") == 0) return wholestore::apps::run_demo(argc - 1, argv + 1);
     if (std::strcmp(command, "bench") == 0) return wholestore::apps::run_bench(argc - 1, argv + 1);
   } catch (const std::exception& e) {

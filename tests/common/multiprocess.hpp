@@ -34,8 +34,7 @@ namespace wholestore_test {
 using rank_body = std::function<void(std::shared_ptr<wholememory::bootstrap>)>;
 
 /// A TCP port that was free a moment ago on 127.0.0.1.
-inline int free_port()
-{
+inline int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -52,8 +51,7 @@ inline int free_port()
 /// Exit status of each child, in rank order: the exit code, or 128 + signal.
 struct fork_result {
   std::vector<int> status;
-  bool all_ok() const
-  {
+  bool all_ok() const {
     for (int s : status)
       if (s != 0) return false;
     return true;
@@ -64,8 +62,7 @@ struct fork_result {
 /// exits 0 when the body returned without a GoogleTest failure or exception.  `timeout` bounds
 /// the bootstrap's collectives.  Waits for every child.
 inline fork_result fork_ranks(int ranks, const rank_body& body,
-                              std::chrono::milliseconds timeout = std::chrono::seconds(60))
-{
+                              std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
   std::fflush(stdout);
   std::fflush(stderr);
   int port = free_port();
@@ -76,7 +73,7 @@ inline fork_result fork_ranks(int ranks, const rank_body& body,
       int code = 0;
       try {
         std::shared_ptr<wholememory::bootstrap> bs =
-          wholememory::make_tcp_bootstrap(r, ranks, "127.0.0.1", port, timeout);
+            wholememory::make_tcp_bootstrap(r, ranks, "127.0.0.1", port, timeout);
         body(bs);
         if (::testing::Test::HasFailure()) code = 1;
       } catch (const std::exception& e) {
@@ -101,8 +98,7 @@ inline fork_result fork_ranks(int ranks, const rank_body& body,
 /// Runs `body` as `ranks` threads of this process over the thread bootstrap.  Exceptions are
 /// reported as test failures naming the rank.
 inline void thread_ranks(int ranks, const rank_body& body,
-                         std::chrono::milliseconds timeout = std::chrono::seconds(60))
-{
+                         std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
   auto bootstraps = wholememory::make_thread_bootstraps(ranks, timeout);
   std::vector<std::thread> threads;
   std::vector<std::string> errors(ranks);
@@ -123,8 +119,7 @@ inline void thread_ranks(int ranks, const rank_body& body,
 }
 
 /// Runs `body` both ways: forked processes and threads.
-inline void all_modes(int ranks, const rank_body& body)
-{
+inline void all_modes(int ranks, const rank_body& body) {
   fork_result forked = fork_ranks(ranks, body);
   EXPECT_TRUE(forked.all_ok()) << "a forked rank failed";
   thread_ranks(ranks, body);

@@ -14,8 +14,7 @@ using wholememory::PtrGen;
 
 namespace {
 
-void expect_valid(const partition& p, std::size_t total, int parts, std::size_t granularity)
-{
+void expect_valid(const partition& p, std::size_t total, int parts, std::size_t granularity) {
   ASSERT_EQ(p.num_parts(), parts);
   EXPECT_EQ(p.total_bytes, total);
   EXPECT_EQ(p.offsets.front(), 0u);
@@ -30,8 +29,7 @@ void expect_valid(const partition& p, std::size_t total, int parts, std::size_t 
 
 }  // namespace
 
-TEST(Partition, EvenSplitIsBalancedAndAligned)
-{
+TEST(Partition, EvenSplitIsBalancedAndAligned) {
   std::mt19937_64 rng(7);
   for (int trial = 0; trial < 500; ++trial) {
     int parts = 1 + static_cast<int>(rng() % 9);
@@ -45,13 +43,12 @@ TEST(Partition, EvenSplitIsBalancedAndAligned)
       ASSERT_EQ(bytes % granularity, 0u);
       std::size_t g = bytes / granularity;
       EXPECT_TRUE(g == granules / parts || g == granules / parts + 1)
-        << "part " << i << " has " << g << " granules of " << granules << " over " << parts;
+          << "part " << i << " has " << g << " granules of " << granules << " over " << parts;
     }
   }
 }
 
-TEST(Partition, EdgeCases)
-{
+TEST(Partition, EdgeCases) {
   partition zero = partition::even(0, 4, 16);
   expect_valid(zero, 0, 4, 16);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(zero.part_bytes(i), 0u);
@@ -74,8 +71,7 @@ TEST(Partition, EdgeCases)
   EXPECT_THROW(partition::even(10, 2, 0), wholememory::logic_error);
 }
 
-TEST(Partition, FromSizes)
-{
+TEST(Partition, FromSizes) {
   partition p = partition::from_sizes({0, 64, 0, 32, 5}, 16);
   expect_valid(p, 101, 5, 1);
   EXPECT_EQ(p.part_of(0), 1);
@@ -88,8 +84,7 @@ TEST(Partition, FromSizes)
   EXPECT_THROW(partition::from_sizes({}, 16), wholememory::logic_error);
 }
 
-TEST(Partition, PartOfMatchesLinearScan)
-{
+TEST(Partition, PartOfMatchesLinearScan) {
   std::mt19937_64 rng(11);
   for (int trial = 0; trial < 200; ++trial) {
     int parts = 1 + static_cast<int>(rng() % 8);
@@ -107,8 +102,7 @@ TEST(Partition, PartOfMatchesLinearScan)
 
 // A chunked view over separate host buffers finds every element where a plain reference puts
 // it, for uniform parts (division) and uneven parts with empty ones (binary search).
-TEST(PtrGen, ChunkedViewMatchesReference)
-{
+TEST(PtrGen, ChunkedViewMatchesReference) {
   std::mt19937_64 rng(3);
   for (int trial = 0; trial < 100; ++trial) {
     int parts = 1 + static_cast<int>(rng() % 8);

@@ -26,8 +26,7 @@ namespace {
 std::uint64_t value_at(std::size_t i) { return i * 0x9E3779B97F4A7C15ull + 17; }
 
 // Forks `ranks` children that each run body(rank); expects every child to exit 0.
-void fork_seed_ranks(int ranks, const std::function<void(int)>& body)
-{
+void fork_seed_ranks(int ranks, const std::function<void(int)>& body) {
   std::string port = std::to_string(wholestore_test::free_port());
   std::vector<pid_t> pids;
   for (int r = 0; r < ranks; ++r) {
@@ -57,16 +56,14 @@ void fork_seed_ranks(int ranks, const std::function<void(int)>& body)
 class socket_communicator : public CollectiveCommunicator {
  public:
   explicit socket_communicator(std::vector<std::vector<int>> fds) : fds_(std::move(fds)) {}
-  void SetRankAndSize(int rank, int size) override
-  {
+  void SetRankAndSize(int rank, int size) override {
     rank_ = rank;
     size_ = size;
   }
   int Rank() override { return rank_; }
   int Size() override { return size_; }
   void AllToAll(const void* send_buf, int send_size, void* recv_buf, int recv_size,
-                const int* ranks, int rank_count) override
-  {
+                const int* ranks, int rank_count) override {
     std::vector<int> group = members(ranks, rank_count);
     const char* out = static_cast<const char*>(send_buf);
     char* in = static_cast<char*>(recv_buf);
@@ -80,16 +77,14 @@ class socket_communicator : public CollectiveCommunicator {
     for (std::size_t i = 0; i < group.size(); ++i)
       if (group[i] != rank_) read_all(fds_[rank_][group[i]], in + i * recv_size, recv_size);
   }
-  void Barrier(const int* ranks, int rank_count) override
-  {
+  void Barrier(const int* ranks, int rank_count) override {
     std::vector<int> group = members(ranks, rank_count);
     std::vector<char> send(group.size()), recv(group.size());
     AllToAll(send.data(), 1, recv.data(), 1, ranks, rank_count);
   }
 
  private:
-  std::vector<int> members(const int* ranks, int rank_count) const
-  {
+  std::vector<int> members(const int* ranks, int rank_count) const {
     std::vector<int> group;
     if (ranks == nullptr || rank_count == 0) {
       for (int r = 0; r < size_; ++r) group.push_back(r);
@@ -98,8 +93,7 @@ class socket_communicator : public CollectiveCommunicator {
     }
     return group;
   }
-  static void write_all(int fd, const char* p, std::size_t n)
-  {
+  static void write_all(int fd, const char* p, std::size_t n) {
     while (n > 0) {
       ssize_t w = ::write(fd, p, n);
       ASSERT_GT(w, 0);
@@ -107,8 +101,7 @@ class socket_communicator : public CollectiveCommunicator {
       n -= static_cast<std::size_t>(w);
     }
   }
-  static void read_all(int fd, char* p, std::size_t n)
-  {
+  static void read_all(int fd, char* p, std::size_t n) {
     while (n > 0) {
       ssize_t r = ::read(fd, p, n);
       ASSERT_GT(r, 0);
@@ -121,8 +114,7 @@ class socket_communicator : public CollectiveCommunicator {
 };
 
 // What every rank does in the multi-process checks, whichever communicator it uses.
-void multi_process_body(int rank, int ranks)
-{
+void multi_process_body(int rank, int ranks) {
   // WmmpMallocHost: each rank writes its share, everyone reads all.
   const std::size_t elems = 100000 + 3;
   void* ptr = nullptr;
@@ -137,8 +129,7 @@ void multi_process_body(int rank, int ranks)
   // WcmmpMallocHost + the handle through PtrGen, granularity of a 24-byte row.
   WholeChunkedMemory_t chunked = nullptr;
   const std::size_t rows = 5001, row_elems = 3;
-  ASSERT_WM_OK(
-    WcmmpMallocHost(&chunked, rows * row_elems * sizeof(std::uint64_t), 24));
+  ASSERT_WM_OK(WcmmpMallocHost(&chunked, rows * row_elems * sizeof(std::uint64_t), 24));
   WholeChunkedMemoryHandle* handle = GetDeviceChunkedHandle(chunked, -1);
   ASSERT_NE(handle, nullptr) << WmLastErrorMessage();
   PtrGen<const WholeChunkedMemoryHandle, std::uint64_t> gen(handle);
@@ -182,8 +173,7 @@ void multi_process_body(int rank, int ranks)
 
 }  // namespace
 
-TEST(SeedApi, StatusCodesBeforeInit)
-{
+TEST(SeedApi, StatusCodesBeforeInit) {
   void* p = nullptr;
   EXPECT_EQ(WmspMallocHost(&p, 64), WM_ERROR_NOT_INITIALIZED);
   EXPECT_EQ(p, nullptr);
@@ -192,8 +182,7 @@ TEST(SeedApi, StatusCodesBeforeInit)
   EXPECT_STREQ(WmStatusName(WM_ERROR_TIMEOUT), "WM_ERROR_TIMEOUT");
 }
 
-TEST(SeedApi, SingleProcessHost)
-{
+TEST(SeedApi, SingleProcessHost) {
   ASSERT_WM_OK(WholeMemoryInit());
   EXPECT_EQ(WholeMemoryInit(), WM_ERROR_NOT_INITIALIZED);  // twice
   void* p = nullptr;
@@ -214,8 +203,7 @@ TEST(SeedApi, SingleProcessHost)
   EXPECT_EQ(WholeMemoryFinalize(), WM_ERROR_NOT_INITIALIZED);
 }
 
-TEST(SeedApi, MultiProcessOverTcp)
-{
+TEST(SeedApi, MultiProcessOverTcp) {
   for (int ranks : {1, 2, 3, 4}) {
     fork_seed_ranks(ranks, [ranks](int rank) {
       ASSERT_WM_OK(WholeMemoryInit());
@@ -228,8 +216,7 @@ TEST(SeedApi, MultiProcessOverTcp)
   }
 }
 
-TEST(SeedApi, MultiProcessWithUserCommunicator)
-{
+TEST(SeedApi, MultiProcessWithUserCommunicator) {
   const int ranks = 3;
   std::vector<std::vector<int>> fds(ranks, std::vector<int>(ranks, -1));
   for (int a = 0; a < ranks; ++a)
@@ -250,8 +237,7 @@ TEST(SeedApi, MultiProcessWithUserCommunicator)
       if (fd >= 0) ::close(fd);
 }
 
-TEST(SeedApi, MismatchedSizesReportMismatch)
-{
+TEST(SeedApi, MismatchedSizesReportMismatch) {
   fork_seed_ranks(2, [](int rank) {
     ASSERT_WM_OK(WholeMemoryInit());
     ASSERT_WM_OK(WmmpInit(rank, 2));

@@ -23,8 +23,7 @@ using wholestore_test::thread_ranks;
 
 namespace {
 
-std::set<std::string> list_dir(const char* path)
-{
+std::set<std::string> list_dir(const char* path) {
   std::set<std::string> names;
   if (DIR* d = ::opendir(path)) {
     while (dirent* e = ::readdir(d)) names.insert(e->d_name);
@@ -33,16 +32,14 @@ std::set<std::string> list_dir(const char* path)
   return names;
 }
 
-std::uint32_t pattern(std::size_t i, std::uint32_t salt)
-{
+std::uint32_t pattern(std::size_t i, std::uint32_t salt) {
   std::uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ salt;
   return static_cast<std::uint32_t>(x ^ (x >> 29));
 }
 
 enum class mode { processes, threads };
 
-void run(mode how, int ranks, const wholestore_test::rank_body& body)
-{
+void run(mode how, int ranks, const wholestore_test::rank_body& body) {
   if (how == mode::processes) {
     auto result = fork_ranks(ranks, body);
     for (int r = 0; r < ranks; ++r) EXPECT_EQ(result.status[r], 0) << "rank " << r << " failed";
@@ -52,8 +49,7 @@ void run(mode how, int ranks, const wholestore_test::rank_body& body)
 }
 
 // Writes the own part through the type's natural accessor, then checks every visible element.
-void write_and_verify(const wholememory::wholememory& wm, std::uint32_t salt)
-{
+void write_and_verify(const wholememory::wholememory& wm, std::uint32_t salt) {
   const std::size_t elems = wm.size() / sizeof(std::uint32_t);
   part_info mine = wm.local_part();
   std::size_t first = mine.offset / sizeof(std::uint32_t);
@@ -100,8 +96,7 @@ class HostMemory : public ::testing::TestWithParam<std::tuple<mode, int, memory_
 
 }  // namespace
 
-TEST_P(HostMemory, EveryRankSeesEveryPart)
-{
+TEST_P(HostMemory, EveryRankSeesEveryPart) {
   auto [how, ranks, type] = GetParam();
   auto shm_before = list_dir("/dev/shm");
   run(how, ranks, [type = type](std::shared_ptr<bootstrap> bs) {
@@ -146,18 +141,18 @@ TEST_P(HostMemory, EveryRankSeesEveryPart)
 }
 
 INSTANTIATE_TEST_SUITE_P(
-  AllTypes, HostMemory,
-  ::testing::Combine(::testing::Values(mode::processes, mode::threads), ::testing::Values(1, 2, 3, 4),
-                     ::testing::Values(memory_type::continuous, memory_type::chunked,
-                                       memory_type::distributed)),
-  [](const auto& info) {
-    return std::string(std::get<0>(info.param) == mode::processes ? "processes" : "threads") +
-           std::to_string(std::get<1>(info.param)) + "_" +
-           memory_type_name(std::get<2>(info.param));
-  });
+    AllTypes, HostMemory,
+    ::testing::Combine(::testing::Values(mode::processes, mode::threads),
+                       ::testing::Values(1, 2, 3, 4),
+                       ::testing::Values(memory_type::continuous, memory_type::chunked,
+                                         memory_type::distributed)),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param) == mode::processes ? "processes" : "threads") +
+             std::to_string(std::get<1>(info.param)) + "_" +
+             memory_type_name(std::get<2>(info.param));
+    });
 
-TEST(HostMemoryErrors, MismatchedSizesFailOnEveryRank)
-{
+TEST(HostMemoryErrors, MismatchedSizesFailOnEveryRank) {
   run(mode::processes, 3, [](std::shared_ptr<bootstrap> bs) {
     auto comm = make_host_communicator(bs);
     std::size_t bytes = bs->rank() == 2 ? 4096 : 8192;
@@ -169,14 +164,13 @@ TEST(HostMemoryErrors, MismatchedSizesFailOnEveryRank)
       EXPECT_NE(std::string(e.what()).find("4096"), std::string::npos) << e.what();
     }
     // The communicator is still usable afterwards.
-    auto ok = wholememory::wholememory::create(comm, 64, memory_type::chunked,
-                                               memory_location::host);
+    auto ok =
+        wholememory::wholememory::create(comm, 64, memory_type::chunked, memory_location::host);
     EXPECT_EQ(ok.size(), 64u);
   });
 }
 
-TEST(HostMemoryErrors, MismatchedTypeOrLocationFailOnEveryRank)
-{
+TEST(HostMemoryErrors, MismatchedTypeOrLocationFailOnEveryRank) {
   run(mode::threads, 2, [](std::shared_ptr<bootstrap> bs) {
     auto comm = make_host_communicator(bs);
     memory_type t = bs->rank() == 0 ? memory_type::continuous : memory_type::chunked;
@@ -190,17 +184,16 @@ TEST(HostMemoryErrors, MismatchedTypeOrLocationFailOnEveryRank)
   });
 }
 
-TEST(HostMemoryErrors, OneRankWithBadArgumentsFailsEveryRank)
-{
+TEST(HostMemoryErrors, OneRankWithBadArgumentsFailsEveryRank) {
   run(mode::processes, 2, [](std::shared_ptr<bootstrap> bs) {
     auto comm = make_host_communicator(bs);
     allocation_options opts;
     // Rank 1's list does not sum to the total; rank 0's does.
-    opts.part_bytes = bs->rank() == 0 ? std::vector<std::size_t>{512, 512}
-                                      : std::vector<std::size_t>{512, 256};
+    opts.part_bytes =
+        bs->rank() == 0 ? std::vector<std::size_t>{512, 512} : std::vector<std::size_t>{512, 256};
     try {
-      wholememory::wholememory::create(comm, 1024, memory_type::continuous,
-                                       memory_location::host, opts);
+      wholememory::wholememory::create(comm, 1024, memory_type::continuous, memory_location::host,
+                                       opts);
       ADD_FAILURE() << "rank " << bs->rank() << " allocated";
     } catch (const logic_error& e) {
       std::string msg = e.what();
@@ -215,8 +208,7 @@ TEST(HostMemoryErrors, OneRankWithBadArgumentsFailsEveryRank)
   });
 }
 
-TEST(HostMemoryErrors, DeviceListNeedsOneRankAndDeviceMemory)
-{
+TEST(HostMemoryErrors, DeviceListNeedsOneRankAndDeviceMemory) {
   run(mode::threads, 2, [](std::shared_ptr<bootstrap> bs) {
     auto comm = make_host_communicator(bs);
     allocation_options opts;
@@ -235,8 +227,7 @@ TEST(HostMemoryErrors, DeviceListNeedsOneRankAndDeviceMemory)
   });
 }
 
-TEST(HostMemoryErrors, AccessorsRejectWrongType)
-{
+TEST(HostMemoryErrors, AccessorsRejectWrongType) {
   run(mode::threads, 2, [](std::shared_ptr<bootstrap> bs) {
     auto comm = make_host_communicator(bs);
     auto wm = wholememory::wholememory::create(comm, 4096, memory_type::distributed,
@@ -250,22 +241,20 @@ TEST(HostMemoryErrors, AccessorsRejectWrongType)
 
 // A rank killed in the middle of a collective allocation makes the others fail within the
 // timeout instead of hanging, and nothing is left in /dev/shm.
-TEST(HostMemoryErrors, KilledRankMakesOthersTimeOut)
-{
+TEST(HostMemoryErrors, KilledRankMakesOthersTimeOut) {
   auto shm_before = list_dir("/dev/shm");
   auto start = std::chrono::steady_clock::now();
   auto result = fork_ranks(
-    3,
-    [](std::shared_ptr<bootstrap> bs) {
-      auto comm = make_host_communicator(bs);
-      if (bs->rank() == 1) ::raise(SIGKILL);
-      EXPECT_THROW(wholememory::wholememory::create(comm, 1 << 20, memory_type::continuous,
-                                                    memory_location::host),
-                   timeout_error);
-    },
-    std::chrono::seconds(3));
-  double seconds =
-    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      3,
+      [](std::shared_ptr<bootstrap> bs) {
+        auto comm = make_host_communicator(bs);
+        if (bs->rank() == 1) ::raise(SIGKILL);
+        EXPECT_THROW(wholememory::wholememory::create(comm, 1 << 20, memory_type::continuous,
+                                                      memory_location::host),
+                     timeout_error);
+      },
+      std::chrono::seconds(3));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(result.status[0], 0);
   EXPECT_EQ(result.status[1], 128 + SIGKILL);
   EXPECT_EQ(result.status[2], 0);
@@ -274,8 +263,7 @@ TEST(HostMemoryErrors, KilledRankMakesOthersTimeOut)
 }
 
 // Creating and freeing leaves no descriptor open and no mapping behind.
-TEST(HostMemoryErrors, NoDescriptorLeaks)
-{
+TEST(HostMemoryErrors, NoDescriptorLeaks) {
   auto body = [](std::shared_ptr<bootstrap> bs) {
     auto comm = make_host_communicator(bs);
     for (memory_type t :

@@ -11,8 +11,7 @@
 
 namespace wholememory {
 
-int device_count()
-{
+int device_count() {
 #if defined(WHOLESTORE_HAS_CUDA)
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
@@ -25,8 +24,7 @@ int device_count()
 #endif
 }
 
-void set_device(int device)
-{
+void set_device(int device) {
   int count = device_count();
   WM_EXPECTS(device >= 0 && device < count,
              "CUDA device " << device << " does not exist; " << count << " visible");
@@ -37,15 +35,13 @@ void set_device(int device)
 #endif
 }
 
-int default_device(const communicator& comm)
-{
+int default_device(const communicator& comm) {
   int count = device_count();
   WM_EXPECTS(count > 0, "rank " << comm.rank() << " needs a CUDA device and none is visible");
   return comm.local_rank() % count;
 }
 
-void copy_bytes(void* dst, const void* src, std::size_t bytes)
-{
+void copy_bytes(void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0) return;
 #if defined(WHOLESTORE_HAS_CUDA)
   if (device_count() > 0) {

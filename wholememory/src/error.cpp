@@ -4,14 +4,12 @@
 
 namespace wholememory::detail {
 
-std::string format_location(const char* file, int line, const std::string& what)
-{
+std::string format_location(const char* file, int line, const std::string& what) {
   const char* base = std::strrchr(file, '/');
   return std::string(base ? base + 1 : file) + ":" + std::to_string(line) + ": " + what;
 }
 
-std::string errno_text(int err)
-{
+std::string errno_text(int err) {
   char buf[256];
   // GNU strerror_r returns the message pointer, which may or may not be buf.
   const char* msg = strerror_r(err, buf, sizeof(buf));

@@ -5,8 +5,7 @@
 
 namespace wholememory {
 
-int partition::part_of(std::size_t offset) const
-{
+int partition::part_of(std::size_t offset) const {
   WM_EXPECTS(offset < total_bytes,
              "byte offset " << offset << " outside an allocation of " << total_bytes << " bytes");
   // The last part starting at or before `offset`; empty parts share their start with the next
@@ -15,8 +14,7 @@ int partition::part_of(std::size_t offset) const
   return static_cast<int>(it - offsets.begin()) - 1;
 }
 
-partition partition::even(std::size_t total_bytes, int parts, std::size_t granularity)
-{
+partition partition::even(std::size_t total_bytes, int parts, std::size_t granularity) {
   WM_EXPECTS(parts >= 1, "a partition needs at least one part, got " << parts);
   WM_EXPECTS(granularity >= 1, "granularity must be at least 1 byte, got " << granularity);
   partition p;
@@ -35,8 +33,7 @@ partition partition::even(std::size_t total_bytes, int parts, std::size_t granul
 }
 
 partition partition::from_sizes(const std::vector<std::size_t>& part_bytes,
-                                std::size_t granularity)
-{
+                                std::size_t granularity) {
   WM_EXPECTS(!part_bytes.empty(), "a partition needs at least one part");
   WM_EXPECTS(granularity >= 1, "granularity must be at least 1 byte, got " << granularity);
   partition p;

@@ -6,9 +6,9 @@
 #include <wholememory/wholememory.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -35,8 +35,7 @@ thread_local std::string last_error;
 class seed_bootstrap : public wholememory::bootstrap {
  public:
   seed_bootstrap(std::shared_ptr<CollectiveCommunicator> cc, std::vector<int> members)
-    : cc_(std::move(cc)), members_(std::move(members))
-  {
+      : cc_(std::move(cc)), members_(std::move(members)) {
     auto it = std::find(members_.begin(), members_.end(), cc_->Rank());
     rank_ = static_cast<int>(it - members_.begin());
   }
@@ -44,23 +43,22 @@ class seed_bootstrap : public wholememory::bootstrap {
   int size() const override { return static_cast<int>(members_.size()); }
   std::chrono::milliseconds timeout() const override { return wholememory::default_timeout(); }
 
-  void allgather(const void* send, void* recv, std::size_t bytes) override
-  {
+  void allgather(const void* send, void* recv, std::size_t bytes) override {
     std::vector<std::uint64_t> sizes(size());
     std::uint64_t mine = bytes;
     all_to_all_same(&mine, sizeof(mine), sizes.data());
     for (int r = 0; r < size(); ++r) {
       if (sizes[r] != bytes) {
         WM_FAIL(wholememory::mismatch_error, "allgather: rank " << rank_ << " passed " << bytes
-                                               << " bytes, rank " << r << " " << sizes[r]);
+                                                                << " bytes, rank " << r << " "
+                                                                << sizes[r]);
       }
     }
     all_to_all_same(send, bytes, recv);
   }
   void barrier() override { cc_->Barrier(ranks_arg(), static_cast<int>(members_.size())); }
 
-  std::unique_ptr<bootstrap> split(int color, int key) override
-  {
+  std::unique_ptr<bootstrap> split(int color, int key) override {
     int mine[3] = {color, key, members_[rank_]};
     std::vector<int> all(3 * size());
     allgather(mine, all.data(), sizeof(mine));
@@ -73,8 +71,7 @@ class seed_bootstrap : public wholememory::bootstrap {
     for (auto& g : group) members.push_back(g.second);
     return std::make_unique<seed_bootstrap>(cc_, members);
   }
-  std::unique_ptr<bootstrap> subset(const std::vector<int>& members) override
-  {
+  std::unique_ptr<bootstrap> subset(const std::vector<int>& members) override {
     std::vector<int> global;
     for (int m : members) global.push_back(members_.at(m));
     return std::make_unique<seed_bootstrap>(cc_, global);
@@ -82,14 +79,13 @@ class seed_bootstrap : public wholememory::bootstrap {
 
  private:
   const int* ranks_arg() const { return members_.data(); }
-  void all_to_all_same(const void* send, std::size_t bytes, void* recv)
-  {
+  void all_to_all_same(const void* send, std::size_t bytes, void* recv) {
     WM_EXPECTS(bytes <= static_cast<std::size_t>(INT32_MAX),
                "the seed communicator moves at most 2 GiB per call, asked for " << bytes);
     std::vector<char> out(bytes * size());
     for (int r = 0; r < size(); ++r) std::memcpy(out.data() + r * bytes, send, bytes);
-    cc_->AllToAll(out.data(), static_cast<int>(bytes), recv, static_cast<int>(bytes),
-                  ranks_arg(), static_cast<int>(members_.size()));
+    cc_->AllToAll(out.data(), static_cast<int>(bytes), recv, static_cast<int>(bytes), ranks_arg(),
+                  static_cast<int>(members_.size()));
   }
 
   std::shared_ptr<CollectiveCommunicator> cc_;
@@ -115,8 +111,7 @@ struct state {
   std::map<WholeChunkedMemory*, std::uint64_t> wcmmp_by_handle;
 };
 
-state& global()
-{
+state& global() {
   static state s;
   return s;
 }
@@ -126,8 +121,7 @@ struct not_initialized : wholememory::logic_error {
 };
 
 template <typename F>
-WmStatus guarded(F&& f)
-{
+WmStatus guarded(F&& f) {
   try {
     f();
     last_error.clear();
@@ -168,20 +162,17 @@ WmStatus guarded(F&& f)
   }
 }
 
-void require_init(const state& s)
-{
+void require_init(const state& s) {
   if (!s.initialized) throw not_initialized("WholeMemoryInit has not been called");
 }
 
-void require_wmmp(const state& s)
-{
+void require_wmmp(const state& s) {
   require_init(s);
   if (!s.wmmp_comm) throw not_initialized("WmmpInit has not been called");
 }
 
 // The communicator for a seed `ranks` list: the whole group, or a cached subgroup.
-std::shared_ptr<wholememory::communicator> group_for(state& s, const int* ranks, int rank_count)
-{
+std::shared_ptr<wholememory::communicator> group_for(state& s, const int* ranks, int rank_count) {
   if (ranks == nullptr || rank_count == 0) return s.wmmp_comm;
   WM_EXPECTS(rank_count > 0, "rank_count " << rank_count << " is negative");
   std::vector<int> members(ranks, ranks + rank_count);
@@ -189,8 +180,9 @@ std::shared_ptr<wholememory::communicator> group_for(state& s, const int* ranks,
   WM_EXPECTS(std::adjacent_find(members.begin(), members.end()) == members.end(),
              "the ranks list names a rank twice");
   WM_EXPECTS(members.front() >= 0 && members.back() < s.wmmp_comm->size(),
-             "the ranks list holds rank " << (members.front() < 0 ? members.front() : members.back())
-                                          << ", outside [0, " << s.wmmp_comm->size() << ")");
+             "the ranks list holds rank "
+                 << (members.front() < 0 ? members.front() : members.back()) << ", outside [0, "
+                 << s.wmmp_comm->size() << ")");
   const int me = s.wmmp_comm->rank();
   WM_EXPECTS(std::binary_search(members.begin(), members.end(), me),
              "rank " << me << " called with a ranks list that does not contain it");
@@ -205,8 +197,7 @@ std::shared_ptr<wholememory::communicator> group_for(state& s, const int* ranks,
 
 // Frees every multi-process allocation in allocation order.  Keeps going after a failure and
 // rethrows the first one.
-void free_all_wmmp(state& s)
-{
+void free_all_wmmp(state& s) {
   std::vector<std::pair<std::uint64_t, bool>> order;  // (seq, chunked)
   for (auto& a : s.wmmp) order.emplace_back(a.first, false);
   for (auto& a : s.wcmmp) order.emplace_back(a.first, true);
@@ -230,42 +221,48 @@ void free_all_wmmp(state& s)
   if (first) std::rethrow_exception(first);
 }
 
-void* checked_out(void** ptr)
-{
+void* checked_out(void** ptr) {
   WM_EXPECTS(ptr != nullptr, "the output pointer is null");
   *ptr = nullptr;
   return ptr;
 }
 
-std::size_t chunk_granularity(std::size_t min_granularity)
-{
+std::size_t chunk_granularity(std::size_t min_granularity) {
   std::size_t g = min_granularity == 0 ? 1 : min_granularity;
   return std::lcm(g, std::size_t{16});
 }
 
 }  // namespace
 
-const char* WmStatusName(WmStatus status)
-{
+const char* WmStatusName(WmStatus status) {
   switch (status) {
-    case WM_SUCCESS: return "WM_SUCCESS";
-    case WM_ERROR_INVALID_ARGUMENT: return "WM_ERROR_INVALID_ARGUMENT";
-    case WM_ERROR_MISMATCH: return "WM_ERROR_MISMATCH";
-    case WM_ERROR_NOT_INITIALIZED: return "WM_ERROR_NOT_INITIALIZED";
-    case WM_ERROR_CUDA: return "WM_ERROR_CUDA";
-    case WM_ERROR_NCCL: return "WM_ERROR_NCCL";
-    case WM_ERROR_SYSTEM: return "WM_ERROR_SYSTEM";
-    case WM_ERROR_OUT_OF_MEMORY: return "WM_ERROR_OUT_OF_MEMORY";
-    case WM_ERROR_TIMEOUT: return "WM_ERROR_TIMEOUT";
-    case WM_ERROR_UNKNOWN: return "WM_ERROR_UNKNOWN";
+    case WM_SUCCESS:
+      return "WM_SUCCESS";
+    case WM_ERROR_INVALID_ARGUMENT:
+      return "WM_ERROR_INVALID_ARGUMENT";
+    case WM_ERROR_MISMATCH:
+      return "WM_ERROR_MISMATCH";
+    case WM_ERROR_NOT_INITIALIZED:
+      return "WM_ERROR_NOT_INITIALIZED";
+    case WM_ERROR_CUDA:
+      return "WM_ERROR_CUDA";
+    case WM_ERROR_NCCL:
+      return "WM_ERROR_NCCL";
+    case WM_ERROR_SYSTEM:
+      return "WM_ERROR_SYSTEM";
+    case WM_ERROR_OUT_OF_MEMORY:
+      return "WM_ERROR_OUT_OF_MEMORY";
+    case WM_ERROR_TIMEOUT:
+      return "WM_ERROR_TIMEOUT";
+    case WM_ERROR_UNKNOWN:
+      return "WM_ERROR_UNKNOWN";
   }
   return "WM_ERROR_UNKNOWN";
 }
 
 const char* WmLastErrorMessage() { return last_error.c_str(); }
 
-WmStatus WholeMemoryInit()
-{
+WmStatus WholeMemoryInit() {
   return guarded([] {
     state& s = global();
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -274,8 +271,7 @@ WmStatus WholeMemoryInit()
   });
 }
 
-WmStatus WholeMemoryFinalize()
-{
+WmStatus WholeMemoryFinalize() {
   return guarded([] {
     state& s = global();
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -298,19 +294,16 @@ WmStatus WholeMemoryFinalize()
 // ---- Single process ------------------------------------------------------------------------
 
 namespace {
-std::shared_ptr<wholememory::communicator> wmsp_comm(state& s)
-{
+std::shared_ptr<wholememory::communicator> wmsp_comm(state& s) {
   if (!s.wmsp_comm) {
     std::shared_ptr<wholememory::bootstrap> bs(
-      std::move(wholememory::make_thread_bootstraps(1).front()));
+        std::move(wholememory::make_thread_bootstraps(1).front()));
     s.wmsp_comm = wholememory::make_host_communicator(bs);
   }
   return s.wmsp_comm;
 }
 
-void wmsp_malloc(void** ptr, std::size_t size, memory_location location,
-                 std::vector<int> devices)
-{
+void wmsp_malloc(void** ptr, std::size_t size, memory_location location, std::vector<int> devices) {
   state& s = global();
   std::lock_guard<std::mutex> lock(s.mutex);
   checked_out(ptr);
@@ -318,16 +311,15 @@ void wmsp_malloc(void** ptr, std::size_t size, memory_location location,
   WM_EXPECTS(size > 0, "cannot allocate 0 bytes");
   allocation_options opts;
   opts.devices = std::move(devices);
-  auto wm = wholememory::wholememory::create(wmsp_comm(s), size, memory_type::continuous,
-                                             location, opts);
+  auto wm =
+      wholememory::wholememory::create(wmsp_comm(s), size, memory_type::continuous, location, opts);
   void* p = wm.data();
   s.wmsp.emplace(p, std::move(wm));
   *ptr = p;
 }
 }  // namespace
 
-WmStatus WmspMalloc(void** ptr, std::size_t size, const int* dev_list, int dev_count)
-{
+WmStatus WmspMalloc(void** ptr, std::size_t size, const int* dev_list, int dev_count) {
   return guarded([&] {
     std::vector<int> devices;
     if (dev_list != nullptr && dev_count > 0) {
@@ -342,13 +334,11 @@ WmStatus WmspMalloc(void** ptr, std::size_t size, const int* dev_list, int dev_c
   });
 }
 
-WmStatus WmspMallocHost(void** ptr, std::size_t size)
-{
+WmStatus WmspMallocHost(void** ptr, std::size_t size) {
   return guarded([&] { wmsp_malloc(ptr, size, memory_location::host, {}); });
 }
 
-WmStatus WmspFree(void* ptr)
-{
+WmStatus WmspFree(void* ptr) {
   return guarded([&] {
     state& s = global();
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -363,8 +353,7 @@ WmStatus WmspFree(void* ptr)
 
 // ---- One process per GPU -------------------------------------------------------------------
 
-WmStatus WmmpInit(int group_rank, int group_size, CollectiveCommunicator* collective_communicator)
-{
+WmStatus WmmpInit(int group_rank, int group_size, CollectiveCommunicator* collective_communicator) {
   // Ownership passes to us whatever happens, as in the seed.
   std::shared_ptr<CollectiveCommunicator> cc(collective_communicator);
   return guarded([&] {
@@ -382,15 +371,14 @@ WmStatus WmmpInit(int group_rank, int group_size, CollectiveCommunicator* collec
       bs = std::make_shared<seed_bootstrap>(cc, all);
     } else {
       auto env = wholememory::read_launch_env().value_or(wholememory::launch_env{});
-      bs = wholememory::make_tcp_bootstrap(group_rank, group_size, env.master_addr,
-                                           env.master_port);
+      bs =
+          wholememory::make_tcp_bootstrap(group_rank, group_size, env.master_addr, env.master_port);
     }
     s.wmmp_comm = wholememory::make_host_communicator(bs);
   });
 }
 
-WmStatus WmmpFinalize()
-{
+WmStatus WmmpFinalize() {
   return guarded([] {
     state& s = global();
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -409,8 +397,7 @@ WmStatus WmmpFinalize()
 
 namespace {
 void wmmp_malloc(void** ptr, std::size_t size, memory_location location, const int* ranks,
-                 int rank_count)
-{
+                 int rank_count) {
   state& s = global();
   std::lock_guard<std::mutex> lock(s.mutex);
   checked_out(ptr);
@@ -426,18 +413,15 @@ void wmmp_malloc(void** ptr, std::size_t size, memory_location location, const i
 }
 }  // namespace
 
-WmStatus WmmpMalloc(void** ptr, std::size_t size, const int* ranks, int rank_count)
-{
+WmStatus WmmpMalloc(void** ptr, std::size_t size, const int* ranks, int rank_count) {
   return guarded([&] { wmmp_malloc(ptr, size, memory_location::device, ranks, rank_count); });
 }
 
-WmStatus WmmpMallocHost(void** ptr, std::size_t size, const int* ranks, int rank_count)
-{
+WmStatus WmmpMallocHost(void** ptr, std::size_t size, const int* ranks, int rank_count) {
   return guarded([&] { wmmp_malloc(ptr, size, memory_location::host, ranks, rank_count); });
 }
 
-WmStatus WmmpFree(void* ptr)
-{
+WmStatus WmmpFree(void* ptr) {
   return guarded([&] {
     state& s = global();
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -452,8 +436,7 @@ WmStatus WmmpFree(void* ptr)
   });
 }
 
-bool WmmpCanAccessFrom(void* ptr, int dev)
-{
+bool WmmpCanAccessFrom(void* ptr, int dev) {
   state& s = global();
   std::lock_guard<std::mutex> lock(s.mutex);
   auto it = s.wmmp_by_ptr.find(ptr);
@@ -468,8 +451,7 @@ bool WmmpCanAccessFrom(void* ptr, int dev)
   }
 }
 
-WmStatus WmmpBarrier(const int* ranks, int rank_count)
-{
+WmStatus WmmpBarrier(const int* ranks, int rank_count) {
   return guarded([&] {
     state& s = global();
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -480,8 +462,7 @@ WmStatus WmmpBarrier(const int* ranks, int rank_count)
 
 namespace {
 void wcmmp_malloc(WholeChunkedMemory_t* pwcmt, std::size_t size, std::size_t min_granularity,
-                  memory_location location, const int* ranks, int rank_count)
-{
+                  memory_location location, const int* ranks, int rank_count) {
   state& s = global();
   std::lock_guard<std::mutex> lock(s.mutex);
   WM_EXPECTS(pwcmt != nullptr, "the output handle pointer is null");
@@ -502,23 +483,20 @@ void wcmmp_malloc(WholeChunkedMemory_t* pwcmt, std::size_t size, std::size_t min
 }  // namespace
 
 WmStatus WcmmpMalloc(WholeChunkedMemory_t* pwcmt, std::size_t size, std::size_t min_granularity,
-                     const int* ranks, int rank_count)
-{
+                     const int* ranks, int rank_count) {
   return guarded([&] {
     wcmmp_malloc(pwcmt, size, min_granularity, memory_location::device, ranks, rank_count);
   });
 }
 
-WmStatus WcmmpMallocHost(WholeChunkedMemory_t* pwcmt, std::size_t size,
-                         std::size_t min_granularity, const int* ranks, int rank_count)
-{
+WmStatus WcmmpMallocHost(WholeChunkedMemory_t* pwcmt, std::size_t size, std::size_t min_granularity,
+                         const int* ranks, int rank_count) {
   return guarded([&] {
     wcmmp_malloc(pwcmt, size, min_granularity, memory_location::host, ranks, rank_count);
   });
 }
 
-WmStatus WcmmpFree(WholeChunkedMemory_t wcmt)
-{
+WmStatus WcmmpFree(WholeChunkedMemory_t wcmt) {
   return guarded([&] {
     state& s = global();
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -532,8 +510,7 @@ WmStatus WcmmpFree(WholeChunkedMemory_t wcmt)
   });
 }
 
-WholeChunkedMemoryHandle* GetDeviceChunkedHandle(WholeChunkedMemory_t wcmt, int dev_id)
-{
+WholeChunkedMemoryHandle* GetDeviceChunkedHandle(WholeChunkedMemory_t wcmt, int dev_id) {
   WholeChunkedMemoryHandle* result = nullptr;
   guarded([&] {
     state& s = global();

@@ -23,10 +23,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <map>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <thread>
 #include <utility>
 
@@ -498,9 +498,9 @@ class store_server {
     }
     std::string key(payload.data() + sizeof(key_length), key_length);
     if (args.op == collective_op::post) {
-      std::vector<char> value(payload.begin() + static_cast<std::ptrdiff_t>(sizeof(key_length) +
-                                                                            key_length),
-                              payload.end());
+      std::vector<char> value(
+          payload.begin() + static_cast<std::ptrdiff_t>(sizeof(key_length) + key_length),
+          payload.end());
       queue_reply(p, reply_status::ok, args.seq, nullptr, 0);
       for (auto& w : waiting_fetches_) {
         if (w.requester != nullptr && w.key == key) {
@@ -783,7 +783,8 @@ class tcp_bootstrap final : public bootstrap {
     std::vector<char> out(sizeof(key_length) + key.size() + value_bytes);
     std::memcpy(out.data(), &key_length, sizeof(key_length));
     std::memcpy(out.data() + sizeof(key_length), key.data(), key.size());
-    if (value_bytes > 0) std::memcpy(out.data() + sizeof(key_length) + key.size(), value, value_bytes);
+    if (value_bytes > 0)
+      std::memcpy(out.data() + sizeof(key_length) + key.size(), value, value_bytes);
     return out;
   }
 

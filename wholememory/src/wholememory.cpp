@@ -17,31 +17,30 @@
 
 namespace wholememory {
 
-const char* memory_type_name(memory_type t)
-{
+const char* memory_type_name(memory_type t) {
   switch (t) {
-    case memory_type::continuous: return "continuous";
-    case memory_type::chunked: return "chunked";
-    case memory_type::distributed: return "distributed";
+    case memory_type::continuous:
+      return "continuous";
+    case memory_type::chunked:
+      return "chunked";
+    case memory_type::distributed:
+      return "distributed";
   }
   return "unknown";
 }
 
-const char* memory_location_name(memory_location l)
-{
+const char* memory_location_name(memory_location l) {
   return l == memory_location::device ? "device" : "host";
 }
 
-memory_type parse_memory_type(const std::string& name)
-{
+memory_type parse_memory_type(const std::string& name) {
   for (memory_type t : {memory_type::continuous, memory_type::chunked, memory_type::distributed})
     if (name == memory_type_name(t)) return t;
   WM_FAIL(logic_error,
           "unknown memory type '" << name << "'; expected continuous, chunked or distributed");
 }
 
-memory_location parse_memory_location(const std::string& name)
-{
+memory_location parse_memory_location(const std::string& name) {
   if (name == "device") return memory_location::device;
   if (name == "host") return memory_location::host;
   WM_FAIL(logic_error, "unknown memory location '" << name << "'; expected device or host");
@@ -66,8 +65,7 @@ class memory_impl {
   mutable std::mutex views_mutex;
   mutable std::map<int, std::pair<std::unique_ptr<resource>, const chunked_view*>> device_views;
 
-  void release()
-  {
+  void release() {
     device_views.clear();
     host_registrations.clear();
     host_mappings.clear();
@@ -90,8 +88,7 @@ struct create_descriptor {
   char error[200];     // why, when valid == 0
 };
 
-std::uint64_t hash_sizes(const std::vector<std::size_t>& sizes)
-{
+std::uint64_t hash_sizes(const std::vector<std::size_t>& sizes) {
   std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the values
   for (std::size_t s : sizes) {
     for (int b = 0; b < 8; ++b) {
@@ -103,13 +100,13 @@ std::uint64_t hash_sizes(const std::vector<std::size_t>& sizes)
 }
 
 void check_local_arguments(const communicator& comm, std::size_t total_bytes, memory_type type,
-                           memory_location location, const allocation_options& options)
-{
+                           memory_location location, const allocation_options& options) {
   WM_EXPECTS(options.granularity >= 1, "granularity must be at least 1 byte");
   if (!options.devices.empty()) {
-    WM_EXPECTS(comm.size() == 1, "a device list (single-process multi-GPU mode) needs a "
-                                 "communicator of one rank, this one has "
-                                   << comm.size());
+    WM_EXPECTS(comm.size() == 1,
+               "a device list (single-process multi-GPU mode) needs a "
+               "communicator of one rank, this one has "
+                   << comm.size());
     WM_EXPECTS(location == memory_location::device,
                "a device list only applies to device memory, not host memory");
     WM_EXPECTS(type != memory_type::distributed,
@@ -121,11 +118,11 @@ void check_local_arguments(const communicator& comm, std::size_t total_bytes, me
              parts << " parts exceed the " << max_view_parts
                    << " a continuous or chunked allocation can map");
   if (!options.part_bytes.empty()) {
-    WM_EXPECTS(static_cast<int>(options.part_bytes.size()) == parts,
-               "part_bytes has " << options.part_bytes.size() << " entries for " << parts
-                                 << " parts");
+    WM_EXPECTS(
+        static_cast<int>(options.part_bytes.size()) == parts,
+        "part_bytes has " << options.part_bytes.size() << " entries for " << parts << " parts");
     std::size_t sum =
-      std::accumulate(options.part_bytes.begin(), options.part_bytes.end(), std::size_t{0});
+        std::accumulate(options.part_bytes.begin(), options.part_bytes.end(), std::size_t{0});
     WM_EXPECTS(sum == total_bytes,
                "part_bytes sum to " << sum << " bytes, the allocation has " << total_bytes);
     partition::from_sizes(options.part_bytes, options.granularity);  // checks the multiples
@@ -135,8 +132,7 @@ void check_local_arguments(const communicator& comm, std::size_t total_bytes, me
 // Allgathers the arguments; throws on every rank when one rank rejected its own or when they
 // differ, so no rank goes on to allocate alone.
 void agree_on_arguments(communicator& comm, std::size_t total_bytes, memory_type type,
-                        memory_location location, const allocation_options& options)
-{
+                        memory_location location, const allocation_options& options) {
   create_descriptor mine{};
   mine.total_bytes = total_bytes;
   mine.granularity = options.granularity;
@@ -160,8 +156,8 @@ void agree_on_arguments(communicator& comm, std::size_t total_bytes, memory_type
   if (!own_error.empty()) throw logic_error(own_error);
   for (int r = 0; r < comm.size(); ++r) {
     if (!all[r].valid) {
-      WM_FAIL(logic_error, "wholememory::create: rank " << r << " rejected its arguments: "
-                                                        << std::string(all[r].error));
+      WM_FAIL(logic_error, "wholememory::create: rank "
+                               << r << " rejected its arguments: " << std::string(all[r].error));
     }
   }
   auto name_type = [](std::int32_t t) { return memory_type_name(static_cast<memory_type>(t)); };
@@ -172,35 +168,36 @@ void agree_on_arguments(communicator& comm, std::size_t total_bytes, memory_type
     const create_descriptor& a = all[0];
     const create_descriptor& b = all[r];
     if (a.total_bytes != b.total_bytes)
-      WM_FAIL(mismatch_error, "wholememory::create: rank 0 asked for " << a.total_bytes
-                                << " bytes, rank " << r << " for " << b.total_bytes);
+      WM_FAIL(mismatch_error, "wholememory::create: rank 0 asked for "
+                                  << a.total_bytes << " bytes, rank " << r << " for "
+                                  << b.total_bytes);
     if (a.type != b.type)
-      WM_FAIL(mismatch_error, "wholememory::create: rank 0 asked for " << name_type(a.type)
-                                << " memory, rank " << r << " for " << name_type(b.type));
+      WM_FAIL(mismatch_error, "wholememory::create: rank 0 asked for "
+                                  << name_type(a.type) << " memory, rank " << r << " for "
+                                  << name_type(b.type));
     if (a.location != b.location)
-      WM_FAIL(mismatch_error, "wholememory::create: rank 0 asked for " << name_loc(a.location)
-                                << " memory, rank " << r << " for " << name_loc(b.location));
+      WM_FAIL(mismatch_error, "wholememory::create: rank 0 asked for "
+                                  << name_loc(a.location) << " memory, rank " << r << " for "
+                                  << name_loc(b.location));
     if (a.granularity != b.granularity)
       WM_FAIL(mismatch_error, "wholememory::create: rank 0 passed granularity "
-                                << a.granularity << ", rank " << r << " " << b.granularity);
+                                  << a.granularity << ", rank " << r << " " << b.granularity);
     if (a.part_bytes_count != b.part_bytes_count || a.part_bytes_hash != b.part_bytes_hash)
-      WM_FAIL(mismatch_error, "wholememory::create: ranks 0 and " << r
-                                << " passed different part_bytes lists");
+      WM_FAIL(mismatch_error,
+              "wholememory::create: ranks 0 and " << r << " passed different part_bytes lists");
   }
 }
 
 // Writes one byte per page of [ptr, ptr + bytes) so the pages are allocated by the rank that
 // owns them (first touch), in parallel across ranks, before registration pins them.
-void touch_pages(void* ptr, std::size_t bytes)
-{
+void touch_pages(void* ptr, std::size_t bytes) {
   if (bytes == 0) return;
   const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   volatile char* p = static_cast<volatile char*>(ptr);
   for (std::size_t off = 0; off < bytes; off += page) p[off] = 0;
 }
 
-void allocate_host(memory_impl& m)
-{
+void allocate_host(memory_impl& m) {
   communicator& comm = *m.comm;
   const rank_topology& topo = comm.topology();
   const partition& parts = m.parts;
@@ -221,8 +218,8 @@ void allocate_host(memory_impl& m)
       comm.get_bootstrap().barrier();
       m.host_registrations.push_back(register_host_memory(m.base, parts.total_bytes));
       for (int i = 0; i < parts.num_parts(); ++i)
-        m.infos[i].ptr = parts.total_bytes ? static_cast<char*>(m.base) + parts.part_offset(i)
-                                           : nullptr;
+        m.infos[i].ptr =
+            parts.total_bytes ? static_cast<char*>(m.base) + parts.part_offset(i) : nullptr;
       break;
     }
     case memory_type::chunked: {
@@ -254,8 +251,7 @@ void allocate_host(memory_impl& m)
   }
 }
 
-void allocate_on_device(memory_impl& m, const allocation_options& options)
-{
+void allocate_on_device(memory_impl& m, const allocation_options& options) {
   device_allocation a;
   if (m.single_process) {
     a = allocate_device_single_process(m.parts, m.type, options.devices);
@@ -263,9 +259,9 @@ void allocate_on_device(memory_impl& m, const allocation_options& options)
     a = allocate_device(m.comm->get_bootstrap(), m.comm->topology(), m.parts, m.type,
                         current_device());
   }
-  WM_EXPECTS(static_cast<int>(a.part_ptrs.size()) == m.parts.num_parts(),
-             "device allocation returned " << a.part_ptrs.size() << " parts for "
-                                           << m.parts.num_parts());
+  WM_EXPECTS(
+      static_cast<int>(a.part_ptrs.size()) == m.parts.num_parts(),
+      "device allocation returned " << a.part_ptrs.size() << " parts for " << m.parts.num_parts());
   m.device_memory = std::move(a.owner);
   m.base = a.base;
   for (int i = 0; i < m.parts.num_parts(); ++i) {
@@ -274,8 +270,7 @@ void allocate_on_device(memory_impl& m, const allocation_options& options)
   }
 }
 
-chunked_view make_view(const memory_impl& m)
-{
+chunked_view make_view(const memory_impl& m) {
   WM_EXPECTS(m.type != memory_type::distributed,
              "distributed memory has no view of the other ranks' parts; gather through the "
              "communicator instead");
@@ -307,18 +302,17 @@ chunked_view make_view(const memory_impl& m)
 
 wholememory wholememory::create(std::shared_ptr<communicator> comm, std::size_t total_bytes,
                                 memory_type type, memory_location location,
-                                const allocation_options& options)
-{
+                                const allocation_options& options) {
   WM_EXPECTS(comm != nullptr, "wholememory::create needs a communicator");
   detail::agree_on_arguments(*comm, total_bytes, type, location, options);
 
   const rank_topology& topo = comm->topology();
   if (type != memory_type::distributed && topo.num_hosts > 1) {
     WM_FAIL(logic_error, memory_type_name(type)
-                           << " memory needs every rank on one host, the communicator spans "
-                           << topo.num_hosts
-                           << " hosts; split it by host (one replica per host) or use "
-                              "distributed memory");
+                             << " memory needs every rank on one host, the communicator spans "
+                             << topo.num_hosts
+                             << " hosts; split it by host (one replica per host) or use "
+                                "distributed memory");
   }
 
   auto m = std::make_unique<detail::memory_impl>();
@@ -326,11 +320,10 @@ wholememory wholememory::create(std::shared_ptr<communicator> comm, std::size_t 
   m->type = type;
   m->location = location;
   m->single_process = !options.devices.empty();
-  const int num_parts = m->single_process ? static_cast<int>(options.devices.size())
-                                          : comm->size();
+  const int num_parts = m->single_process ? static_cast<int>(options.devices.size()) : comm->size();
   m->parts = options.part_bytes.empty()
-               ? partition::even(total_bytes, num_parts, options.granularity)
-               : partition::from_sizes(options.part_bytes, options.granularity);
+                 ? partition::even(total_bytes, num_parts, options.granularity)
+                 : partition::from_sizes(options.part_bytes, options.granularity);
   m->infos.resize(num_parts);
   for (int i = 0; i < num_parts; ++i) {
     m->infos[i].offset = m->parts.part_offset(i);
@@ -350,8 +343,7 @@ wholememory::wholememory(std::unique_ptr<detail::memory_impl> impl) : impl_(std:
 wholememory::wholememory() noexcept = default;
 wholememory::wholememory(wholememory&&) noexcept = default;
 
-wholememory& wholememory::operator=(wholememory&& other) noexcept
-{
+wholememory& wholememory::operator=(wholememory&& other) noexcept {
   if (this != &other) {
     // The handle being replaced is freed as in the destructor.
     wholememory old(std::move(*this));
@@ -360,8 +352,7 @@ wholememory& wholememory::operator=(wholememory&& other) noexcept
   return *this;
 }
 
-wholememory::~wholememory()
-{
+wholememory::~wholememory() {
   if (!impl_) return;
   try {
     free();
@@ -372,14 +363,12 @@ wholememory::~wholememory()
   }
 }
 
-void wholememory::free()
-{
+void wholememory::free() {
   if (!impl_) return;
   // Released even when the barrier fails (a peer died): this process's mappings must go.
   struct releaser {
     std::unique_ptr<detail::memory_impl>& impl;
-    ~releaser()
-    {
+    ~releaser() {
       impl->release();
       impl.reset();
     }
@@ -388,8 +377,7 @@ void wholememory::free()
 }
 
 namespace {
-const detail::memory_impl& checked(const std::unique_ptr<detail::memory_impl>& impl)
-{
+const detail::memory_impl& checked(const std::unique_ptr<detail::memory_impl>& impl) {
   WM_EXPECTS(impl != nullptr, "use of an empty wholememory handle");
   return *impl;
 }
@@ -403,16 +391,14 @@ communicator& wholememory::comm() const { return *checked(impl_).comm; }
 std::shared_ptr<communicator> wholememory::comm_ptr() const { return checked(impl_).comm; }
 int wholememory::num_parts() const { return checked(impl_).parts.num_parts(); }
 
-part_info wholememory::part(int i) const
-{
+part_info wholememory::part(int i) const {
   const auto& m = checked(impl_);
   WM_EXPECTS(i >= 0 && i < m.parts.num_parts(),
              "part " << i << " out of range [0, " << m.parts.num_parts() << ")");
   return m.infos[i];
 }
 
-part_info wholememory::local_part() const
-{
+part_info wholememory::local_part() const {
   const auto& m = checked(impl_);
   WM_EXPECTS(!m.single_process,
              "single-process multi-GPU memory has one part per GPU, all owned by this rank; "
@@ -420,8 +406,7 @@ part_info wholememory::local_part() const
   return m.infos[m.comm->rank()];
 }
 
-void* wholememory::data() const
-{
+void* wholememory::data() const {
   const auto& m = checked(impl_);
   WM_EXPECTS(m.type == memory_type::continuous,
              "data() needs continuous memory, this allocation is " << memory_type_name(m.type));
@@ -430,8 +415,7 @@ void* wholememory::data() const
 
 chunked_view wholememory::host_view() const { return detail::make_view(checked(impl_)); }
 
-const chunked_view* wholememory::device_view(int device) const
-{
+const chunked_view* wholememory::device_view(int device) const {
   const auto& m = checked(impl_);
   std::lock_guard<std::mutex> lock(m.views_mutex);
   auto it = m.device_views.find(device);

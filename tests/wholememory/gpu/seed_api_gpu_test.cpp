@@ -26,8 +26,7 @@ namespace {
 #define ASSERT_WM_OK(call) ASSERT_EQ((call), WM_SUCCESS) << #call << ": " << WmLastErrorMessage()
 
 // Forks `ranks` children running body(rank) with MASTER_* set; expects all to exit 0.
-void fork_seed_ranks(int ranks, const std::function<void(int)>& body)
-{
+void fork_seed_ranks(int ranks, const std::function<void(int)>& body) {
   std::string port = std::to_string(wholestore_test::free_port());
   std::vector<pid_t> pids;
   for (int r = 0; r < ranks; ++r) {
@@ -55,23 +54,22 @@ void fork_seed_ranks(int ranks, const std::function<void(int)>& body)
 
 // Mismatches of elements [0, n) read on the current device through `gen_base` or `view`.
 template <typename Where>
-unsigned long long mismatches_on_device(Where where, std::int64_t n, std::uint64_t salt, int device)
-{
+unsigned long long mismatches_on_device(Where where, std::int64_t n, std::uint64_t salt,
+                                        int device) {
   cuda_stream stream;
   device_buffer counter(sizeof(unsigned long long), device);
   WM_CUDA_TRY(cudaMemsetAsync(counter.get(), 0, sizeof(unsigned long long), stream.get()));
   count_mismatches(where, 0, n, 0, salt, counter.as<unsigned long long>(), stream.get());
   unsigned long long bad = 0;
-  WM_CUDA_TRY(cudaMemcpyAsync(&bad, counter.get(), sizeof(bad), cudaMemcpyDeviceToHost,
-                              stream.get()));
+  WM_CUDA_TRY(
+      cudaMemcpyAsync(&bad, counter.get(), sizeof(bad), cudaMemcpyDeviceToHost, stream.get()));
   WM_CUDA_TRY(cudaStreamSynchronize(stream.get()));
   return bad;
 }
 
 }  // namespace
 
-TEST(SeedApiGpu, WmspMallocOverEveryGpu)
-{
+TEST(SeedApiGpu, WmspMallocOverEveryGpu) {
   WHOLESTORE_REQUIRE_GPUS(1);
   fork_seed_ranks(1, [](int) {
     int devices = 0;
@@ -91,7 +89,7 @@ TEST(SeedApiGpu, WmspMallocOverEveryGpu)
     for (int d = 0; d < devices; ++d) {
       WM_CUDA_TRY(cudaSetDevice(d));
       EXPECT_EQ(mismatches_on_device(static_cast<const void*>(ptr), n, 77, d), 0u)
-        << "read from GPU " << d;
+          << "read from GPU " << d;
     }
     // An explicit device list, and host memory read by a kernel.
     const int first[1] = {0};
@@ -109,8 +107,7 @@ TEST(SeedApiGpu, WmspMallocOverEveryGpu)
   });
 }
 
-TEST(SeedApiGpu, WmmpAndWcmmpOnePerGpu)
-{
+TEST(SeedApiGpu, WmmpAndWcmmpOnePerGpu) {
   WHOLESTORE_REQUIRE_GPUS(2);
   fork_seed_ranks(2, [](int rank) {
     WM_CUDA_TRY(cudaSetDevice(rank));
@@ -139,9 +136,8 @@ TEST(SeedApiGpu, WmmpAndWcmmpOnePerGpu)
       WM_CUDA_TRY(cudaStreamSynchronize(stream.get()));
     }
     ASSERT_WM_OK(WmmpBarrier());
-    EXPECT_EQ(mismatches_on_device(static_cast<const WholeChunkedMemoryHandle*>(handle), n, 9,
-                                   rank),
-              0u);
+    EXPECT_EQ(
+        mismatches_on_device(static_cast<const WholeChunkedMemoryHandle*>(handle), n, 9, rank), 0u);
     ASSERT_WM_OK(WcmmpFree(chunked));
     ASSERT_WM_OK(WmmpFree(ptr));
     ASSERT_WM_OK(WmmpFinalize());

@@ -70,14 +70,14 @@ class bootstrap {
 /// One bootstrap per thread for `size` ranks living as threads of this process.  Hand
 /// element i to the thread that plays rank i.
 std::vector<std::unique_ptr<bootstrap>> make_thread_bootstraps(
-  int size, std::chrono::milliseconds timeout = default_timeout());
+    int size, std::chrono::milliseconds timeout = default_timeout());
 
 /// A bootstrap over a TCP store: rank 0 listens on `port` of `host` (port 0: rank 0 picks a
 /// free port, which only makes sense for tests that pass it on themselves), the others
 /// connect, retrying until `timeout`.  Collective: all ranks call it.
-std::unique_ptr<bootstrap> make_tcp_bootstrap(int rank, int size, const std::string& host,
-                                              int port,
-                                              std::chrono::milliseconds timeout = default_timeout());
+std::unique_ptr<bootstrap> make_tcp_bootstrap(
+    int rank, int size, const std::string& host, int port,
+    std::chrono::milliseconds timeout = default_timeout());
 
 /// What the launch environment says about this process.
 struct launch_env {
@@ -97,7 +97,7 @@ std::optional<launch_env> read_launch_env();
 
 /// A TCP bootstrap from read_launch_env(); throws logic_error when no launch environment
 /// is present.  Collective.
-std::unique_ptr<bootstrap> bootstrap_from_env(std::chrono::milliseconds timeout =
-                                                default_timeout());
+std::unique_ptr<bootstrap> bootstrap_from_env(
+    std::chrono::milliseconds timeout = default_timeout());
 
 }  // namespace wholememory

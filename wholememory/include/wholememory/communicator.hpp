@@ -31,12 +31,12 @@ const char* backend_name(backend b);
 
 /// Where the ranks of a communicator live.  Computed once at creation from host names and pids.
 struct rank_topology {
-  int local_rank = 0;                 ///< index of this rank among the ranks of its host
-  int local_size = 1;                 ///< ranks on this host
-  int num_hosts = 1;                  ///< distinct hosts in the communicator
-  std::vector<int> local_ranks;       ///< global ranks on this host, ascending
-  std::vector<long> pids;             ///< process id of every rank (threads share one)
-  std::vector<int> host_of_rank;      ///< host index (0..num_hosts-1) of every rank
+  int local_rank = 0;             ///< index of this rank among the ranks of its host
+  int local_size = 1;             ///< ranks on this host
+  int num_hosts = 1;              ///< distinct hosts in the communicator
+  std::vector<int> local_ranks;   ///< global ranks on this host, ascending
+  std::vector<long> pids;         ///< process id of every rank (threads share one)
+  std::vector<int> host_of_rank;  ///< host index (0..num_hosts-1) of every rank
   /// True when every rank of the communicator is a thread of this process.
   bool single_process() const;
 };
@@ -75,9 +75,8 @@ class communicator {
   /// them at recv + recv_displs[i]; recv_counts[i] on rank j must equal send_counts[j] on
   /// rank i.  Counts and displacements are in elements and are host arrays of size().
   virtual void alltoallv(const void* send, const std::size_t* send_counts,
-                         const std::size_t* send_displs, void* recv,
-                         const std::size_t* recv_counts, const std::size_t* recv_displs,
-                         dtype type, cudaStream_t stream) = 0;
+                         const std::size_t* send_displs, void* recv, const std::size_t* recv_counts,
+                         const std::size_t* recv_displs, dtype type, cudaStream_t stream) = 0;
   /// Element-wise sum over all ranks; `send` may equal `recv`.
   virtual void allreduce_sum(const void* send, void* recv, std::size_t count, dtype type,
                              cudaStream_t stream) = 0;
@@ -95,9 +94,7 @@ class communicator {
 
  protected:
   communicator(std::shared_ptr<bootstrap> bs, rank_topology topology)
-    : bootstrap_(std::move(bs)), topology_(std::move(topology))
-  {
-  }
+      : bootstrap_(std::move(bs)), topology_(std::move(topology)) {}
 
   std::shared_ptr<bootstrap> bootstrap_;
   rank_topology topology_;

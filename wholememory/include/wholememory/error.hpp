@@ -63,8 +63,7 @@ std::string format_location(const char* file, int line, const std::string& what)
 
 /// Throws `Exception` with the location prepended.
 template <typename Exception>
-[[noreturn]] void throw_at(const char* file, int line, const std::string& what)
-{
+[[noreturn]] void throw_at(const char* file, int line, const std::string& what) {
   throw Exception(format_location(file, line, what));
 }
 
@@ -75,25 +74,27 @@ std::string errno_text(int err);
 }  // namespace wholememory
 
 /// Throws `type` with a message built by streaming `msg` (e.g. "size " << n << " > " << max).
-#define WM_FAIL(type, msg)                                                 \
-  do {                                                                     \
-    std::ostringstream wm_fail_os_;                                        \
-    wm_fail_os_ << msg;                                                    \
+#define WM_FAIL(type, msg)                                                        \
+  do {                                                                            \
+    std::ostringstream wm_fail_os_;                                               \
+    wm_fail_os_ << msg;                                                           \
     ::wholememory::detail::throw_at<type>(__FILE__, __LINE__, wm_fail_os_.str()); \
   } while (0)
 
 /// Checks a precondition; throws wholememory::logic_error naming the condition and `msg`.
-#define WM_EXPECTS(cond, msg)                                                      \
-  do {                                                                             \
-    if (!(cond)) { WM_FAIL(::wholememory::logic_error, msg << " (failed: " #cond ")"); } \
+#define WM_EXPECTS(cond, msg)                                             \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      WM_FAIL(::wholememory::logic_error, msg << " (failed: " #cond ")"); \
+    }                                                                     \
   } while (0)
 
 /// Runs a POSIX call that returns -1 and sets errno on failure; throws wholememory::system_error.
-#define WM_SYSCALL_TRY(call)                                                              \
-  do {                                                                                    \
-    if ((call) == -1) {                                                                   \
-      int wm_errno_ = errno;                                                              \
-      WM_FAIL(::wholememory::system_error,                                               \
-              #call " failed: " << ::wholememory::detail::errno_text(wm_errno_));         \
-    }                                                                                     \
+#define WM_SYSCALL_TRY(call)                                                      \
+  do {                                                                            \
+    if ((call) == -1) {                                                           \
+      int wm_errno_ = errno;                                                      \
+      WM_FAIL(::wholememory::system_error,                                        \
+              #call " failed: " << ::wholememory::detail::errno_text(wm_errno_)); \
+    }                                                                             \
   } while (0)

@@ -6,8 +6,8 @@
  *   T* p = gen.At(i);                             // element i of the whole allocation
  *
  * At() is __host__ __device__ so one templated function serves CUDA kernels and the CPU path.
- * The chunked lookup binary-searches the part offsets.  Elements never straddle parts when the allocation granularity
- * is a multiple of sizeof(T).
+ * The chunked lookup binary-searches the part offsets.  Elements never straddle parts when the
+ * allocation granularity is a multiple of sizeof(T).
  */
 #pragma once
 
@@ -39,8 +39,7 @@ struct chunked_view {
   /// their start with the next one, so they are skipped).  A binary search over at most
   /// max_view_parts offsets: a few compares, cheaper on the GPU than the 64-bit division a
   /// uniform split would allow, which every lane of a packed-row kernel would pay.
-  WM_HOST_DEVICE int part_of(std::size_t offset) const
-  {
+  WM_HOST_DEVICE int part_of(std::size_t offset) const {
     int lo = 0, hi = num_parts - 1;
     while (lo < hi) {
       int mid = (lo + hi + 1) / 2;
@@ -54,8 +53,7 @@ struct chunked_view {
   }
 
   /// Address of byte `offset` of the whole allocation.
-  WM_HOST_DEVICE void* byte_ptr(std::size_t offset) const
-  {
+  WM_HOST_DEVICE void* byte_ptr(std::size_t offset) const {
     int p = part_of(offset);
     return static_cast<char*>(parts[p]) + (offset - offsets[p]);
   }
@@ -81,8 +79,7 @@ class PtrGen<const chunked_view, T> {
   WM_HOST_DEVICE explicit PtrGen(const chunked_view* view) : view_(view) {}
   /// The view this generator reads (kernels may copy it into shared memory and rebind).
   WM_HOST_DEVICE const chunked_view* view() const { return view_; }
-  WM_HOST_DEVICE T* At(std::ptrdiff_t offset) const
-  {
+  WM_HOST_DEVICE T* At(std::ptrdiff_t offset) const {
     return static_cast<T*>(view_->byte_ptr(static_cast<std::size_t>(offset) * sizeof(T)));
   }
 

@@ -46,8 +46,7 @@ WmStatus WholeMemoryFinalize();
 
 /// Allocates `size` bytes as one continuous range over the GPUs in dev_list (all GPUs when
 /// dev_list is null or dev_count is 0).  Needs peer access between them.
-WmStatus WmspMalloc(void** ptr, std::size_t size, const int* dev_list = nullptr,
-                    int dev_count = 0);
+WmStatus WmspMalloc(void** ptr, std::size_t size, const int* dev_list = nullptr, int dev_count = 0);
 /// Allocates `size` bytes of pinned host memory that every GPU can read.
 WmStatus WmspMallocHost(void** ptr, std::size_t size);
 /// Frees memory from WmspMalloc or WmspMallocHost.
@@ -97,9 +96,8 @@ typedef struct WholeChunkedMemory* WholeChunkedMemory_t;
 
 /// Allocates `size` bytes as one chunk per rank on the ranks' devices; chunk boundaries are
 /// multiples of min_granularity rounded up to a multiple of 16 bytes.  Collective.
-WmStatus WcmmpMalloc(WholeChunkedMemory_t* pwcmt, std::size_t size,
-                     std::size_t min_granularity = 0, const int* ranks = nullptr,
-                     int rank_count = 0);
+WmStatus WcmmpMalloc(WholeChunkedMemory_t* pwcmt, std::size_t size, std::size_t min_granularity = 0,
+                     const int* ranks = nullptr, int rank_count = 0);
 /// The same in host memory, one shared segment per rank.  Collective.
 WmStatus WcmmpMallocHost(WholeChunkedMemory_t* pwcmt, std::size_t size,
                          std::size_t min_granularity = 0, const int* ranks = nullptr,

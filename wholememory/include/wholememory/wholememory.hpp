@@ -60,8 +60,7 @@ struct partition {
   static partition even(std::size_t total_bytes, int parts, std::size_t granularity);
   /// Partition with the given part sizes; each but the last must be a multiple of
   /// `granularity`.  Throws logic_error naming the offending part otherwise.
-  static partition from_sizes(const std::vector<std::size_t>& part_bytes,
-                              std::size_t granularity);
+  static partition from_sizes(const std::vector<std::size_t>& part_bytes, std::size_t granularity);
 };
 
 /// Options of wholememory::create.

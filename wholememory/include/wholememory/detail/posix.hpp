@@ -41,9 +41,7 @@ class mapping {
   mapping() = default;
   mapping(void* addr, std::size_t bytes) : addr_(addr), bytes_(bytes) {}
   mapping(mapping&& other) noexcept
-    : addr_(std::exchange(other.addr_, nullptr)), bytes_(std::exchange(other.bytes_, 0))
-  {
-  }
+      : addr_(std::exchange(other.addr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
   mapping& operator=(mapping&& other) noexcept;
   mapping(const mapping&) = delete;
   mapping& operator=(const mapping&) = delete;
