@@ -209,12 +209,7 @@ int run_bench(int argc, char** argv) {
   config cfg = load_config(bench_schema, args.config_file, args.overrides);
   auto timeout =
       std::chrono::milliseconds(static_cast<std::int64_t>(cfg.get_number("timeout_s") * 1000.0));
-  std::shared_ptr<wholememory::bootstrap> bs;
-  if (wholememory::read_launch_env()) {
-    bs = wholememory::bootstrap_from_env(timeout);
-  } else {
-    bs = std::move(wholememory::make_thread_bootstraps(1, timeout).front());
-  }
+  std::shared_ptr<wholememory::bootstrap> bs = wholememory::make_job_bootstrap(timeout);
   auto host_comm = wholememory::make_host_communicator(bs);
   const int rank = host_comm->rank(), ranks = host_comm->size();
   const bool lead = rank == 0;

@@ -76,12 +76,7 @@ int run_demo(int argc, char** argv) {
   auto timeout =
       std::chrono::milliseconds(static_cast<std::int64_t>(cfg.get_number("timeout_s") * 1000.0));
 
-  std::shared_ptr<wholememory::bootstrap> bs;
-  if (wholememory::read_launch_env()) {
-    bs = wholememory::bootstrap_from_env(timeout);
-  } else {
-    bs = std::move(wholememory::make_thread_bootstraps(1, timeout).front());
-  }
+  std::shared_ptr<wholememory::bootstrap> bs = wholememory::make_job_bootstrap(timeout);
   auto comm = wholememory::make_host_communicator(bs);
   const bool lead = comm->rank() == 0;
   if (location == wholememory::memory_location::device) {

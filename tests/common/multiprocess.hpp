@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -115,6 +116,39 @@ inline void thread_ranks(int ranks, const rank_body& body,
   for (auto& t : threads) t.join();
   for (int r = 0; r < ranks; ++r) {
     EXPECT_TRUE(errors[r].empty()) << "rank " << r << " threw: " << errors[r];
+  }
+}
+
+/// Forks `ranks` children that run body(rank) with MASTER_ADDR/MASTER_PORT (a free port) and a
+/// WHOLESTORE_TIMEOUT of `timeout_s` set, as code that builds its own bootstrap from the
+/// environment expects (the seed API).  Expects every child to exit 0.
+inline void fork_with_master_env(int ranks, const std::function<void(int)>& body,
+                                 int timeout_s = 20) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::string port = std::to_string(free_port());
+  std::vector<pid_t> pids;
+  for (int r = 0; r < ranks; ++r) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", port.c_str(), 1);
+      ::setenv("WHOLESTORE_TIMEOUT", std::to_string(timeout_s).c_str(), 1);
+      try {
+        body(r);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << r << " threw: " << e.what();
+      }
+      std::fflush(stdout);
+      std::fflush(stderr);
+      ::_exit(::testing::Test::HasFailure() ? 1 : 0);
+    }
+    pids.push_back(pid);
+  }
+  for (int r = 0; r < ranks; ++r) {
+    int st = 0;
+    ::waitpid(pids[r], &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "rank " << r << " failed";
   }
 }
 

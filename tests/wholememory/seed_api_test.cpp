@@ -25,29 +25,6 @@ namespace {
 
 std::uint64_t value_at(std::size_t i) { return i * 0x9E3779B97F4A7C15ull + 17; }
 
-// Forks `ranks` children that each run body(rank); expects every child to exit 0.
-void fork_seed_ranks(int ranks, const std::function<void(int)>& body) {
-  std::string port = std::to_string(wholestore_test::free_port());
-  std::vector<pid_t> pids;
-  for (int r = 0; r < ranks; ++r) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-      ::setenv("MASTER_PORT", port.c_str(), 1);
-      ::setenv("WHOLESTORE_TIMEOUT", "20", 1);
-      body(r);
-      std::fflush(stdout);
-      ::_exit(::testing::Test::HasFailure() ? 1 : 0);
-    }
-    pids.push_back(pid);
-  }
-  for (int r = 0; r < ranks; ++r) {
-    int st = 0;
-    ::waitpid(pids[r], &st, 0);
-    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "rank " << r << " failed";
-  }
-}
-
 #define EXPECT_WM_OK(call) EXPECT_EQ((call), WM_SUCCESS) << #call << ": " << WmLastErrorMessage()
 #define ASSERT_WM_OK(call) ASSERT_EQ((call), WM_SUCCESS) << #call << ": " << WmLastErrorMessage()
 
@@ -205,7 +182,7 @@ TEST(SeedApi, SingleProcessHost) {
 
 TEST(SeedApi, MultiProcessOverTcp) {
   for (int ranks : {1, 2, 3, 4}) {
-    fork_seed_ranks(ranks, [ranks](int rank) {
+    wholestore_test::fork_with_master_env(ranks, [ranks](int rank) {
       ASSERT_WM_OK(WholeMemoryInit());
       ASSERT_WM_OK(WmmpInit(rank, ranks));
       EXPECT_EQ(WmmpInit(rank, ranks), WM_ERROR_NOT_INITIALIZED);
@@ -226,7 +203,7 @@ TEST(SeedApi, MultiProcessWithUserCommunicator) {
       fds[a][b] = sv[0];
       fds[b][a] = sv[1];
     }
-  fork_seed_ranks(ranks, [&](int rank) {
+  wholestore_test::fork_with_master_env(ranks, [&](int rank) {
     ASSERT_WM_OK(WholeMemoryInit());
     ASSERT_WM_OK(WmmpInit(rank, ranks, new socket_communicator(fds)));
     multi_process_body(rank, ranks);
@@ -238,7 +215,7 @@ TEST(SeedApi, MultiProcessWithUserCommunicator) {
 }
 
 TEST(SeedApi, MismatchedSizesReportMismatch) {
-  fork_seed_ranks(2, [](int rank) {
+  wholestore_test::fork_with_master_env(2, [](int rank) {
     ASSERT_WM_OK(WholeMemoryInit());
     ASSERT_WM_OK(WmmpInit(rank, 2));
     void* p = nullptr;

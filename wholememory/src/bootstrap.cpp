@@ -177,6 +177,11 @@ std::unique_ptr<bootstrap> bootstrap_from_env(std::chrono::milliseconds timeout)
   return make_tcp_bootstrap(env->rank, env->size, env->master_addr, env->master_port, timeout);
 }
 
+std::unique_ptr<bootstrap> make_job_bootstrap(std::chrono::milliseconds timeout) {
+  if (read_launch_env()) return bootstrap_from_env(timeout);
+  return std::move(make_thread_bootstraps(1, timeout).front());
+}
+
 namespace detail {
 
 const char* op_name(collective_op op) {

@@ -100,4 +100,9 @@ std::optional<launch_env> read_launch_env();
 std::unique_ptr<bootstrap> bootstrap_from_env(
     std::chrono::milliseconds timeout = default_timeout());
 
+/// The bootstrap of a program that may or may not have been launched as several ranks: from
+/// the launch environment when there is one (bootstrap_from_env), else a job of one rank.
+std::unique_ptr<bootstrap> make_job_bootstrap(
+    std::chrono::milliseconds timeout = default_timeout());
+
 }  // namespace wholememory
