@@ -16,4 +16,13 @@ int run_demo(int argc, char** argv);
 /// machine's measured copy ceilings, on the ranks present.
 int run_bench(int argc, char** argv);
 
+/// `wholestore convert [configs/convert.yaml] [--set ...]`: edge-list text to a dataset.
+int run_convert(int argc, char** argv);
+
+/// `wholestore gen [configs/gen.yaml] [--set ...]`: an R-MAT or uniform random dataset.
+int run_gen(int argc, char** argv);
+
+/// `wholestore info <dataset-dir>`: counts, degree statistics, a degree histogram.
+int run_info(int argc, char** argv);
+
 }  // namespace wholestore::apps

@@ -32,6 +32,10 @@ int main(int argc, char** argv) {
       return wholestore::apps::run_launch(argc - 1, argv + 1);
     if (std::strcmp(command, "demo") == 0) return wholestore::apps::run_demo(argc - 1, argv + 1);
     if (std::strcmp(command, "bench") == 0) return wholestore::apps::run_bench(argc - 1, argv + 1);
+    if (std::strcmp(command, "convert") == 0)
+      return wholestore::apps::run_convert(argc - 1, argv + 1);
+    if (std::strcmp(command, "gen") == 0) return wholestore::apps::run_gen(argc - 1, argv + 1);
+    if (std::strcmp(command, "info") == 0) return wholestore::apps::run_info(argc - 1, argv + 1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "wholestore %s: error: %s\n", command, e.what());
     return 1;

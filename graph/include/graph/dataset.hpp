@@ -1,0 +1,99 @@
+/*
+ * Graph datasets on disk: a directory with a manifest and raw little-endian arrays.
+ *
+ *   <dir>/manifest.yaml     format version, counts, dtypes, file names, sizes, checksums
+ *   <dir>/row_offsets.bin   int64, num_nodes + 1 entries (CSR by source node)
+ *   <dir>/col_indices.bin   int32 when num_nodes < 2^31, else int64; num_edges entries
+ *   <dir>/edge_weights.bin  optional, float32, num_edges entries
+ *   <dir>/node_features.bin optional, float32/float16/bfloat16, num_nodes x feature_dim
+ *   <dir>/node_ids.txt      optional, original id of every node (written by the converter)
+ *
+ * The manifest is a flat YAML mapping (one `key: value` per line) that this library writes and
+ * reads itself, so no YAML dependency sits below apps/.  docs/dataset-format.md is the
+ * reference.  Every reader validates sizes and checksums before any use and throws
+ * wholememory::logic_error naming the file and what is wrong.
+ */
+#pragma once
+
+#include <wholememory/dtype.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace wholestore::graph {
+
+/// Version written into, and required from, manifests.
+constexpr int dataset_format_version = 1;
+
+/// One array file of a dataset.
+struct array_file {
+  std::string name;            ///< file name inside the dataset directory
+  wholememory::dtype type;     ///< element type
+  std::uint64_t count = 0;     ///< elements
+  std::uint64_t bytes = 0;     ///< file size, count * dtype_size(type)
+  std::uint64_t checksum = 0;  ///< FNV-1a 64 of the file's bytes
+};
+
+/// What manifest.yaml says.
+struct manifest {
+  int format_version = dataset_format_version;
+  std::uint64_t num_nodes = 0;
+  std::uint64_t num_edges = 0;
+  bool directed = true;  ///< false when the converter symmetrized the edges
+  array_file row_offsets;
+  array_file col_indices;
+  std::optional<array_file> edge_weights;
+  std::optional<array_file> node_features;
+  std::uint64_t feature_dim = 0;  ///< columns of node_features (0 when absent)
+  std::string node_ids_file;      ///< empty when ids were not remapped
+};
+
+/// A whole CSR graph in host memory, as the converter and generator produce it.
+struct host_csr {
+  std::uint64_t num_nodes = 0;
+  std::vector<std::int64_t> row_offsets;   ///< num_nodes + 1
+  std::vector<std::int64_t> col_indices;   ///< num_edges (narrowed to int32 on disk if it fits)
+  std::vector<float> edge_weights;         ///< empty or num_edges
+  std::vector<float> node_features;        ///< empty or num_nodes * feature_dim (float32)
+  std::uint64_t feature_dim = 0;
+  bool directed = true;
+  std::vector<std::string> node_ids;       ///< empty, or the original id of every node
+  std::uint64_t num_edges() const { return col_indices.size(); }
+};
+
+/// Writes `graph` as a dataset into `dir` (created if missing; existing dataset files are
+/// replaced).  Validates the CSR first (offsets start at 0, never decrease, end at num_edges;
+/// every column index < num_nodes).  features_type picks the on-disk feature dtype
+/// (float32, float16 or bfloat16).  Returns the manifest written.
+manifest write_dataset(const std::string& dir, const host_csr& graph,
+                       wholememory::dtype features_type = wholememory::dtype::float32);
+
+/// Reads and checks `dir`/manifest.yaml: format version, required keys, counts consistent with
+/// each other and with every file's size on disk.  Does not read the arrays.
+manifest read_manifest(const std::string& dir);
+
+/// Verifies every array file's checksum against the manifest; throws naming the first file
+/// that differs.
+void verify_checksums(const std::string& dir, const manifest& m);
+
+/// Reads the whole dataset into host memory (after read_manifest and verify_checksums), with
+/// col_indices widened to int64 and features converted to float32.
+host_csr read_dataset(const std::string& dir);
+
+/// FNV-1a 64 of a byte range, continuing from `seed` (for streaming).
+std::uint64_t fnv1a64(const void* data, std::size_t bytes,
+                      std::uint64_t seed = 1469598103934665603ull);
+
+/// Degree statistics for `wholestore info`.
+struct degree_stats {
+  std::uint64_t min = 0, max = 0;
+  double mean = 0, median = 0;
+  std::uint64_t isolated = 0;  ///< nodes with out-degree 0
+  /// histogram[k]: nodes whose degree d satisfies 2^(k-1) <= d < 2^k (k = 0 holds d = 0).
+  std::vector<std::uint64_t> log2_histogram;
+};
+degree_stats compute_degree_stats(const std::vector<std::int64_t>& row_offsets);
+
+}  // namespace wholestore::graph
