@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <tuple>
 
 namespace wholememory {
 
@@ -159,14 +160,20 @@ std::optional<launch_env> read_launch_env() {
           ? static_cast<int>(parse_env_int(local_rank_name, local_rank_text, 0, env.local_size - 1))
           : (local_size_text ? env.rank % env.local_size : env.rank);
 
+  std::tie(env.master_addr, env.master_port) = master_address_from_env();
+  return env;
+}
+
+std::pair<std::string, int> master_address_from_env() {
+  std::pair<std::string, int> address{"127.0.0.1", 29500};
   if (const char* addr = std::getenv("MASTER_ADDR")) {
     WM_EXPECTS(*addr != '\0', "environment variable MASTER_ADDR is empty");
-    env.master_addr = addr;
+    address.first = addr;
   }
   if (const char* port = std::getenv("MASTER_PORT")) {
-    env.master_port = static_cast<int>(parse_env_int("MASTER_PORT", port, 1, 65535));
+    address.second = static_cast<int>(parse_env_int("MASTER_PORT", port, 1, 65535));
   }
-  return env;
+  return address;
 }
 
 std::unique_ptr<bootstrap> bootstrap_from_env(std::chrono::milliseconds timeout) {

@@ -370,9 +370,9 @@ WmStatus WmmpInit(int group_rank, int group_size, CollectiveCommunicator* collec
       std::iota(all.begin(), all.end(), 0);
       bs = std::make_shared<seed_bootstrap>(cc, all);
     } else {
-      auto env = wholememory::read_launch_env().value_or(wholememory::launch_env{});
-      bs =
-          wholememory::make_tcp_bootstrap(group_rank, group_size, env.master_addr, env.master_port);
+      // The caller gives rank and size; only the meeting point comes from the environment.
+      auto [addr, port] = wholememory::master_address_from_env();
+      bs = wholememory::make_tcp_bootstrap(group_rank, group_size, addr, port);
     }
     s.wmmp_comm = wholememory::make_host_communicator(bs);
   });

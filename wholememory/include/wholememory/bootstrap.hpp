@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace wholememory {
@@ -94,6 +95,10 @@ struct launch_env {
 /// _LOCAL_SIZE (mpirun; address defaults to 127.0.0.1:29500 unless MASTER_* are set).
 /// Returns nullopt when neither set is present; throws logic_error on malformed values.
 std::optional<launch_env> read_launch_env();
+
+/// MASTER_ADDR and MASTER_PORT, defaulting to 127.0.0.1 and 29500; throws logic_error on
+/// malformed values.
+std::pair<std::string, int> master_address_from_env();
 
 /// A TCP bootstrap from read_launch_env(); throws logic_error when no launch environment
 /// is present.  Collective.
