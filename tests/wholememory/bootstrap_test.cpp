@@ -656,6 +656,23 @@ TEST(BootstrapEnv, TorchrunWithoutLocalOrMasterVariables) {
   EXPECT_EQ(le->master_port, 29500);
 }
 
+// The seed API's WmmpInit takes rank and size from its caller and only the meeting point
+// from the environment.
+TEST(BootstrapEnv, MasterAddressWithoutRankVariables) {
+  env_guard env;
+  EXPECT_EQ(wholememory::master_address_from_env(),
+            std::make_pair(std::string("127.0.0.1"), 29500));
+  env.set("MASTER_ADDR", "node7");
+  env.set("MASTER_PORT", "31337");
+  EXPECT_FALSE(wholememory::read_launch_env().has_value());
+  EXPECT_EQ(wholememory::master_address_from_env(), std::make_pair(std::string("node7"), 31337));
+  env.set("MASTER_PORT", "70000");
+  EXPECT_THROW(wholememory::master_address_from_env(), wholememory::logic_error);
+  env.set("MASTER_PORT", "80");
+  env.set("MASTER_ADDR", "");
+  EXPECT_THROW(wholememory::master_address_from_env(), wholememory::logic_error);
+}
+
 TEST(BootstrapEnv, OpenMpiVariables) {
   env_guard env;
   env.set("OMPI_COMM_WORLD_RANK", "3");
