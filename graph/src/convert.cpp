@@ -62,6 +62,55 @@ bool parse_weight(std::string_view field, float& weight) {
   return end == field.data() + field.size() && errno == 0;
 }
 
+// Integer id -> node index, open addressing with linear probing: the node-based
+// std::unordered_map spends most of a large conversion on cache misses.
+class integer_id_map {
+ public:
+  // Returns the index of `key`, inserting `next` for a new key (then `inserted` is true).
+  std::int64_t find_or_insert(std::uint64_t key, std::int64_t next, bool& inserted) {
+    if ((size_ + 1) * 2 > slots_.size()) grow();
+    std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = hash(key) & mask;; i = (i + 1) & mask) {
+      slot& s = slots_[i];
+      if (s.value < 0) {
+        s = slot{key, next};
+        ++size_;
+        inserted = true;
+        return next;
+      }
+      if (s.key == key) {
+        inserted = false;
+        return s.value;
+      }
+    }
+  }
+
+ private:
+  struct slot {
+    std::uint64_t key;
+    std::int64_t value;  // -1: empty
+  };
+  static std::size_t hash(std::uint64_t key) {
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdull;
+    key ^= key >> 33;
+    return static_cast<std::size_t>(key);
+  }
+  void grow() {
+    std::vector<slot> old = std::move(slots_);
+    slots_.assign(old.empty() ? 1024 : old.size() * 2, slot{0, -1});
+    const std::size_t mask = slots_.size() - 1;
+    for (const slot& s : old) {
+      if (s.value < 0) continue;
+      std::size_t i = hash(s.key) & mask;
+      while (slots_[i].value >= 0) i = (i + 1) & mask;
+      slots_[i] = s;
+    }
+  }
+  std::vector<slot> slots_;
+  std::size_t size_ = 0;
+};
+
 class edge_list_parser {
  public:
   edge_list_parser(const std::string& path, const convert_options& options)
@@ -120,7 +169,7 @@ class edge_list_parser {
       for (auto& s : src_) s = static_cast<std::int64_t>(numeric_value_[s]);
       for (auto& d : dst_) d = static_cast<std::int64_t>(numeric_value_[d]);
     } else {
-      g.node_ids = std::move(node_ids_);
+      g.node_ids = node_id_texts();
     }
     g.num_nodes = n;
     g.directed = !options_.symmetrize;
@@ -201,22 +250,39 @@ class edge_list_parser {
   std::int64_t node(std::string_view id) {
     std::uint64_t value;
     if (parse_canonical_uint(id, value)) {
-      auto [it, inserted] = numeric_ids_.try_emplace(value, static_cast<std::int64_t>(next_id_));
-      if (inserted) add_node(id, value);
-      return it->second;
+      bool inserted = false;
+      const std::int64_t index =
+          numeric_ids_.find_or_insert(value, static_cast<std::int64_t>(next_id_), inserted);
+      if (inserted) add_node(value, false);
+      return index;
     }
     all_numeric_ = false;
-    auto [it, inserted] =
-        string_ids_.try_emplace(std::string(id), static_cast<std::int64_t>(next_id_));
-    if (inserted) add_node(id, 0);
-    return it->second;
+    key_.assign(id);  // reused, so that ids already seen cost no allocation
+    auto it = string_ids_.find(key_);
+    if (it != string_ids_.end()) return it->second;
+    string_ids_.emplace(key_, static_cast<std::int64_t>(next_id_));
+    string_names_.push_back(key_);
+    add_node(string_names_.size() - 1, true);
+    return static_cast<std::int64_t>(next_id_ - 1);
   }
 
-  void add_node(std::string_view id, std::uint64_t value) {
+  // `value`: the integer id, or for a string id its index in string_names_.
+  void add_node(std::uint64_t value, bool is_string) {
     ++next_id_;
-    node_ids_.emplace_back(id);
     numeric_value_.push_back(value);
+    is_string_.push_back(is_string);
     if (value >= max_as_is_id) all_numeric_ = false;
+  }
+
+  // Original ids as text; integer ids were parsed from canonical decimal text, so printing
+  // them gives back exactly what the file said.
+  std::vector<std::string> node_id_texts() {
+    std::vector<std::string> ids(next_id_);
+    for (std::uint64_t v = 0; v < next_id_; ++v) {
+      ids[v] = is_string_[v] ? std::move(string_names_[numeric_value_[v]])
+                             : std::to_string(numeric_value_[v]);
+    }
+    return ids;
   }
 
   // Counting sort of the edges by source (two passes over the edge arrays), then, when asked,
@@ -290,12 +356,14 @@ class edge_list_parser {
   std::uint64_t end_marker_line_ = 0;
   std::string end_marker_text_;
 
-  std::unordered_map<std::uint64_t, std::int64_t> numeric_ids_;
+  integer_id_map numeric_ids_;
   std::unordered_map<std::string, std::int64_t> string_ids_;
   std::uint64_t next_id_ = 0;
   bool all_numeric_ = true;
-  std::vector<std::string> node_ids_;
+  std::string key_;
+  std::vector<std::string> string_names_;
   std::vector<std::uint64_t> numeric_value_;
+  std::vector<bool> is_string_;
 
   std::vector<std::int64_t> src_, dst_;
   std::vector<float> weights_;
@@ -327,13 +395,19 @@ host_csr convert_edge_list(const std::string& path, const convert_options& optio
     const char* data = buffer.data();
     const std::size_t size = buffer.size();
     std::size_t i = start;
+    // Next '\n' and '\r' at or after i, searched again only once passed, so a file with
+    // only bare CR line ends is not rescanned for '\n' on every line.
+    auto find = [&](char c, std::size_t from) {
+      const void* hit = std::memchr(data + from, c, size - from);
+      return hit ? static_cast<std::size_t>(static_cast<const char*>(hit) - data) : size;
+    };
+    std::size_t next_lf = find('\n', i), next_cr = find('\r', i);
     while (i < size) {
-      const void* hit = std::memchr(data + i, '\n', size - i);
-      const void* hit_cr = std::memchr(
-          data + i, '\r', (hit ? static_cast<const char*>(hit) : data + size) - (data + i));
-      const char* end = static_cast<const char*>(hit_cr ? hit_cr : hit);
-      if (end == nullptr) break;
-      const std::size_t e = static_cast<std::size_t>(end - data);
+      if (next_lf < i) next_lf = find('\n', i);
+      if (next_cr < i) next_cr = find('\r', i);
+      const std::size_t e = std::min(next_lf, next_cr);
+      if (e == size) break;
+      const char* end = data + e;
       parser.line(std::string_view(data + start, e - start));
       i = e + 1;
       if (*end == '\r') {
