@@ -262,6 +262,24 @@ TEST_F(ConvertTest, MalformedLinesNameFileLineAndContent) {
   expect_error([&] { convert_edge_list(path, o); }, {path + ":2", "weight", "'1 2'"});
 }
 
+TEST_F(ConvertTest, CrlfSplitAcrossReadChunksIsOneLineEnd) {
+  // The converter reads 16 MiB at a time; put the CR of a CRLF at the last byte of the first
+  // chunk.  A second line end there would shift the line number in the error below.
+  constexpr std::size_t chunk = std::size_t{16} << 20;
+  std::string text = "#\n";  // 2 bytes, so that the lines of 5 bytes put a CR at chunk - 1
+  std::size_t lines = 1;
+  while (text.size() < chunk + 10) {
+    text += "1 2\r\n";
+    ++lines;
+  }
+  ASSERT_EQ(text[chunk - 1], '\r');
+  ASSERT_EQ(text[chunk], '\n');
+  text += "bad\r\n";
+  const std::string path = file("big.txt", text);
+  expect_error([&] { convert_edge_list(path, {}); },
+               {path + ":" + std::to_string(lines + 1) + ":", "'bad'"});
+}
+
 TEST_F(ConvertTest, MissingFile) {
   EXPECT_THROW(convert_edge_list((dir_ / "nope.txt").string(), {}), wholememory::system_error);
 }
