@@ -137,8 +137,6 @@ class edge_list_parser {
     if (!seen_data_line_) {
       seen_data_line_ = true;
       if (num_fields_ == 1) return;  // a lone node count
-      float w;
-      if (num_fields_ == 3 && options_.has_weights && !parse_weight(fields_[2], w)) return;
       if (!(is_integer(fields_[0]) && is_integer(fields_[1]))) {
         if (is_column_name(fields_[0])) return;
         // "a b" may be a header or the first edge of a file with string ids: the next data
@@ -148,7 +146,8 @@ class edge_list_parser {
         return;
       }
     } else if (pending_line_ != 0) {
-      const bool header = is_integer(fields_[0]) && is_integer(fields_[1]);
+      // fields_ past num_fields_ are stale views, so a short line cannot vote.
+      const bool header = num_fields_ >= 2 && is_integer(fields_[0]) && is_integer(fields_[1]);
       if (!header) flush_pending();
       pending_line_ = 0;
       split(line_no_, text);

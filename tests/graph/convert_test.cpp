@@ -156,6 +156,11 @@ TEST_F(ConvertTest, NonIntegerHeaderDecidedByTheNextLine) {
   EXPECT_EQ(g.num_edges(), 1u);
   auto s = convert_edge_list(file("s.txt", "x y\nz x\n"), {});  // string ids: both are edges
   EXPECT_EQ(named_edges(s), (named{{"x", "y"}, {"z", "x"}}));
+  // The pending first line is an edge when the next data line is too short to vote.
+  const std::string path = file("p.txt", "x y\n7\n");
+  expect_error([&] { convert_edge_list(path, {}); }, {path + ":2", "'7'"});
+  auto one = convert_edge_list(file("o.txt", "x y\n"), {});  // a lone data line is an edge
+  EXPECT_EQ(one.num_edges(), 1u);
 }
 
 TEST_F(ConvertTest, WeightsColumn) {
