@@ -8,14 +8,18 @@
 namespace {
 
 void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: wholestore <command> [args]\n"
-               "\n"
-               "commands:\n"
-               "  demo [config.yaml] [--set key=value]   tour of WholeMemory on the ranks present\n"
-               "  bench [config.yaml] [--set key=value]  gather/scatter bandwidth vs. ceilings\n"
-               "  launch -n N [--master-port P] -- CMD   run N ranks of CMD on this host\n"
-               "  help                                   this text\n");
+  std::fprintf(
+      out,
+      "usage: wholestore <command> [args]\n"
+      "\n"
+      "commands:\n"
+      "  demo [config.yaml] [--set key=value]   tour of WholeMemory on the ranks present\n"
+      "  bench [config.yaml] [--set key=value]  gather/scatter bandwidth vs. ceilings\n"
+      "  convert [config.yaml] [--set k=v]      edge-list text to a dataset\n"
+      "  gen [config.yaml] [--set k=v]          generate an R-MAT or uniform random dataset\n"
+      "  info <dataset-dir>                     counts, degree statistics, degree histogram\n"
+      "  launch -n N [--master-port P] -- CMD   run N ranks of CMD on this host\n"
+      "  help                                   this text\n");
 }
 
 }  // namespace

@@ -1,1 +1,430 @@
-// placeholder: replaced by its owner before this lands
+// Edge-list text to a host CSR: a hand-written line parser over big chunks of the file (no
+// iostream per token), id remapping in first-appearance order, and a counting-sort CSR build.
+#include <graph/convert.hpp>
+
+#include <wholememory/error.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace wholestore::graph {
+
+namespace {
+
+constexpr std::size_t read_chunk_bytes = std::size_t{16} << 20;
+// Ids kept as-is must stay below this so that num_nodes = max id + 1 is a sane allocation.
+constexpr std::uint64_t max_as_is_id = std::uint64_t{1} << 40;
+
+struct file_closer {
+  void operator()(std::FILE* f) const {
+    if (f) std::fclose(f);
+  }
+};
+
+bool is_separator(char c) { return c == ' ' || c == '\t' || c == ',' || c == '\f' || c == '\v'; }
+
+// Parses a canonical non-negative decimal integer (no sign, no leading zeros) below 2^63.
+bool parse_canonical_uint(std::string_view s, std::uint64_t& value) {
+  if (s.empty() || s.size() > 18 || (s.size() > 1 && s[0] == '0')) return false;
+  std::uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  value = v;
+  return true;
+}
+
+bool is_integer(std::string_view s) {
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
+  if (s.empty()) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// `field` must be followed in memory by a non-number character (a separator, a line end or the
+// string's terminating NUL), which holds for fields inside the read buffer.
+bool parse_weight(std::string_view field, float& weight) {
+  if (field.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  weight = std::strtof(field.data(), &end);
+  return end == field.data() + field.size() && errno == 0;
+}
+
+// Integer id -> node index, open addressing with linear probing: the node-based
+// std::unordered_map spends most of a large conversion on cache misses.
+class integer_id_map {
+ public:
+  // Returns the index of `key`, inserting `next` for a new key (then `inserted` is true).
+  std::int64_t find_or_insert(std::uint64_t key, std::int64_t next, bool& inserted) {
+    if ((size_ + 1) * 2 > slots_.size()) grow();
+    std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = hash(key) & mask;; i = (i + 1) & mask) {
+      slot& s = slots_[i];
+      if (s.value < 0) {
+        s = slot{key, next};
+        ++size_;
+        inserted = true;
+        return next;
+      }
+      if (s.key == key) {
+        inserted = false;
+        return s.value;
+      }
+    }
+  }
+
+ private:
+  struct slot {
+    std::uint64_t key;
+    std::int64_t value;  // -1: empty
+  };
+  static std::size_t hash(std::uint64_t key) {
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdull;
+    key ^= key >> 33;
+    return static_cast<std::size_t>(key);
+  }
+  void grow() {
+    std::vector<slot> old = std::move(slots_);
+    slots_.assign(old.empty() ? 1024 : old.size() * 2, slot{0, -1});
+    const std::size_t mask = slots_.size() - 1;
+    for (const slot& s : old) {
+      if (s.value < 0) continue;
+      std::size_t i = hash(s.key) & mask;
+      while (slots_[i].value >= 0) i = (i + 1) & mask;
+      slots_[i] = s;
+    }
+  }
+  std::vector<slot> slots_;
+  std::size_t size_ = 0;
+};
+
+class edge_list_parser {
+ public:
+  edge_list_parser(const std::string& path, const convert_options& options)
+      : path_(path), options_(options) {}
+
+  // One line without its line end.  Throws for a malformed line.
+  void line(std::string_view text) {
+    ++line_no_;
+    std::size_t b = 0;
+    while (b < text.size() && (text[b] == ' ' || text[b] == '\t')) ++b;
+    if (b == text.size() || text[b] == '#' || text[b] == '%') return;
+    split(line_no_, text);
+    if (end_marker_line_ != 0) {
+      fail(end_marker_line_, end_marker_text_,
+           "'-1' ends the edge list but more lines follow it (next at line " +
+               std::to_string(line_no_) + ")");
+    }
+    if (num_fields_ == 1 && fields_[0] == "-1") {
+      // Some exporters (the shared ego-Facebook copy among them) close the list with "-1".
+      end_marker_line_ = line_no_;
+      end_marker_text_ = std::string(text);
+      return;
+    }
+    if (!seen_data_line_) {
+      seen_data_line_ = true;
+      if (num_fields_ == 1) return;  // a lone node count
+      if (!(is_integer(fields_[0]) && is_integer(fields_[1]))) {
+        if (is_column_name(fields_[0])) return;
+        // "a b" may be a header or the first edge of a file with string ids: the next data
+        // line decides (a header when its ids are integers).
+        pending_ = std::string(text);
+        pending_line_ = line_no_;
+        return;
+      }
+    } else if (pending_line_ != 0) {
+      // fields_ past num_fields_ are stale views, so a short line cannot vote.
+      const bool header = num_fields_ >= 2 && is_integer(fields_[0]) && is_integer(fields_[1]);
+      if (!header) flush_pending();
+      pending_line_ = 0;
+      split(line_no_, text);
+    }
+    edge(line_no_, text);
+  }
+
+  host_csr finish() {
+    if (pending_line_ != 0) flush_pending();  // a single data line is an edge, not a header
+    host_csr g;
+    const bool as_is = options_.numeric_ids_as_is && all_numeric_;
+    std::uint64_t n = next_id_;
+    if (as_is) {
+      // Remapped ids back to the integers they came from.
+      std::uint64_t max_id = 0;
+      for (std::uint64_t v : numeric_value_) max_id = std::max(max_id, v);
+      n = next_id_ == 0 ? 0 : max_id + 1;
+      for (auto& s : src_) s = static_cast<std::int64_t>(numeric_value_[s]);
+      for (auto& d : dst_) d = static_cast<std::int64_t>(numeric_value_[d]);
+    } else {
+      g.node_ids = node_id_texts();
+    }
+    g.num_nodes = n;
+    g.directed = !options_.symmetrize;
+    build_csr(g);
+    return g;
+  }
+
+ private:
+  [[noreturn]] void fail(std::uint64_t line_no, std::string_view text, const std::string& why) {
+    std::string shown(text.substr(0, 200));
+    if (text.size() > 200) shown += "...";
+    WM_FAIL(wholememory::logic_error,
+            path_ << ":" << line_no << ": malformed line (" << why << "): '" << shown << "'");
+  }
+
+  void split(std::uint64_t line_no, std::string_view text) {
+    num_fields_ = 0;
+    std::size_t i = 0;
+    int commas = 0;
+    bool first = true;
+    while (true) {
+      while (i < text.size() && is_separator(text[i])) {
+        if (text[i] == ',') ++commas;
+        ++i;
+      }
+      if (i == text.size()) {
+        if (commas > 0) fail(line_no, text, "empty field after a comma");
+        return;
+      }
+      if (commas > 1 || (first && commas > 0)) fail(line_no, text, "empty field between commas");
+      commas = 0;
+      first = false;
+      std::size_t start = i;
+      while (i < text.size() && !is_separator(text[i])) ++i;
+      if (num_fields_ < fields_.size()) fields_[num_fields_] = text.substr(start, i - start);
+      ++num_fields_;
+    }
+  }
+
+  void flush_pending() {
+    const std::string held = std::move(pending_);
+    split(pending_line_, held);
+    edge(pending_line_, held);
+  }
+
+  // The fields of `text` are in fields_.
+  void edge(std::uint64_t line_no, std::string_view text) {
+    if (num_fields_ < 2) fail(line_no, text, "expected 'src dst' but found one field");
+    if (num_fields_ > 3) fail(line_no, text, "expected at most 3 fields (src dst weight)");
+    float weight = 1.0f;
+    if (num_fields_ == 3) {
+      // Without has_weights a numeric third column (a weight) is read and ignored.
+      if (!parse_weight(fields_[2], weight)) {
+        fail(line_no, text, "third field '" + std::string(fields_[2]) + "' is not a number");
+      }
+    } else if (options_.has_weights) {
+      fail(line_no, text, "expected a weight in the third field");
+    }
+    const std::int64_t src = node(fields_[0]);
+    const std::int64_t dst = node(fields_[1]);
+    if (options_.drop_self_loops && src == dst) return;
+    src_.push_back(src);
+    dst_.push_back(dst);
+    if (options_.has_weights) weights_.push_back(weight);
+  }
+
+  // Common column names of edge-list headers ("source,target", "from to", "src dst", ...).
+  static bool is_column_name(std::string_view s) {
+    std::string lower;
+    for (char c : s) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const char* name : {"source", "src", "from", "source_id", "src_id", "from_id", "node1",
+                             "node_1", "id1", "citing", "cited", "follower", "user1"}) {
+      if (lower == name) return true;
+    }
+    return false;
+  }
+
+  std::int64_t node(std::string_view id) {
+    std::uint64_t value;
+    if (parse_canonical_uint(id, value)) {
+      bool inserted = false;
+      const std::int64_t index =
+          numeric_ids_.find_or_insert(value, static_cast<std::int64_t>(next_id_), inserted);
+      if (inserted) add_node(value, false);
+      return index;
+    }
+    all_numeric_ = false;
+    key_.assign(id);  // reused, so that ids already seen cost no allocation
+    auto it = string_ids_.find(key_);
+    if (it != string_ids_.end()) return it->second;
+    string_ids_.emplace(key_, static_cast<std::int64_t>(next_id_));
+    string_names_.push_back(key_);
+    add_node(string_names_.size() - 1, true);
+    return static_cast<std::int64_t>(next_id_ - 1);
+  }
+
+  // `value`: the integer id, or for a string id its index in string_names_.
+  void add_node(std::uint64_t value, bool is_string) {
+    ++next_id_;
+    numeric_value_.push_back(value);
+    is_string_.push_back(is_string);
+    if (value >= max_as_is_id) all_numeric_ = false;
+  }
+
+  // Original ids as text; integer ids were parsed from canonical decimal text, so printing
+  // them gives back exactly what the file said.
+  std::vector<std::string> node_id_texts() {
+    std::vector<std::string> ids(next_id_);
+    for (std::uint64_t v = 0; v < next_id_; ++v) {
+      ids[v] = is_string_[v] ? std::move(string_names_[numeric_value_[v]])
+                             : std::to_string(numeric_value_[v]);
+    }
+    return ids;
+  }
+
+  // Counting sort of the edges by source (two passes over the edge arrays), then, when asked,
+  // each row sorted by destination and its duplicates dropped.
+  void build_csr(host_csr& g) {
+    const std::uint64_t n = g.num_nodes, m = src_.size();
+    const bool sym = options_.symmetrize, weighted = options_.has_weights;
+    g.row_offsets.assign(n + 1, 0);
+    for (std::uint64_t e = 0; e < m; ++e) {
+      ++g.row_offsets[static_cast<std::uint64_t>(src_[e]) + 1];
+      if (sym && src_[e] != dst_[e]) ++g.row_offsets[static_cast<std::uint64_t>(dst_[e]) + 1];
+    }
+    for (std::uint64_t v = 0; v < n; ++v) g.row_offsets[v + 1] += g.row_offsets[v];
+    const std::uint64_t total = static_cast<std::uint64_t>(g.row_offsets[n]);
+    g.col_indices.resize(total);
+    if (weighted) g.edge_weights.resize(total);
+    std::vector<std::int64_t> cursor(g.row_offsets.begin(), g.row_offsets.end() - 1);
+    auto place = [&](std::int64_t u, std::int64_t v, float w) {
+      const std::int64_t at = cursor[static_cast<std::uint64_t>(u)]++;
+      g.col_indices[static_cast<std::uint64_t>(at)] = v;
+      if (weighted) g.edge_weights[static_cast<std::uint64_t>(at)] = w;
+    };
+    for (std::uint64_t e = 0; e < m; ++e) {
+      const float w = weighted ? weights_[e] : 0.0f;
+      place(src_[e], dst_[e], w);
+      if (sym && src_[e] != dst_[e]) place(dst_[e], src_[e], w);
+    }
+    std::vector<std::int64_t>().swap(src_);
+    std::vector<std::int64_t>().swap(dst_);
+    std::vector<float>().swap(weights_);
+    if (options_.drop_duplicates) drop_duplicates(g);
+  }
+
+  // Sorts each row by destination (stable: the first weight read wins) and keeps one copy.
+  static void drop_duplicates(host_csr& g) {
+    const bool weighted = !g.edge_weights.empty();
+    std::vector<std::pair<std::int64_t, float>> row;
+    std::uint64_t out = 0;
+    std::int64_t row_start = 0;
+    for (std::uint64_t v = 0; v < g.num_nodes; ++v) {
+      const std::int64_t begin = row_start, end = g.row_offsets[v + 1];
+      row.clear();
+      for (std::int64_t e = begin; e < end; ++e) {
+        const auto i = static_cast<std::uint64_t>(e);
+        row.emplace_back(g.col_indices[i], weighted ? g.edge_weights[i] : 0.0f);
+      }
+      std::stable_sort(row.begin(), row.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      row_start = end;
+      g.row_offsets[v] = static_cast<std::int64_t>(out);
+      for (std::size_t k = 0; k < row.size(); ++k) {
+        if (k > 0 && row[k].first == row[k - 1].first) continue;
+        g.col_indices[out] = row[k].first;
+        if (weighted) g.edge_weights[out] = row[k].second;
+        ++out;
+      }
+    }
+    g.row_offsets[g.num_nodes] = static_cast<std::int64_t>(out);
+    g.col_indices.resize(out);
+    if (weighted) g.edge_weights.resize(out);
+  }
+
+  const std::string& path_;
+  const convert_options& options_;
+  std::uint64_t line_no_ = 0;
+  std::array<std::string_view, 4> fields_{};
+  std::size_t num_fields_ = 0;
+  bool seen_data_line_ = false;
+  std::string pending_;  // a first data line that may be a header
+  std::uint64_t pending_line_ = 0;
+  std::uint64_t end_marker_line_ = 0;
+  std::string end_marker_text_;
+
+  integer_id_map numeric_ids_;
+  std::unordered_map<std::string, std::int64_t> string_ids_;
+  std::uint64_t next_id_ = 0;
+  bool all_numeric_ = true;
+  std::string key_;
+  std::vector<std::string> string_names_;
+  std::vector<std::uint64_t> numeric_value_;
+  std::vector<bool> is_string_;
+
+  std::vector<std::int64_t> src_, dst_;
+  std::vector<float> weights_;
+};
+
+}  // namespace
+
+host_csr convert_edge_list(const std::string& path, const convert_options& options) {
+  std::unique_ptr<std::FILE, file_closer> f(std::fopen(path.c_str(), "rb"));
+  if (!f) {
+    int err = errno;
+    WM_FAIL(wholememory::system_error,
+            path << ": cannot open (" << wholememory::detail::errno_text(err) << ")");
+  }
+  edge_list_parser parser(path, options);
+  // `buffer` holds the unfinished last line of the previous chunk followed by the new chunk.
+  std::string buffer;
+  bool last_was_cr = false;  // a CRLF split across two chunks is one line end, not two
+  while (true) {
+    const std::size_t keep = buffer.size();
+    buffer.resize(keep + read_chunk_bytes);
+    const std::size_t got = std::fread(&buffer[keep], 1, read_chunk_bytes, f.get());
+    buffer.resize(keep + got);
+    WM_EXPECTS(!std::ferror(f.get()), path << ": read error");
+    const bool eof = got == 0;
+    std::size_t start = 0;
+    if (keep == 0 && last_was_cr && !buffer.empty() && buffer[0] == '\n') start = 1;
+    last_was_cr = false;
+    const char* data = buffer.data();
+    const std::size_t size = buffer.size();
+    std::size_t i = start;
+    // Next '\n' and '\r' at or after i, searched again only once passed, so a file with
+    // only bare CR line ends is not rescanned for '\n' on every line.
+    auto find = [&](char c, std::size_t from) {
+      const void* hit = std::memchr(data + from, c, size - from);
+      return hit ? static_cast<std::size_t>(static_cast<const char*>(hit) - data) : size;
+    };
+    std::size_t next_lf = find('\n', i), next_cr = find('\r', i);
+    while (i < size) {
+      if (next_lf < i) next_lf = find('\n', i);
+      if (next_cr < i) next_cr = find('\r', i);
+      const std::size_t e = std::min(next_lf, next_cr);
+      if (e == size) break;
+      const char* end = data + e;
+      parser.line(std::string_view(data + start, e - start));
+      i = e + 1;
+      if (*end == '\r') {
+        if (i < size && data[i] == '\n') {
+          ++i;
+        } else if (i == size) {
+          last_was_cr = true;
+        }
+      }
+      start = i;
+    }
+    if (eof) {
+      if (start < size) parser.line(std::string_view(data + start, size - start));
+      break;
+    }
+    buffer.erase(0, start);
+  }
+  return parser.finish();
+}
+
+}  // namespace wholestore::graph
