@@ -1,1 +1,653 @@
-// placeholder: replaced by its owner before this lands
+// Datasets on disk: manifest writing and strict parsing, array files with checksums, CSR
+// validation and degree statistics.  See docs/dataset-format.md for the format itself.
+#include <graph/dataset.hpp>
+
+#include <wholememory/detail/convert.hpp>
+#include <wholememory/error.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <type_traits>
+
+namespace wholestore::graph {
+
+namespace {
+
+namespace fs = std::filesystem;
+using wholememory::dtype;
+
+constexpr const char* manifest_name = "manifest.yaml";
+constexpr std::uint64_t fnv_offset_basis = 14695981039346656037ull;  // FNV-1a 64's start
+// Big enough to keep the disk busy, small enough not to matter next to the arrays.
+constexpr std::size_t io_chunk_bytes = std::size_t{4} << 20;
+
+std::string join(const std::string& dir, const std::string& name) {
+  return (fs::path(dir) / name).string();
+}
+
+struct file_closer {
+  void operator()(std::FILE* f) const {
+    if (f) std::fclose(f);
+  }
+};
+using file_ptr = std::unique_ptr<std::FILE, file_closer>;
+
+file_ptr open_file(const std::string& path, const char* mode) {
+  file_ptr f(std::fopen(path.c_str(), mode));
+  if (!f) {
+    int err = errno;
+    WM_FAIL(wholememory::system_error,
+            path << ": cannot open (" << wholememory::detail::errno_text(err) << ")");
+  }
+  return f;
+}
+
+// Writes a file as <path>.tmp and renames it into place, so a reader never sees a half-written
+// array under the final name; the checksum is taken over exactly the bytes written.
+class atomic_writer {
+ public:
+  explicit atomic_writer(std::string path)
+      : path_(std::move(path)), tmp_(path_ + ".tmp"), file_(open_file(tmp_, "wb")) {}
+  atomic_writer(const atomic_writer&) = delete;
+  atomic_writer& operator=(const atomic_writer&) = delete;
+  ~atomic_writer() {
+    if (file_) {  // not committed: an exception is on its way, leave nothing behind
+      file_.reset();
+      std::error_code ec;
+      fs::remove(tmp_, ec);
+    }
+  }
+
+  void write(const void* data, std::size_t bytes) {
+    if (bytes == 0) return;
+    if (std::fwrite(data, 1, bytes, file_.get()) != bytes) {
+      int err = errno;
+      WM_FAIL(wholememory::system_error,
+              tmp_ << ": write failed (" << wholememory::detail::errno_text(err) << ")");
+    }
+    checksum_ = fnv1a64(data, bytes, checksum_);
+    bytes_ += bytes;
+  }
+
+  void commit() {
+    std::FILE* f = file_.release();
+    if (std::fclose(f) != 0) {
+      int err = errno;
+      std::error_code ec;
+      fs::remove(tmp_, ec);
+      WM_FAIL(wholememory::system_error,
+              tmp_ << ": close failed (" << wholememory::detail::errno_text(err) << ")");
+    }
+    std::error_code ec;
+    fs::rename(tmp_, path_, ec);
+    WM_EXPECTS(!ec, tmp_ << ": cannot rename to " << path_ << " (" << ec.message() << ")");
+  }
+
+  std::uint64_t checksum() const { return checksum_; }
+  std::uint64_t bytes() const { return bytes_; }
+
+ private:
+  std::string path_, tmp_;
+  file_ptr file_;
+  std::uint64_t checksum_ = fnv_offset_basis;
+  std::uint64_t bytes_ = 0;
+};
+
+// Writes `count` elements of Src converted to Dst, in chunks.
+template <typename Dst, typename Src>
+array_file write_array(const std::string& dir, const std::string& name, dtype type, const Src* src,
+                       std::size_t count) {
+  atomic_writer out(join(dir, name));
+  if constexpr (std::is_same<Dst, Src>::value) {
+    out.write(src, count * sizeof(Src));
+  } else {
+    const std::size_t chunk = io_chunk_bytes / sizeof(Dst);
+    std::vector<Dst> buf(std::min(chunk, count));
+    for (std::size_t done = 0; done < count; done += chunk) {
+      std::size_t n = std::min(chunk, count - done);
+      for (std::size_t i = 0; i < n; ++i) {
+        if constexpr (std::is_integral<Dst>::value) {
+          buf[i] = static_cast<Dst>(src[done + i]);
+        } else {
+          buf[i] = wholememory::detail::convert_element<Dst>(src[done + i]);
+        }
+      }
+      out.write(buf.data(), n * sizeof(Dst));
+    }
+  }
+  out.commit();
+  return array_file{name, type, count, out.bytes(), out.checksum()};
+}
+
+// Reads a whole array file of Src elements into `dst` as Dst.  Sizes were checked by
+// read_manifest; a short read here means the file changed under us.
+template <typename Dst, typename Src>
+void read_array(const std::string& dir, const array_file& a, std::vector<Dst>& dst) {
+  const std::string path = join(dir, a.name);
+  file_ptr f = open_file(path, "rb");
+  dst.resize(a.count);
+  const std::size_t chunk = io_chunk_bytes / sizeof(Src);
+  std::vector<Src> buf;
+  for (std::size_t done = 0; done < a.count; done += chunk) {
+    std::size_t n = std::min<std::size_t>(chunk, a.count - done);
+    Src* target;
+    if constexpr (std::is_same<Dst, Src>::value) {
+      target = dst.data() + done;
+    } else {
+      buf.resize(n);
+      target = buf.data();
+    }
+    std::size_t got = std::fread(target, sizeof(Src), n, f.get());
+    WM_EXPECTS(got == n, path << ": truncated while reading: expected " << a.bytes << " bytes, got "
+                              << (done + got) * sizeof(Src));
+    if constexpr (!std::is_same<Dst, Src>::value) {
+      for (std::size_t i = 0; i < n; ++i) {
+        if constexpr (std::is_integral<Dst>::value) {
+          dst[done + i] = static_cast<Dst>(buf[i]);
+        } else {
+          dst[done + i] = wholememory::detail::convert_element<Dst>(buf[i]);
+        }
+      }
+    }
+  }
+}
+
+// Throws naming the first rule of a CSR that `graph` breaks.
+void validate_csr(const host_csr& graph, const std::string& what) {
+  const std::uint64_t n = graph.num_nodes, m = graph.num_edges();
+  WM_EXPECTS(graph.row_offsets.size() == n + 1,
+             what << ": row_offsets has " << graph.row_offsets.size()
+                  << " entries, expected num_nodes + 1 = " << n + 1);
+  WM_EXPECTS(graph.row_offsets[0] == 0,
+             what << ": row_offsets[0] is " << graph.row_offsets[0] << ", expected 0");
+  for (std::uint64_t v = 0; v < n; ++v) {
+    WM_EXPECTS(graph.row_offsets[v + 1] >= graph.row_offsets[v],
+               what << ": row_offsets decreases at node " << v << " (" << graph.row_offsets[v]
+                    << " -> " << graph.row_offsets[v + 1] << ")");
+  }
+  WM_EXPECTS(static_cast<std::uint64_t>(graph.row_offsets[n]) == m,
+             what << ": row_offsets[num_nodes] is " << graph.row_offsets[n]
+                  << ", expected num_edges = " << m);
+  for (std::uint64_t e = 0; e < m; ++e) {
+    const std::int64_t c = graph.col_indices[e];
+    WM_EXPECTS(c >= 0 && static_cast<std::uint64_t>(c) < n,
+               what << ": col_indices[" << e << "] is " << c << ", outside [0, " << n << ")");
+  }
+  WM_EXPECTS(graph.edge_weights.empty() || graph.edge_weights.size() == m,
+             what << ": edge_weights has " << graph.edge_weights.size()
+                  << " entries, expected 0 or num_edges = " << m);
+  WM_EXPECTS(graph.node_features.size() == n * graph.feature_dim,
+             what << ": node_features has " << graph.node_features.size()
+                  << " entries, expected num_nodes * feature_dim = " << n * graph.feature_dim);
+  WM_EXPECTS(graph.node_ids.empty() || graph.node_ids.size() == n,
+             what << ": node_ids has " << graph.node_ids.size()
+                  << " entries, expected 0 or num_nodes = " << n);
+}
+
+// Node count from which column indices need int64.
+constexpr std::uint64_t int32_node_limit = std::uint64_t{1} << 31;
+
+std::string hex64(std::uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+void put_array(std::ostream& os, const char* key, const array_file& a) {
+  os << key << ".file: " << a.name << "\n"
+     << key << ".dtype: " << wholememory::dtype_name(a.type) << "\n"
+     << key << ".count: " << a.count << "\n"
+     << key << ".bytes: " << a.bytes << "\n"
+     << key << ".checksum: " << hex64(a.checksum) << "\n";
+}
+
+// ---- manifest parsing ----
+
+struct manifest_entry {
+  std::string value;
+  int line;
+};
+
+class manifest_parser {
+ public:
+  manifest_parser(std::string path, std::map<std::string, manifest_entry> entries)
+      : path_(std::move(path)), entries_(std::move(entries)) {}
+
+  bool has(const std::string& key) const { return entries_.count(key) != 0; }
+
+  const manifest_entry& entry(const std::string& key) const {
+    auto it = entries_.find(key);
+    WM_EXPECTS(it != entries_.end(), path_ << ": missing required key '" << key << "'");
+    return it->second;
+  }
+
+  std::string where(const std::string& key) const {
+    return path_ + ":" + std::to_string(entry(key).line);
+  }
+
+  std::uint64_t get_u64(const std::string& key, bool hex = false) const {
+    const manifest_entry& e = entry(key);
+    const std::string& s = e.value;
+    std::size_t start = 0;
+    int base = 10;
+    if (hex) {
+      WM_EXPECTS(s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'),
+                 where(key) << ": " << key << " '" << s << "' is not a 0x-prefixed hex number");
+      start = 2;
+      base = 16;
+    }
+    bool ok = s.size() > start && s.size() - start <= 20;
+    for (std::size_t i = start; ok && i < s.size(); ++i) {
+      ok = base == 16 ? std::isxdigit(static_cast<unsigned char>(s[i])) != 0
+                      : (s[i] >= '0' && s[i] <= '9');
+    }
+    errno = 0;
+    unsigned long long v = ok ? std::strtoull(s.c_str() + start, nullptr, base) : 0;
+    WM_EXPECTS(ok && errno == 0,
+               where(key) << ": " << key << " '" << s << "' is not an unsigned 64-bit number");
+    return v;
+  }
+
+  bool get_bool(const std::string& key) const {
+    const std::string& s = entry(key).value;
+    WM_EXPECTS(s == "true" || s == "false",
+               where(key) << ": " << key << " '" << s << "' is not true or false");
+    return s == "true";
+  }
+
+  const std::string& get_string(const std::string& key) const { return entry(key).value; }
+
+  dtype get_dtype(const std::string& key) const {
+    const std::string& s = entry(key).value;
+    try {
+      return wholememory::parse_dtype(s);
+    } catch (const wholememory::logic_error&) {
+      WM_FAIL(wholememory::logic_error, where(key)
+                                            << ": " << key << " '" << s << "' is not a dtype name");
+    }
+  }
+
+  // A plain file name inside the dataset directory: no path separators, no "..".
+  std::string get_file_name(const std::string& key) const {
+    const std::string& s = entry(key).value;
+    WM_EXPECTS(!s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
+                   s.find('\\') == std::string::npos,
+               where(key) << ": " << key << " '" << s
+                          << "' must be a file name inside the dataset directory");
+    return s;
+  }
+
+  array_file get_array(const std::string& prefix) const {
+    array_file a;
+    a.name = get_file_name(prefix + ".file");
+    a.type = get_dtype(prefix + ".dtype");
+    a.count = get_u64(prefix + ".count");
+    a.bytes = get_u64(prefix + ".bytes");
+    a.checksum = get_u64(prefix + ".checksum", true);
+    const std::uint64_t size = wholememory::dtype_size(a.type);
+    WM_EXPECTS(
+        a.count <= std::numeric_limits<std::uint64_t>::max() / size && a.bytes == a.count * size,
+        where(prefix + ".bytes") << ": " << prefix << ".bytes is " << a.bytes
+                                 << ", expected count * dtype size = " << a.count << " * " << size);
+    return a;
+  }
+
+  // True when any key of the optional array `prefix` is present; then all must be.
+  bool has_array(const std::string& prefix) const {
+    for (const char* field : {".file", ".dtype", ".count", ".bytes", ".checksum"}) {
+      if (has(prefix + field)) return true;
+    }
+    return false;
+  }
+
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::map<std::string, manifest_entry> entries_;
+};
+
+bool is_known_key(const std::string& key) {
+  static const char* const plain[] = {"format_version", "num_nodes",   "num_edges",
+                                      "directed",       "feature_dim", "node_ids_file"};
+  for (const char* k : plain) {
+    if (key == k) return true;
+  }
+  for (const char* prefix : {"row_offsets", "col_indices", "edge_weights", "node_features"}) {
+    for (const char* field : {".file", ".dtype", ".count", ".bytes", ".checksum"}) {
+      if (key == std::string(prefix) + field) return true;
+    }
+  }
+  return false;
+}
+
+std::string trim(const std::string& s) {
+  std::size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  std::size_t e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+std::map<std::string, manifest_entry> parse_manifest_lines(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  WM_EXPECTS(in.is_open(), path << ": cannot open the manifest (missing or unreadable)");
+  std::map<std::string, manifest_entry> entries;
+  std::string raw;
+  int line_no = 0;
+  while (std::getline(in, raw)) {
+    ++line_no;
+    std::string line = trim(raw);
+    if (line.empty() || line[0] == '#') continue;
+    std::size_t colon = line.find(": ");
+    if (colon == std::string::npos && line.back() == ':') colon = line.size() - 1;
+    WM_EXPECTS(colon != std::string::npos && colon > 0,
+               path << ":" << line_no << ": expected 'key: value', got '" << line << "'");
+    std::string key = trim(line.substr(0, colon));
+    std::string value = trim(line.substr(colon + 1));
+    // Values are written unquoted and never contain " #", so a comment can follow them.
+    std::size_t hash = value.find(" #");
+    if (hash != std::string::npos) value = trim(value.substr(0, hash));
+    WM_EXPECTS(is_known_key(key), path << ":" << line_no << ": unknown key '" << key << "'");
+    WM_EXPECTS(entries.count(key) == 0, path << ":" << line_no << ": key '" << key
+                                             << "' repeats line " << entries[key].line);
+    entries[key] = manifest_entry{value, line_no};
+  }
+  return entries;
+}
+
+// Checks that the file of `a` exists with exactly a.bytes bytes.
+void check_file_size(const std::string& dir, const array_file& a) {
+  const std::string path = join(dir, a.name);
+  std::error_code ec;
+  std::uint64_t size = fs::file_size(path, ec);
+  WM_EXPECTS(!ec, path << ": cannot read its size (" << ec.message() << ")");
+  WM_EXPECTS(size == a.bytes, path << ": " << (size < a.bytes ? "truncated" : "too long")
+                                   << ": expected " << a.bytes << " bytes, found " << size);
+}
+
+std::uint64_t file_checksum(const std::string& path) {
+  file_ptr f = open_file(path, "rb");
+  std::vector<char> buf(io_chunk_bytes);
+  std::uint64_t h = fnv_offset_basis;
+  std::size_t got;
+  while ((got = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) {
+    h = fnv1a64(buf.data(), got, h);
+  }
+  WM_EXPECTS(!std::ferror(f.get()), path << ": read error while computing its checksum");
+  return h;
+}
+
+}  // namespace
+
+std::uint64_t fnv1a64(const void* data, std::size_t bytes, std::uint64_t seed) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::uint64_t h = seed;
+  for (std::size_t i = 0; i < bytes; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+manifest write_dataset(const std::string& dir, const host_csr& graph, dtype features_type) {
+  validate_csr(graph, "write_dataset(" + dir + ")");
+  WM_EXPECTS(features_type == dtype::float32 || features_type == dtype::float16 ||
+                 features_type == dtype::bfloat16,
+             "write_dataset: features_type " << wholememory::dtype_name(features_type)
+                                             << " is not float32, float16 or bfloat16");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  WM_EXPECTS(!ec, dir << ": cannot create the dataset directory (" << ec.message() << ")");
+  // The old manifest goes first: if we fail half-way, no manifest describes a mix of files.
+  fs::remove(join(dir, manifest_name), ec);
+
+  manifest m;
+  m.num_nodes = graph.num_nodes;
+  m.num_edges = graph.num_edges();
+  m.directed = graph.directed;
+  m.row_offsets = write_array<std::int64_t>(dir, "row_offsets.bin", dtype::int64,
+                                            graph.row_offsets.data(), graph.row_offsets.size());
+  if (graph.num_nodes < int32_node_limit) {
+    m.col_indices = write_array<std::int32_t>(dir, "col_indices.bin", dtype::int32,
+                                              graph.col_indices.data(), graph.col_indices.size());
+  } else {
+    m.col_indices = write_array<std::int64_t>(dir, "col_indices.bin", dtype::int64,
+                                              graph.col_indices.data(), graph.col_indices.size());
+  }
+  // Files of a previous dataset that this one does not have would otherwise linger.
+  fs::remove(join(dir, "edge_weights.bin"), ec);
+  fs::remove(join(dir, "node_features.bin"), ec);
+  fs::remove(join(dir, "node_ids.txt"), ec);
+  if (!graph.edge_weights.empty()) {
+    m.edge_weights = write_array<float>(dir, "edge_weights.bin", dtype::float32,
+                                        graph.edge_weights.data(), graph.edge_weights.size());
+  }
+  if (graph.feature_dim > 0) {
+    m.feature_dim = graph.feature_dim;
+    const float* f = graph.node_features.data();
+    const std::size_t n = graph.node_features.size();
+    const char* name = "node_features.bin";
+    switch (features_type) {
+      case dtype::float16:
+        m.node_features = write_array<wholememory::detail::half_t>(dir, name, features_type, f, n);
+        break;
+      case dtype::bfloat16:
+        m.node_features =
+            write_array<wholememory::detail::bfloat16_t>(dir, name, features_type, f, n);
+        break;
+      default:
+        m.node_features = write_array<float>(dir, name, features_type, f, n);
+        break;
+    }
+  }
+  if (!graph.node_ids.empty()) {
+    m.node_ids_file = "node_ids.txt";
+    atomic_writer out(join(dir, m.node_ids_file));
+    std::string buf;
+    for (const std::string& id : graph.node_ids) {
+      WM_EXPECTS(id.find_first_of("\r\n") == std::string::npos,
+                 "write_dataset: node id '" << id << "' contains a line break");
+      buf += id;
+      buf += '\n';
+      if (buf.size() >= io_chunk_bytes) {
+        out.write(buf.data(), buf.size());
+        buf.clear();
+      }
+    }
+    out.write(buf.data(), buf.size());
+    out.commit();
+  }
+
+  std::ostringstream os;
+  os << "# wholestore graph dataset; see docs/dataset-format.md\n"
+     << "format_version: " << m.format_version << "\n"
+     << "num_nodes: " << m.num_nodes << "\n"
+     << "num_edges: " << m.num_edges << "\n"
+     << "directed: " << (m.directed ? "true" : "false") << "\n";
+  put_array(os, "row_offsets", m.row_offsets);
+  put_array(os, "col_indices", m.col_indices);
+  if (m.edge_weights) put_array(os, "edge_weights", *m.edge_weights);
+  if (m.node_features) {
+    os << "feature_dim: " << m.feature_dim << "\n";
+    put_array(os, "node_features", *m.node_features);
+  }
+  if (!m.node_ids_file.empty()) os << "node_ids_file: " << m.node_ids_file << "\n";
+  const std::string text = os.str();
+  atomic_writer out(join(dir, manifest_name));
+  out.write(text.data(), text.size());
+  out.commit();
+  return m;
+}
+
+manifest read_manifest(const std::string& dir) {
+  const std::string path = join(dir, manifest_name);
+  manifest_parser p(path, parse_manifest_lines(path));
+  manifest m;
+  const std::uint64_t version = p.get_u64("format_version");
+  WM_EXPECTS(version == static_cast<std::uint64_t>(dataset_format_version),
+             p.where("format_version")
+                 << ": format_version " << version << " is not supported (this build reads version "
+                 << dataset_format_version << ")");
+  m.num_nodes = p.get_u64("num_nodes");
+  m.num_edges = p.get_u64("num_edges");
+  m.directed = p.get_bool("directed");
+
+  m.row_offsets = p.get_array("row_offsets");
+  WM_EXPECTS(m.row_offsets.type == dtype::int64, p.where("row_offsets.dtype")
+                                                     << ": row_offsets.dtype must be int64");
+  WM_EXPECTS(m.num_nodes < std::numeric_limits<std::uint64_t>::max() &&
+                 m.row_offsets.count == m.num_nodes + 1,
+             p.where("row_offsets.count") << ": row_offsets.count " << m.row_offsets.count
+                                          << " does not match num_nodes + 1 = " << m.num_nodes + 1);
+
+  m.col_indices = p.get_array("col_indices");
+  WM_EXPECTS(m.col_indices.type == dtype::int64 ||
+                 (m.col_indices.type == dtype::int32 && m.num_nodes < int32_node_limit),
+             p.where("col_indices.dtype")
+                 << ": col_indices.dtype " << wholememory::dtype_name(m.col_indices.type)
+                 << " cannot hold ids of " << m.num_nodes << " nodes (int32 below 2^31, int64)");
+  WM_EXPECTS(m.col_indices.count == m.num_edges,
+             p.where("col_indices.count") << ": col_indices.count " << m.col_indices.count
+                                          << " does not match num_edges " << m.num_edges);
+
+  if (p.has_array("edge_weights")) {
+    m.edge_weights = p.get_array("edge_weights");
+    WM_EXPECTS(m.edge_weights->type == dtype::float32,
+               p.where("edge_weights.dtype") << ": edge_weights.dtype must be float32");
+    WM_EXPECTS(m.edge_weights->count == m.num_edges,
+               p.where("edge_weights.count") << ": edge_weights.count " << m.edge_weights->count
+                                             << " does not match num_edges " << m.num_edges);
+  }
+  if (p.has_array("node_features")) {
+    m.node_features = p.get_array("node_features");
+    m.feature_dim = p.get_u64("feature_dim");
+    const dtype t = m.node_features->type;
+    WM_EXPECTS(t == dtype::float32 || t == dtype::float16 || t == dtype::bfloat16,
+               p.where("node_features.dtype")
+                   << ": node_features.dtype must be float32, float16 or bfloat16");
+    WM_EXPECTS(m.feature_dim > 0 &&
+                   m.num_nodes <= std::numeric_limits<std::uint64_t>::max() / m.feature_dim &&
+                   m.node_features->count == m.num_nodes * m.feature_dim,
+               p.where("node_features.count") << ": node_features.count " << m.node_features->count
+                                              << " does not match num_nodes * feature_dim = "
+                                              << m.num_nodes << " * " << m.feature_dim);
+  } else {
+    WM_EXPECTS(!p.has("feature_dim"), p.where("feature_dim")
+                                          << ": feature_dim given without node_features.*");
+  }
+  if (p.has("node_ids_file")) {
+    m.node_ids_file = p.get_file_name("node_ids_file");
+    const std::string ids = join(dir, m.node_ids_file);
+    WM_EXPECTS(fs::is_regular_file(ids), p.where("node_ids_file")
+                                             << ": " << ids << " does not exist");
+  }
+
+  check_file_size(dir, m.row_offsets);
+  check_file_size(dir, m.col_indices);
+  if (m.edge_weights) check_file_size(dir, *m.edge_weights);
+  if (m.node_features) check_file_size(dir, *m.node_features);
+  return m;
+}
+
+void verify_checksums(const std::string& dir, const manifest& m) {
+  std::vector<const array_file*> files = {&m.row_offsets, &m.col_indices};
+  if (m.edge_weights) files.push_back(&*m.edge_weights);
+  if (m.node_features) files.push_back(&*m.node_features);
+  for (const array_file* a : files) {
+    const std::string path = join(dir, a->name);
+    const std::uint64_t actual = file_checksum(path);
+    WM_EXPECTS(actual == a->checksum, path << ": checksum mismatch: manifest says "
+                                           << hex64(a->checksum) << ", file has " << hex64(actual)
+                                           << " (corrupt or modified)");
+  }
+}
+
+host_csr read_dataset(const std::string& dir) {
+  const manifest m = read_manifest(dir);
+  verify_checksums(dir, m);
+  host_csr g;
+  g.num_nodes = m.num_nodes;
+  g.directed = m.directed;
+  read_array<std::int64_t, std::int64_t>(dir, m.row_offsets, g.row_offsets);
+  if (m.col_indices.type == dtype::int32) {
+    read_array<std::int64_t, std::int32_t>(dir, m.col_indices, g.col_indices);
+  } else {
+    read_array<std::int64_t, std::int64_t>(dir, m.col_indices, g.col_indices);
+  }
+  if (m.edge_weights) read_array<float, float>(dir, *m.edge_weights, g.edge_weights);
+  if (m.node_features) {
+    g.feature_dim = m.feature_dim;
+    switch (m.node_features->type) {
+      case dtype::float16:
+        read_array<float, wholememory::detail::half_t>(dir, *m.node_features, g.node_features);
+        break;
+      case dtype::bfloat16:
+        read_array<float, wholememory::detail::bfloat16_t>(dir, *m.node_features, g.node_features);
+        break;
+      default:
+        read_array<float, float>(dir, *m.node_features, g.node_features);
+        break;
+    }
+  }
+  if (!m.node_ids_file.empty()) {
+    const std::string path = join(dir, m.node_ids_file);
+    std::ifstream in(path, std::ios::binary);
+    WM_EXPECTS(in.is_open(), path << ": cannot open");
+    std::string line;
+    g.node_ids.reserve(m.num_nodes);
+    while (std::getline(in, line)) g.node_ids.push_back(line);
+    WM_EXPECTS(
+        g.node_ids.size() == m.num_nodes,
+        path << ": has " << g.node_ids.size() << " lines, expected num_nodes = " << m.num_nodes);
+  }
+  // Checksums match the manifest, but a manifest written by other tools may still describe a
+  // broken CSR; check it before anyone indexes with it.
+  validate_csr(g, join(dir, manifest_name));
+  return g;
+}
+
+degree_stats compute_degree_stats(const std::vector<std::int64_t>& row_offsets) {
+  degree_stats s;
+  if (row_offsets.size() < 2) return s;
+  const std::size_t n = row_offsets.size() - 1;
+  std::vector<std::uint64_t> deg(n);
+  s.min = std::numeric_limits<std::uint64_t>::max();
+  double sum = 0;
+  for (std::size_t v = 0; v < n; ++v) {
+    WM_EXPECTS(row_offsets[v + 1] >= row_offsets[v],
+               "compute_degree_stats: row_offsets decreases at node " << v);
+    const std::uint64_t d = static_cast<std::uint64_t>(row_offsets[v + 1] - row_offsets[v]);
+    deg[v] = d;
+    s.min = std::min(s.min, d);
+    s.max = std::max(s.max, d);
+    sum += static_cast<double>(d);
+    s.isolated += d == 0;
+    // Bucket k holds 2^(k-1) <= d < 2^k, i.e. k is the bit width of d.
+    std::size_t k = 0;
+    for (std::uint64_t x = d; x != 0; x >>= 1) ++k;
+    if (s.log2_histogram.size() <= k) s.log2_histogram.resize(k + 1, 0);
+    ++s.log2_histogram[k];
+  }
+  s.mean = sum / static_cast<double>(n);
+  auto mid = deg.begin() + static_cast<std::ptrdiff_t>(n / 2);
+  std::nth_element(deg.begin(), mid, deg.end());
+  if (n % 2 == 1) {
+    s.median = static_cast<double>(*mid);
+  } else {
+    const std::uint64_t upper = *mid;
+    const std::uint64_t lower = *std::max_element(deg.begin(), mid);
+    s.median = (static_cast<double>(lower) + static_cast<double>(upper)) / 2.0;
+  }
+  return s;
+}
+
+}  // namespace wholestore::graph
