@@ -250,10 +250,11 @@ host_csr generate_graph(const generate_options& o) {
   const bool keep_loops = !o.drop_self_loops, sym = o.symmetrize;
   const int chunks = static_cast<int>(std::max<std::uint64_t>(
       1, std::min<std::uint64_t>(threads, (std::uint64_t{1} << 30) / (8 * (n + 1)))));
-  std::vector<std::vector<std::int64_t>> next(chunks);
+  // Allocated here, not in the workers, so that bad_alloc reaches the caller (an exception
+  // leaving a std::thread terminates the process).
+  std::vector<std::vector<std::int64_t>> next(chunks, std::vector<std::int64_t>(n, 0));
   parallel_ranges(chunks, m, [&](int t, std::uint64_t begin, std::uint64_t end) {
     std::vector<std::int64_t>& count = next[t];
-    count.assign(n, 0);
     for (std::uint64_t e = begin; e < end; ++e) {
       if (src[e] == dst[e]) {
         count[src[e]] += keep_loops;
