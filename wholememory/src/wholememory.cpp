@@ -89,7 +89,7 @@ struct create_descriptor {
 };
 
 std::uint64_t hash_sizes(const std::vector<std::size_t>& sizes) {
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the values
+  std::uint64_t h = 14695981039346656037ull;  // FNV-1a over the values
   for (std::size_t s : sizes) {
     for (int b = 0; b < 8; ++b) {
       h ^= (static_cast<std::uint64_t>(s) >> (8 * b)) & 0xff;
