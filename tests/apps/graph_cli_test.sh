@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The graph subcommands end to end: gen is deterministic (same config, same checksums, any
+# thread count), convert reads the shared real graphs with the counts their README states,
+# info reads what they wrote, and bad input fails with a message naming the problem.
+# Usage: graph_cli_test.sh <path-to-wholestore> <shared-data-dir>
+set -uo pipefail
+bin=$1
+data=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+checksums() { grep -E 'checksum' "$1/manifest.yaml"; }
+
+# gen: a small R-MAT graph twice with different thread counts, then with another seed.
+small=(--set num_nodes=5000 --set num_edges=60000 --set weights=true --set feature_dim=4)
+"$bin" gen configs/gen.yaml "${small[@]}" --set output="$work/g1" --set threads=1 >"$work/gen1.log" 2>&1 ||
+  fail "gen (1 thread) exited non-zero: $(cat "$work/gen1.log")"
+"$bin" gen configs/gen.yaml "${small[@]}" --set output="$work/g2" --set threads=2 >/dev/null 2>&1 ||
+  fail "gen (2 threads) exited non-zero"
+"$bin" gen configs/gen.yaml "${small[@]}" --set output="$work/g3" --set seed=99 >/dev/null 2>&1 ||
+  fail "gen (seed 99) exited non-zero"
+[ "$(checksums "$work/g1")" = "$(checksums "$work/g2")" ] || fail "gen differs between 1 and 2 threads"
+[ "$(checksums "$work/g1")" != "$(checksums "$work/g3")" ] || fail "gen ignores the seed"
+"$bin" info "$work/g1" >"$work/info.log" 2>&1 || fail "info on a generated dataset failed"
+grep -q "nodes 5000, edges 60000" "$work/info.log" || fail "info counts: $(head -3 "$work/info.log")"
+
+# convert: the shared real graphs, counts from shared/data/README.md.
+"$bin" convert configs/convert.yaml --set input="$data/cora.cites" --set output="$work/cora" \
+  >"$work/cora.log" 2>&1 || fail "convert cora: $(cat "$work/cora.log")"
+"$bin" info "$work/cora" | grep -q "nodes 2708, edges 5429" || fail "cora counts"
+grep -qx "1155073" "$work/cora/node_ids.txt" || fail "cora: the largest original id is missing"
+"$bin" convert configs/convert.yaml --set input="$data/facebook_combined.txt" \
+  --set output="$work/fb" --set symmetrize=true --set drop_duplicates=true >/dev/null 2>&1 ||
+  fail "convert facebook"
+"$bin" info "$work/fb" | grep -q "nodes 4039, edges 176468" || fail "facebook counts"
+
+# Bad input: a malformed line, a truncated array, an unknown key.
+printf '0 1\n1 2\nthree\n' >"$work/bad.txt"
+out=$("$bin" convert configs/convert.yaml --set input="$work/bad.txt" --set output="$work/bad" 2>&1)
+[ $? -ne 0 ] && grep -q "bad.txt:3" <<<"$out" && grep -q "three" <<<"$out" ||
+  fail "malformed line not reported with file, line and content: $out"
+truncate -s -4 "$work/cora/col_indices.bin"
+out=$("$bin" info "$work/cora" 2>&1)
+[ $? -ne 0 ] && grep -q "col_indices.bin" <<<"$out" || fail "truncated file not named: $out"
+out=$("$bin" gen configs/gen.yaml --set num_nodez=3 2>&1)
+[ $? -ne 0 ] && grep -q "num_nodez" <<<"$out" || fail "unknown key not named: $out"
+
+if [ "$failures" -ne 0 ]; then
+  echo "graph_cli_test: $failures failure(s)"
+  exit 1
+fi
+echo "graph_cli_test: all checks passed"
