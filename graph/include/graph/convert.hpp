@@ -18,11 +18,11 @@
 namespace wholestore::graph {
 
 struct convert_options {
-  bool symmetrize = false;          ///< add the reverse of every edge (an undirected graph)
+  bool symmetrize = false;  ///< add the reverse of every edge (an undirected graph)
   bool drop_self_loops = false;
-  bool drop_duplicates = false;     ///< keep one copy of each (src, dst) after symmetrizing
-  bool has_weights = false;         ///< read a third column as a float32 weight
-  bool numeric_ids_as_is = false;   ///< keep integer ids instead of remapping them
+  bool drop_duplicates = false;    ///< keep one copy of each (src, dst) after symmetrizing
+  bool has_weights = false;        ///< read a third column as a float32 weight
+  bool numeric_ids_as_is = false;  ///< keep integer ids instead of remapping them
 };
 
 /// Reads an edge list and builds the CSR (neighbors of each node in input order, or sorted by

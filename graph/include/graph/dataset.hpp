@@ -53,13 +53,13 @@ struct manifest {
 /// A whole CSR graph in host memory, as the converter and generator produce it.
 struct host_csr {
   std::uint64_t num_nodes = 0;
-  std::vector<std::int64_t> row_offsets;   ///< num_nodes + 1
-  std::vector<std::int64_t> col_indices;   ///< num_edges (narrowed to int32 on disk if it fits)
-  std::vector<float> edge_weights;         ///< empty or num_edges
-  std::vector<float> node_features;        ///< empty or num_nodes * feature_dim (float32)
+  std::vector<std::int64_t> row_offsets;  ///< num_nodes + 1
+  std::vector<std::int64_t> col_indices;  ///< num_edges (narrowed to int32 on disk if it fits)
+  std::vector<float> edge_weights;        ///< empty or num_edges
+  std::vector<float> node_features;       ///< empty or num_nodes * feature_dim (float32)
   std::uint64_t feature_dim = 0;
   bool directed = true;
-  std::vector<std::string> node_ids;       ///< empty, or the original id of every node
+  std::vector<std::string> node_ids;  ///< empty, or the original id of every node
   std::uint64_t num_edges() const { return col_indices.size(); }
 };
 

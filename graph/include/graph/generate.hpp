@@ -13,16 +13,16 @@ namespace wholestore::graph {
 
 struct generate_options {
   std::uint64_t num_nodes = 0;
-  std::uint64_t num_edges = 0;      ///< edges drawn (before dropping, if any)
-  bool rmat = true;                 ///< false: uniform random endpoints
+  std::uint64_t num_edges = 0;                    ///< edges drawn (before dropping, if any)
+  bool rmat = true;                               ///< false: uniform random endpoints
   double a = 0.57, b = 0.19, c = 0.19, d = 0.05;  ///< R-MAT quadrant probabilities (sum 1)
-  bool scramble_ids = true;         ///< R-MAT: permute node ids so degree is not id order
+  bool scramble_ids = true;  ///< R-MAT: permute node ids so degree is not id order
   std::uint64_t seed = 0;
-  bool with_weights = false;        ///< uniform (0, 1] float32 weights
-  std::uint64_t feature_dim = 0;    ///< random float32 features in [-1, 1) when > 0
+  bool with_weights = false;      ///< uniform (0, 1] float32 weights
+  std::uint64_t feature_dim = 0;  ///< random float32 features in [-1, 1) when > 0
   bool symmetrize = false;
   bool drop_self_loops = false;
-  int threads = 0;                  ///< 0: hardware concurrency
+  int threads = 0;  ///< 0: hardware concurrency
 };
 
 /// Generates a graph; identical output for identical options, whatever `threads` is.
