@@ -1,5 +1,4 @@
 // Device utilities usable without CUDA headers in the caller (device.hpp).
-#include <wholememory/detail/cuda_memory.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
 
@@ -53,9 +52,5 @@ void copy_bytes(void* dst, const void* src, std::size_t bytes) {
 #endif
   std::memcpy(dst, src, bytes);
 }
-
-namespace detail {
-int device_count() { return ::wholememory::device_count(); }
-}  // namespace detail
 
 }  // namespace wholememory

@@ -16,6 +16,7 @@
  * trailing barrier is needed.
  */
 #include <wholememory/communicator.hpp>
+#include <wholememory/detail/convert.hpp>
 #include <wholememory/detail/fd_exchange.hpp>
 #include <wholememory/detail/posix.hpp>
 #include <wholememory/error.hpp>
@@ -132,70 +133,13 @@ struct segment_layout {
 
 // ---- element types ---------------------------------------------------------------------------
 
-std::uint32_t float_bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
+// 16-bit floats add in float; the conversions are the gather's (detail/convert.hpp).
+float half_bits_to_float(std::uint16_t h) { return detail::half_to_float(detail::half_t{h}); }
+std::uint16_t float_to_half_bits(float f) { return detail::double_to_half(f).bits; }
+float bfloat16_bits_to_float(std::uint16_t b) {
+  return detail::bfloat16_to_float(detail::bfloat16_t{b});
 }
-
-float bits_float(std::uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
-
-float half_to_float(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
-  std::uint32_t exponent = (h >> 10) & 0x1fu;
-  std::uint32_t mantissa = h & 0x3ffu;
-  if (exponent == 0x1f) return bits_float(sign | 0x7f800000u | (mantissa << 13));
-  if (exponent == 0) {
-    if (mantissa == 0) return bits_float(sign);
-    // Subnormal: shift the leading one up to the implicit position.
-    exponent = 113;
-    while ((mantissa & 0x400u) == 0) {
-      mantissa <<= 1;
-      --exponent;
-    }
-    return bits_float(sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13));
-  }
-  return bits_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
-}
-
-/// Round to nearest, ties to even, as the hardware conversions do.
-std::uint16_t float_to_half(float f) {
-  std::uint32_t x = float_bits(f);
-  const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
-  x &= 0x7fffffffu;
-  if (x >= 0x7f800000u) {  // inf, or nan kept quiet with its top payload bits
-    return static_cast<std::uint16_t>(sign | 0x7c00u |
-                                      (x > 0x7f800000u ? 0x200u | ((x >> 13) & 0x3ffu) : 0u));
-  }
-  if (x >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65520: inf
-  if (x < 0x38800000u) {               // below 2^-14: a subnormal half or zero
-    if (x < 0x33000000u) return sign;  // <= 2^-25 rounds to zero
-    const std::uint32_t exponent = x >> 23;
-    const std::uint32_t mantissa = (x & 0x7fffffu) | 0x800000u;
-    const std::uint32_t shift = 126 - exponent;
-    std::uint32_t h = mantissa >> shift;
-    const std::uint32_t rest = mantissa & ((1u << shift) - 1);
-    const std::uint32_t halfway = 1u << (shift - 1);
-    if (rest > halfway || (rest == halfway && (h & 1u) != 0)) ++h;
-    return static_cast<std::uint16_t>(sign | h);
-  }
-  std::uint32_t h = (x - 0x38000000u) >> 13;
-  const std::uint32_t rest = x & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u) != 0)) ++h;  // a carry may reach inf
-  return static_cast<std::uint16_t>(sign | h);
-}
-
-float bfloat16_to_float(std::uint16_t b) { return bits_float(static_cast<std::uint32_t>(b) << 16); }
-
-std::uint16_t float_to_bfloat16(float f) {
-  const std::uint32_t x = float_bits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);
-  return static_cast<std::uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
+std::uint16_t float_to_bfloat16_bits(float f) { return detail::double_to_bfloat16(f).bits; }
 
 /// out[i] = in[0][i] + in[1][i] + ... in rank order, so that every rank computes the same
 /// bits.  Integers wrap around (computed unsigned); 16-bit floats add in float and round once.
@@ -235,10 +179,11 @@ void sum_into(dtype type, void* out, const std::vector<const void*>& in, std::si
     case dtype::uint8:
       return sum_wrapping<std::uint8_t, std::uint8_t>(out, in, count);
     case dtype::float16:
-      return sum_elements<std::uint16_t, float>(out, in, count, half_to_float, float_to_half);
+      return sum_elements<std::uint16_t, float>(out, in, count, half_bits_to_float,
+                                                float_to_half_bits);
     case dtype::bfloat16:
-      return sum_elements<std::uint16_t, float>(out, in, count, bfloat16_to_float,
-                                                float_to_bfloat16);
+      return sum_elements<std::uint16_t, float>(out, in, count, bfloat16_bits_to_float,
+                                                float_to_bfloat16_bits);
     case dtype::float32:
       return sum_plain<float>(out, in, count);
     case dtype::float64:

@@ -1,6 +1,7 @@
 // The seed-compatible API: global state for the two modes, mapped onto wholememory handles.
 // Nothing here allocates by itself; every allocation is a wholememory::wholememory.
 #include <wholememory/detail/cuda_memory.hpp>
+#include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/whole_memory.hpp>
 #include <wholememory/wholememory.hpp>
@@ -326,7 +327,7 @@ WmStatus WmspMalloc(void** ptr, std::size_t size, const int* dev_list, int dev_c
       devices.assign(dev_list, dev_list + dev_count);
     } else {
       // All visible GPUs, as the seed does when no list is given.
-      int count = wholememory::detail::device_count();
+      int count = wholememory::device_count();
       WM_EXPECTS(count > 0, "WmspMalloc needs a CUDA device; none is visible");
       for (int d = 0; d < count; ++d) devices.push_back(d);
     }

@@ -26,9 +26,6 @@ class resource {
 /// True when the build has CUDA and at least one device is visible.
 bool cuda_device_present();
 
-/// Number of visible CUDA devices (0 in a build without CUDA or when the query fails).
-int device_count();
-
 /// The calling thread's current CUDA device.  Throws when none.
 int current_device();
 
