@@ -1,0 +1,78 @@
+/*
+ * A CSR graph held in WholeMemory, shared by all ranks of a communicator.
+ *
+ * Four arrays, each its own WholeMemory allocation of the same type x location:
+ *   row_offsets   int64, num_nodes + 1
+ *   col_indices   int32 or int64 (col_type), num_edges
+ *   edge_weights  float32, num_edges (absent: an empty wholememory)
+ *   node_features feature_type, num_nodes x feature_dim (absent: empty)
+ * Parts are split by element (rows of features), so no element straddles two parts.
+ *
+ * load_graph() reads a dataset directory (docs/dataset-format.md): every rank reads only the
+ * byte ranges of the files that its own part holds, in parallel, after the manifest's sizes
+ * (and, optionally, checksums) were checked.  make_graph() copies a host_csr that every rank
+ * holds (tests, generated defaults).  Both are collective over the communicator.
+ */
+#pragma once
+
+#include <graph/dataset.hpp>
+#include <wholememory/communicator.hpp>
+#include <wholememory/dtype.hpp>
+#include <wholememory/gather.hpp>
+#include <wholememory/wholememory.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace wholestore::graph {
+
+struct csr_graph {
+  std::uint64_t num_nodes = 0;
+  std::uint64_t num_edges = 0;
+  wholememory::dtype col_type = wholememory::dtype::int32;
+  wholememory::dtype feature_type = wholememory::dtype::float32;
+  std::uint64_t feature_dim = 0;
+  bool directed = true;
+  wholememory::wholememory row_offsets;
+  wholememory::wholememory col_indices;
+  wholememory::wholememory edge_weights;
+  wholememory::wholememory node_features;
+
+  bool has_weights() const { return static_cast<bool>(edge_weights); }
+  bool has_features() const { return static_cast<bool>(node_features); }
+  wholememory::memory_type type() const { return row_offsets.type(); }
+  wholememory::memory_location location() const { return row_offsets.location(); }
+  /// The features as a gather table (rows = nodes); requires has_features().
+  wholememory::wm_tensor features_tensor() const;
+};
+
+struct load_options {
+  wholememory::memory_type type = wholememory::memory_type::continuous;
+  wholememory::memory_location location = wholememory::memory_location::host;
+  bool load_weights = true;    ///< when the dataset has them
+  bool load_features = true;   ///< when the dataset has them
+  bool verify_checksums = false;  ///< whole-file checksums before loading (reads every file)
+  /// Called on every rank now and then with (bytes this rank has read, bytes it will read).
+  std::function<void(std::uint64_t, std::uint64_t)> progress;
+};
+
+struct load_stats {
+  double seconds = 0;               ///< wall time of the collective load, max over ranks
+  std::uint64_t local_bytes = 0;    ///< bytes this rank read from files
+  std::uint64_t total_bytes = 0;    ///< bytes all ranks read together
+  double gbps() const { return seconds > 0 ? total_bytes / seconds / 1e9 : 0.0; }
+};
+
+/// Loads a dataset directory into WholeMemory; collective.  Throws logic_error naming the file
+/// for a missing, truncated or mismatched array.
+csr_graph load_graph(std::shared_ptr<wholememory::communicator> comm, const std::string& dir,
+                     const load_options& options, load_stats* stats = nullptr);
+
+/// Copies a host graph (identical on every rank) into WholeMemory; collective.
+csr_graph make_graph(std::shared_ptr<wholememory::communicator> comm, const host_csr& graph,
+                     wholememory::memory_type type, wholememory::memory_location location,
+                     wholememory::dtype feature_type = wholememory::dtype::float32);
+
+}  // namespace wholestore::graph
