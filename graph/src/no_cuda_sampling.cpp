@@ -1,1 +1,18 @@
-// placeholder, being written
+// placeholder, being written: the GPU sampler in builds without CUDA.
+#include <graph/sampling.hpp>
+#include <wholememory/error.hpp>
+
+namespace wholestore::graph {
+struct gpu_sampler::impl {};
+gpu_sampler::gpu_sampler(const csr_graph&) {
+  WM_FAIL(wholememory::logic_error, "gpu_sampler: this build has no CUDA");
+}
+gpu_sampler::~gpu_sampler() = default;
+std::vector<device_block> gpu_sampler::sample(const std::int64_t*, std::size_t,
+                                              const sample_options&, cudaStream_t) {
+  WM_FAIL(wholememory::logic_error, "gpu_sampler: this build has no CUDA");
+}
+block device_block::to_host(cudaStream_t) const {
+  WM_FAIL(wholememory::logic_error, "device_block: this build has no CUDA");
+}
+}  // namespace wholestore::graph
