@@ -7,6 +7,7 @@
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/detail/cuda_memory.hpp>
+#include <wholememory/detail/gather_launch.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/dtype.hpp>
 #include <wholememory/error.hpp>
@@ -53,6 +54,9 @@ const std::vector<config_key> bench_schema = {
     {"warmup", value_kind::integer, "2", "untimed calls per case"},
     {"sorted_host", value_kind::boolean, "true",
      "GPU runs on host memory: measure both random and address-sorted visiting"},
+    {"kernel_only", value_kind::boolean, "false",
+     "GPU runs, continuous and chunked gathers: also time the bare row-copy kernel (no index "
+     "check, no synchronization inside) to show the per-call overhead"},
     {"scatter_unique", value_kind::boolean, "true",
      "GPU runs: also time scatter with unique_indices (no duplicate-resolving sort)"},
     {"threads", value_kind::integer, "0", "CPU path threads, 0 = all hardware threads"},
@@ -138,6 +142,34 @@ double time_stream(cudaStream_t stream, int reps, Body body) {
   BENCH_CUDA(cudaEventDestroy(start));
   BENCH_CUDA(cudaEventDestroy(stop));
   return median(times);
+}
+
+/// The row-copy kernel the gather uses, without its index check, scratch or synchronization:
+/// the difference to a full gather call is the per-call overhead.
+void launch_bare_gather(const wholememory::wholememory& wm, wholememory::dtype index_type,
+                        const void* idx, void* out, std::size_t n, std::size_t row_bytes,
+                        int device, cudaStream_t stream) {
+  wholememory::detail::rows_ref table;
+  table.stride_bytes = row_bytes;
+  if (wm.type() == wholememory::memory_type::continuous) {
+    table.base = static_cast<char*>(wm.data());
+    table.address_bits = reinterpret_cast<std::uintptr_t>(table.base);
+  } else {
+    table.view = wm.device_view(device);
+    for (int p = 0; p < wm.num_parts(); ++p)
+      table.address_bits |= reinterpret_cast<std::uintptr_t>(wm.part(p).ptr);
+  }
+  wholememory::detail::rows_ref dst;
+  dst.base = static_cast<char*>(out);
+  dst.stride_bytes = row_bytes;
+  dst.address_bits = reinterpret_cast<std::uintptr_t>(out);
+  if (index_type == wholememory::dtype::int32) {
+    wholememory::detail::launch_gather_rows(table, static_cast<const std::int32_t*>(idx), dst,
+                                            nullptr, n, row_bytes, stream);
+  } else {
+    wholememory::detail::launch_gather_rows(table, static_cast<const std::int64_t*>(idx), dst,
+                                            nullptr, n, row_bytes, stream);
+  }
 }
 
 ceilings measure_gpu_ceilings(int device, cudaStream_t stream) {
@@ -367,6 +399,9 @@ int run_bench(int argc, char** argv) {
             orders.push_back("random");
             if (gpu && loc == wholememory::memory_location::host && cfg.get_bool("sorted_host"))
               orders.push_back("sorted");
+            if (gpu && mtype != wholememory::memory_type::distributed &&
+                cfg.get_bool("kernel_only"))
+              orders.push_back("kernel");
           } else {
             orders.push_back("dedup");
             if (gpu && cfg.get_bool("scatter_unique")) orders.push_back("unique");
@@ -387,6 +422,9 @@ int run_bench(int argc, char** argv) {
                 } else {
                   wholememory::scatter_host(scatter_in, scatter_indices, tensor, threads);
                 }
+              } else if (order == "kernel") {
+                launch_bare_gather(wm, index_type, idx_ptr, out_ptr, lookups, row_bytes, device,
+                                   stream);
               } else if (op == "gather") {
                 wholememory::gather(tensor, indices, dense, options, stream);
               } else {
