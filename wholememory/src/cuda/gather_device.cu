@@ -434,7 +434,8 @@ rows_ref own_part_rows(const wholememory& wm, const gather_geometry& g) {
 
 template <typename IndexT>
 void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_matrix& out,
-                        const gather_geometry& g, cudaStream_t stream) {
+                        const gather_geometry& g, const gather_options& options,
+                        cudaStream_t stream) {
   const char* op = "gather";
   communicator& comm = nccl_comm_of(*table.memory, op);
   device_exchange x =
@@ -443,13 +444,39 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
   const rows_ref own = own_part_rows(*table.memory, g);
   const rows_ref dense = dense_rows(out, g.dense_stride_bytes);
   const std::int64_t* positions = x.positions->as<std::int64_t>();
+  // Host-located parts are read in address order when the call is large (as for continuous
+  // memory): the rows land at their packed positions, so only the visiting order changes.
+  const bool sorted_visit = sorts_host(table, g.count, options);
+  const std::uint64_t own_rows_max = static_cast<std::uint64_t>(g.owner_row_begin[comm.rank() + 1] -
+                                                                g.owner_row_begin[comm.rank()]);
+  auto read_own = [&](const std::int64_t* rows, std::size_t n, const rows_ref& packed) {
+    if (!sorted_visit || n == 0) {
+      gather_entries(table.cols, table.type, own, rows, table.type, packed, nullptr, n, row_bytes,
+                     stream);
+      return;
+    }
+    stream_buffer keys(n * sizeof(std::int64_t), stream);
+    stream_buffer order(n * sizeof(std::int64_t), stream);
+    sort_by_key(rows, keys.as<std::int64_t>(), order.as<std::int64_t>(),
+                static_cast<std::int64_t>(n), own_rows_max, stream);
+    gather_entries(table.cols, table.type, own, keys.as<std::int64_t>(), table.type, packed,
+                   order.as<std::int64_t>(), n, row_bytes, stream);
+  };
   // Rows asked of this rank by the others, packed in the table's dtype.
   stream_buffer send(x.recv_total * row_bytes, stream);
-  gather_entries(table.cols, table.type, own, x.local_rows->as<std::int64_t>(), table.type,
-                 packed_rows(send.as<void>(), row_bytes), nullptr, x.recv_total, row_bytes, stream);
-  // The own bucket goes straight from the own part to its caller positions.
-  gather_entries(table.cols, table.type, own, x.send_rows->as<std::int64_t>() + x.self_begin,
-                 out.type, dense, positions + x.self_begin, x.self_count, row_bytes, stream);
+  read_own(x.local_rows->as<std::int64_t>(), x.recv_total, packed_rows(send.as<void>(), row_bytes));
+  // The own bucket goes from the own part to its caller positions (through a packed buffer
+  // when the visit is sorted, since the sorted order scrambles the caller positions).
+  if (!sorted_visit) {
+    gather_entries(table.cols, table.type, own, x.send_rows->as<std::int64_t>() + x.self_begin,
+                   out.type, dense, positions + x.self_begin, x.self_count, row_bytes, stream);
+  } else if (x.self_count > 0) {
+    stream_buffer mine(x.self_count * row_bytes, stream);
+    read_own(x.send_rows->as<std::int64_t>() + x.self_begin, x.self_count,
+             packed_rows(mine.as<void>(), row_bytes));
+    place_entries(table.cols, table.type, packed_rows(mine.as<void>(), row_bytes), nullptr,
+                  out.type, dense, positions + x.self_begin, x.self_count, row_bytes, stream);
+  }
   // Received rows land in bucket order, leaving the own bucket's gap.
   stream_buffer recv(g.count * row_bytes, stream);
   comm.alltoallv(send.as<void>(), scaled(x.recv_counts, row_bytes).data(),
@@ -521,7 +548,7 @@ template <typename IndexT>
 void gather_typed(const wm_tensor& table, const IndexT* idx, const dense_matrix& out,
                   const gather_geometry& g, const gather_options& options, cudaStream_t stream) {
   if (table.memory->type() == memory_type::distributed) {
-    gather_distributed(table, idx, out, g, stream);
+    gather_distributed(table, idx, out, g, options, stream);
     return;
   }
   bad_index bad = check_indices(idx, g.count, table.rows, stream);
