@@ -103,10 +103,16 @@ __global__ void drop_duplicates_kernel(const KeyT* __restrict__ keys, std::int64
     if (keys[i] == keys[i + 1]) positions[i] = -1;
 }
 
+/// Owner rank of every index, and per-owner counts.  Counting goes through a per-block
+/// histogram in shared memory with one add per warp and owner (__match_any_sync): millions of
+/// global atomics on a handful of counters serialize in L2 and cost more than the pass itself.
 template <typename IndexT>
 __global__ void owner_kernel(const IndexT* __restrict__ idx, std::int64_t n,
                              const std::int64_t* __restrict__ row_begin, int ranks, int* owner,
                              unsigned long long* counts) {
+  extern __shared__ unsigned long long block_counts[];
+  for (int r = threadIdx.x; r < ranks; r += blockDim.x) block_counts[r] = 0;
+  __syncthreads();
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
@@ -121,8 +127,17 @@ __global__ void owner_kernel(const IndexT* __restrict__ idx, std::int64_t n,
       }
     }
     owner[i] = lo;
-    if (v >= 0 && v < row_begin[ranks]) atomicAdd(counts + lo, 1ull);
+    const bool valid = v >= 0 && v < row_begin[ranks];
+    // Out-of-range indices count nowhere (the call fails before any exchange).
+    const int key = valid ? lo : -1;
+    const unsigned same = __match_any_sync(__activemask(), key);
+    const int leader = __ffs(same) - 1;
+    if (valid && (threadIdx.x & 31) == leader)
+      atomicAdd(block_counts + lo, static_cast<unsigned long long>(__popc(same)));
   }
+  __syncthreads();
+  for (int r = threadIdx.x; r < ranks; r += blockDim.x)
+    if (block_counts[r] != 0) atomicAdd(counts + r, block_counts[r]);
 }
 
 // meta[2r] = rows asked of rank r, meta[2r + 1] = whether this rank had a bad index.
@@ -360,8 +375,8 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
     WM_CUDA_CHECK_LAUNCH();
     record_bad_value_kernel<<<1, 1, 0, stream>>>(idx, result);
     WM_CUDA_CHECK_LAUNCH();
-    owner_kernel<<<blocks_for_items(sn), kBlock, 0, stream>>>(idx, sn, row_begin, ranks,
-                                                              owner.as<int>(), counts);
+    owner_kernel<<<blocks_for_items(sn), kBlock, ranks * sizeof(unsigned long long), stream>>>(
+        idx, sn, row_begin, ranks, owner.as<int>(), counts);
     WM_CUDA_CHECK_LAUNCH();
   }
   meta_kernel<<<1, 128, 0, stream>>>(counts, result, ranks, meta_send);
