@@ -56,6 +56,28 @@ class stream_buffer {
   cudaStream_t stream_;
 };
 
+/// A second stream of the current device for the calling thread, for work that overlaps an
+/// exchange on the caller's stream.  Created on first use, kept for the thread's life.
+cudaStream_t side_stream() {
+  thread_local std::vector<cudaStream_t> streams;
+  int device = 0;
+  WM_CUDA_TRY(cudaGetDevice(&device));
+  if (static_cast<int>(streams.size()) <= device) streams.resize(device + 1, nullptr);
+  if (streams[device] == nullptr)
+    WM_CUDA_TRY(cudaStreamCreateWithFlags(&streams[device], cudaStreamNonBlocking));
+  return streams[device];
+}
+
+/// Makes `waiter` wait for the work enqueued on `from` so far.
+void stream_wait(cudaStream_t waiter, cudaStream_t from) {
+  cudaEvent_t ev;
+  WM_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  cudaError_t err = cudaEventRecord(ev, from);
+  if (err == cudaSuccess) err = cudaStreamWaitEvent(waiter, ev, 0);
+  WM_CUDA_WARN(cudaEventDestroy(ev));  // released once the recorded work completes
+  WM_CUDA_TRY(err);
+}
+
 int blocks_for_items(std::int64_t n) {
   int device = 0, sms = 0;
   WM_CUDA_TRY(cudaGetDevice(&device));
@@ -464,33 +486,49 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
   const bool sorted_visit = sorts_host(table, g.count, options);
   const std::uint64_t own_rows_max = static_cast<std::uint64_t>(g.owner_row_begin[comm.rank() + 1] -
                                                                 g.owner_row_begin[comm.rank()]);
-  auto read_own = [&](const std::int64_t* rows, std::size_t n, const rows_ref& packed) {
+  auto read_own = [&](const std::int64_t* rows, std::size_t n, const rows_ref& packed,
+                      cudaStream_t on) {
     if (!sorted_visit || n == 0) {
       gather_entries(table.cols, table.type, own, rows, table.type, packed, nullptr, n, row_bytes,
-                     stream);
+                     on);
       return;
     }
-    stream_buffer keys(n * sizeof(std::int64_t), stream);
-    stream_buffer order(n * sizeof(std::int64_t), stream);
+    stream_buffer keys(n * sizeof(std::int64_t), on);
+    stream_buffer order(n * sizeof(std::int64_t), on);
     sort_by_key(rows, keys.as<std::int64_t>(), order.as<std::int64_t>(),
-                static_cast<std::int64_t>(n), own_rows_max, stream);
+                static_cast<std::int64_t>(n), own_rows_max, on);
     gather_entries(table.cols, table.type, own, keys.as<std::int64_t>(), table.type, packed,
-                   order.as<std::int64_t>(), n, row_bytes, stream);
+                   order.as<std::int64_t>(), n, row_bytes, on);
   };
   // Rows asked of this rank by the others, packed in the table's dtype.
   stream_buffer send(x.recv_total * row_bytes, stream);
-  read_own(x.local_rows->as<std::int64_t>(), x.recv_total, packed_rows(send.as<void>(), row_bytes));
-  // The own bucket goes from the own part to its caller positions (through a packed buffer
-  // when the visit is sorted, since the sorted order scrambles the caller positions).
+  read_own(x.local_rows->as<std::int64_t>(), x.recv_total, packed_rows(send.as<void>(), row_bytes),
+           stream);
+  // The own bucket goes from the own part to its caller positions on a side stream, while the
+  // exchange runs (through a packed buffer when the visit is sorted, since the sorted order
+  // scrambles the caller positions).  The positions it writes are disjoint from the received
+  // rows' positions.
+  const cudaStream_t side = side_stream();
+  stream_wait(side, stream);
+  // Joins on every exit, exceptions included, before the buffers above are freed on `stream`.
+  struct join_on_exit {
+    cudaStream_t stream, side;
+    ~join_on_exit() {
+      try {
+        stream_wait(stream, side);
+      } catch (const std::exception&) {
+      }
+    }
+  } join{stream, side};
   if (!sorted_visit) {
     gather_entries(table.cols, table.type, own, x.send_rows->as<std::int64_t>() + x.self_begin,
-                   out.type, dense, positions + x.self_begin, x.self_count, row_bytes, stream);
+                   out.type, dense, positions + x.self_begin, x.self_count, row_bytes, side);
   } else if (x.self_count > 0) {
-    stream_buffer mine(x.self_count * row_bytes, stream);
+    stream_buffer mine(x.self_count * row_bytes, side);
     read_own(x.send_rows->as<std::int64_t>() + x.self_begin, x.self_count,
-             packed_rows(mine.as<void>(), row_bytes));
+             packed_rows(mine.as<void>(), row_bytes), side);
     place_entries(table.cols, table.type, packed_rows(mine.as<void>(), row_bytes), nullptr,
-                  out.type, dense, positions + x.self_begin, x.self_count, row_bytes, stream);
+                  out.type, dense, positions + x.self_begin, x.self_count, row_bytes, side);
   }
   // Received rows land in bucket order, leaving the own bucket's gap.
   stream_buffer recv(g.count * row_bytes, stream);
