@@ -34,10 +34,16 @@ demo_status="not run"
 demo_lines=""
 gpu_status="unknown"
 failed=0
+completed=0
 
 summary() {
   local rc=$?
   [ "$rc" -ne 0 ] && failed=1
+  # Stopped before the end (a timeout's SIGTERM, say): what did not run is not a pass.
+  if [ "$completed" -ne 1 ]; then
+    failed=1
+    echo "gpu-check did not run to the end (stopped at: ctest $test_status)"
+  fi
   echo
   echo "==== gpu-check summary ===="
   echo "GPUs:       $gpu_status"
@@ -157,3 +163,4 @@ if [ "$gpu_count" -gt 0 ]; then
   done
   demo_lines=${demo_lines%$'\n'}
 fi
+completed=1
