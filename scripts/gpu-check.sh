@@ -103,19 +103,26 @@ else
   exit 1
 fi
 
-echo "==== ctest, cpu and gpu labels, one test at a time (log: $log_dir/test.log) ===="
-# The big test runs on its own below, not inside ctest.
+echo "==== ctest: cpu label in parallel, gpu label one test at a time (log: $log_dir/test.log) ===="
+# The big test runs on its own below, not inside ctest.  GPU tests run one at a time: several
+# take every visible GPU.  GPU_CHECK_REGEX=... runs only the tests it matches.
 set +e
-env -u WHOLESTORE_BIG_TEST_GIB ctest --test-dir "$build_dir" --output-on-failure -j1 \
-  --timeout 900 --output-junit "$log_dir/ctest-junit.xml" 2>&1 | tee "$log_dir/test.log"
-ctest_rc=${PIPESTATUS[0]}
+env -u WHOLESTORE_BIG_TEST_GIB ctest --test-dir "$build_dir" --output-on-failure -L cpu ${GPU_CHECK_REGEX:+-R "$GPU_CHECK_REGEX"} \
+  -j "$jobs" --timeout 900 --output-junit "$log_dir/ctest-cpu-junit.xml" 2>&1 |
+  tee "$log_dir/test.log"
+cpu_rc=${PIPESTATUS[0]}
+env -u WHOLESTORE_BIG_TEST_GIB ctest --test-dir "$build_dir" --output-on-failure -L gpu -j1 ${GPU_CHECK_REGEX:+-R "$GPU_CHECK_REGEX"} \
+  --timeout 900 --output-junit "$log_dir/ctest-gpu-junit.xml" 2>&1 | tee -a "$log_dir/test.log"
+gpu_rc=${PIPESTATUS[0]}
+ctest_rc=$((cpu_rc | gpu_rc))
 set -e
 passed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed' "$log_dir/test.log" || true)
 skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*Skipped' "$log_dir/test.log" || true)
 failed_tests=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*\*\*\*(Failed|Exception|Timeout|Not Run)' \
   "$log_dir/test.log" || true)
 test_counts="$passed passed, $failed_tests failed, $skipped skipped"
-total_line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log_dir/test.log" || true)
+total_line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log_dir/test.log" |
+  tr '\n' ';' || true)
 [ -n "$total_line" ] && test_counts="$test_counts; ctest: $total_line"
 if [ "$ctest_rc" -eq 0 ]; then
   test_status="ok"
