@@ -368,7 +368,7 @@ TEST_P(GpuGather, ScatterWithUniqueIndicesSkipsTheSort) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllTypes, GpuGather,
-    ::testing::Combine(::testing::Values(1, 2),
+    ::testing::Combine(::testing::Values(1, 2, 4),
                        ::testing::Values(memory_type::continuous, memory_type::chunked,
                                          memory_type::distributed),
                        ::testing::Values(memory_location::device, memory_location::host)),
