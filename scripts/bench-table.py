@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Turns `wholestore bench` gather output (stdout, any rank prefix) into markdown tables:
 one table per memory location, rows = op/type/order, columns = row sizes, cells =
-"GB/s per rank (percent of the ceiling)".  Usage: scripts/bench-table.py bench-1gpu.txt"""
+"GB/s per rank (percent of the ceiling)".
+Usage: scripts/bench-table.py bench-1gpu.txt [device-ceiling-GB/s]
+(the optional figure replaces the device-memory ceiling, to recompute older runs' ratios)"""
 import re
 import sys
 from collections import OrderedDict
@@ -11,7 +13,7 @@ LINE = re.compile(
     r"GB/s/rank\s+([\d.]+) GB/s total\s+([\d.]+)% of (.+?) \(([\d.]+) GB/s\)")
 
 
-def main(path):
+def main(path, device_ceiling=None):
     tables = OrderedDict()
     sizes = []
     for line in open(path):
@@ -22,6 +24,9 @@ def main(path):
         size = int(size)
         if size not in sizes:
             sizes.append(size)
+        if device_ceiling is not None and loc == "device":
+            ceil_name, ceil = "recomputed", f"{device_ceiling:.1f}"
+            pct = 100.0 * float(gbps) / device_ceiling
         key = (loc, ceil_name, ceil)
         tables.setdefault(key, OrderedDict()).setdefault((op, mtype, order), {})[size] = (
             float(gbps), float(pct))
@@ -36,4 +41,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else None)
