@@ -4,6 +4,8 @@
 #   scripts/device-run.sh check            # gpu-check.sh (build, cpu+gpu tests, demo)
 #   scripts/device-run.sh bench [--set ..]  # scripts/bench-gather.sh on the existing build
 #   scripts/device-run.sh all [--set ..]    # both
+#   scripts/device-run.sh sample [--set ..] # scripts/bench-sample.sh on the existing build
+#   scripts/device-run.sh check+sample      # gpu-check, then the sampling benchmark
 set -uo pipefail
 cd "$(dirname "$0")/.."
 what=${1:-all}
@@ -12,7 +14,7 @@ final=${OUT:-/tmp/wholestore-out}
 work=$(mktemp -d)
 mkdir -p "$final"
 rc=0
-if [ "$what" = check ] || [ "$what" = all ]; then
+if [ "$what" = check ] || [ "$what" = all ] || [ "$what" = check+sample ]; then
   OUT="$work/check" timeout "${CHECK_TIMEOUT:-330}" scripts/gpu-check.sh >"$work/gpu-check.out" 2>&1 || rc=1
   sed -n '/==== gpu-check summary/,$p' "$work/gpu-check.out"
   grep -E '\*\*\*(Failed|Exception|Timeout)' "$work/gpu-check.out" | head -20
@@ -22,6 +24,12 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     >"$work/bench.out" 2>&1 || rc=1
   cp "$work"/bench/*.txt "$final"/ 2>/dev/null
   tail -n 5 "$work/bench.out"
+fi
+if [ "$what" = sample ] || [ "$what" = check+sample ]; then
+  OUT="$work/sample" timeout "${SAMPLE_TIMEOUT:-250}" scripts/bench-sample.sh build-gpu "$@" \
+    >"$work/sample.out" 2>&1 || rc=1
+  cp "$work"/sample/*.txt "$final"/ 2>/dev/null
+  tail -n 30 "$work/sample.out"
 fi
 tar czf "$final/logs.tgz" -C "$work" . 2>/dev/null
 exit $rc
