@@ -9,6 +9,10 @@ namespace wholestore::apps {
 /// `wholestore launch -n N [--master-port P] -- <command...>`: runs N ranks of a command.
 int run_launch(int argc, char** argv);
 
+/// `wholestore sample [configs/sample.yaml]`: the main job: load (or generate) a graph, sample
+/// neighborhoods batch by batch and gather their features on the ranks present.
+int run_sample(int argc, char** argv);
+
 /// `wholestore demo [configs/demo.yaml]`: a small tour of WholeMemory on the ranks present.
 int run_demo(int argc, char** argv);
 
