@@ -2,9 +2,10 @@
  * load_graph: a dataset directory into WholeMemory, every rank reading only its own parts.
  *
  * 1. Every rank reads and checks the manifest (read_manifest compares every file's size with
- *    the manifest), optionally the checksums, then opens each array file and compares its size
- *    again on the open descriptor.  Any problem throws on every rank (they all see the same
- *    files) before anything is allocated.
+ *    the manifest), then opens each array file and compares its size again on the open
+ *    descriptor.  Any problem throws on every rank (they all see the same files) before
+ *    anything is allocated.  Optional checksums are split among the ranks (file i on rank
+ *    i % size) and the verdicts shared, so a mismatch also throws on every rank.
  * 2. The four arrays are created with make_graph's granularity rules (one element, or one row
  *    of features), so a part is a byte range [offset, offset + bytes) of the array and so of
  *    its file (the files are the raw arrays).
@@ -34,6 +35,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace wholestore::graph {
@@ -199,6 +201,57 @@ std::string read_chunks(const std::vector<chunk>& chunks, unsigned threads, std:
   return error;
 }
 
+// Checksums of the opened files, split among the ranks (file i on rank i % size); every rank
+// learns every result, so all throw naming the first file that differs.
+void verify_split(wm::bootstrap& bs,
+                  const std::vector<std::pair<const open_file*, const array_file*>>& files) {
+  struct verdict {
+    std::int64_t bad_file;  // index into files, -1 when all of this rank's files matched
+    std::uint64_t actual;
+  };
+  verdict own{-1, 0};
+  std::string error;
+  try {
+    std::vector<char> buf(std::size_t{4} << 20);
+    for (std::size_t i = static_cast<std::size_t>(bs.rank()); i < files.size();
+         i += static_cast<std::size_t>(bs.size())) {
+      const open_file& f = *files[i].first;
+      std::uint64_t h = fnv1a64(nullptr, 0);
+      for (std::uint64_t off = 0; off < files[i].second->bytes; off += buf.size()) {
+        chunk c{f.fd,
+                &f.path,
+                off,
+                static_cast<std::size_t>(
+                    std::min<std::uint64_t>(buf.size(), files[i].second->bytes - off)),
+                nullptr,
+                false};
+        pread_all(c, buf.data());
+        h = fnv1a64(buf.data(), c.bytes, h);
+      }
+      if (h != files[i].second->checksum) {
+        own = {static_cast<std::int64_t>(i), h};
+        break;
+      }
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+    own = {-2, 0};
+  }
+  std::vector<verdict> all(static_cast<std::size_t>(bs.size()));
+  bs.allgather(&own, all.data(), sizeof(verdict));
+  if (!error.empty()) WM_FAIL(wm::logic_error, error);
+  for (int r = 0; r < bs.size(); ++r) {
+    WM_EXPECTS(all[r].bad_file != -2, "rank " << r << " could not read a file to checksum it");
+    if (all[r].bad_file >= 0) {
+      const auto& [f, a] = files[static_cast<std::size_t>(all[r].bad_file)];
+      WM_FAIL(wm::logic_error, f->path << ": checksum mismatch: manifest says " << std::hex << "0x"
+                                       << a->checksum << ", file has 0x" << all[r].actual
+                                       << std::dec << " (corrupt or modified; found by rank " << r
+                                       << ")");
+    }
+  }
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -215,7 +268,6 @@ csr_graph load_graph(std::shared_ptr<wm::communicator> comm, const std::string& 
 
   // 1. Validation: identical on every rank, so every rank throws the same error.
   const manifest m = read_manifest(dir);
-  if (options.verify_checksums) verify_checksums(dir, m);
   const bool want_weights = options.load_weights && m.edge_weights.has_value();
   const bool want_features =
       options.load_features && m.node_features.has_value() && m.feature_dim > 0;
@@ -239,6 +291,14 @@ csr_graph load_graph(std::shared_ptr<wm::communicator> comm, const std::string& 
     WM_EXPECTS(m.node_features->count == m.num_nodes * m.feature_dim,
                feature_file.path << ": expected " << m.num_nodes << " x " << m.feature_dim
                                  << " elements, manifest has " << m.node_features->count);
+  }
+
+  if (options.verify_checksums) {
+    std::vector<std::pair<const open_file*, const array_file*>> files = {
+        {&row_file, &m.row_offsets}, {&col_file, &m.col_indices}};
+    if (want_weights) files.emplace_back(&weight_file, &*m.edge_weights);
+    if (want_features) files.emplace_back(&feature_file, &*m.node_features);
+    verify_split(bs, files);
   }
 
   // 2. Allocation, with make_graph's granularity rules.

@@ -293,28 +293,31 @@ TEST(CsrGraph, MissingFileNamed) {
   }
 }
 
-TEST(CsrGraph, CorruptFileFailsTheChecksum) {
-  temp_dir dir;
-  write_dataset(dir.str(), small_graph(false, 0));
-  {
-    std::fstream f(dir.path / "row_offsets.bin", std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(16);
-    f.put('\x7f');
-  }
-  std::vector<std::string> errors(2);
-  thread_ranks(2, [&](std::shared_ptr<wholememory::bootstrap> bs) {
-    auto comm = wholememory::make_host_communicator(bs);
-    load_options opts;
-    opts.verify_checksums = true;
-    try {
-      load_graph(comm, dir.str(), opts);
-    } catch (const wholememory::logic_error& e) {
-      errors[comm->rank()] = e.what();
+TEST(CsrGraph, CorruptFileFailsTheChecksumOnEveryRank) {
+  // Checksums are split among ranks: row_offsets is checked by rank 0, col_indices by rank 1.
+  for (const char* name : {"row_offsets.bin", "col_indices.bin"}) {
+    temp_dir dir;
+    write_dataset(dir.str(), small_graph(false, 0));
+    {
+      std::fstream f(dir.path / name, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(16);
+      f.put('\x7f');
     }
-  });
-  for (const std::string& e : errors) {
-    EXPECT_NE(e.find("row_offsets.bin"), std::string::npos) << e;
-    EXPECT_NE(e.find("checksum"), std::string::npos) << e;
+    std::vector<std::string> errors(2);
+    thread_ranks(2, [&](std::shared_ptr<wholememory::bootstrap> bs) {
+      auto comm = wholememory::make_host_communicator(bs);
+      load_options opts;
+      opts.verify_checksums = true;
+      try {
+        load_graph(comm, dir.str(), opts);
+      } catch (const wholememory::logic_error& e) {
+        errors[comm->rank()] = e.what();
+      }
+    });
+    for (const std::string& e : errors) {
+      EXPECT_NE(e.find(name), std::string::npos) << e;
+      EXPECT_NE(e.find("checksum"), std::string::npos) << e;
+    }
   }
 }
 
