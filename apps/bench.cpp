@@ -237,6 +237,7 @@ void fill_part(const wholememory::wholememory& wm, std::uint64_t seed) {
 }  // namespace
 
 int run_bench(int argc, char** argv) {
+  if (bench_suite(argc, argv) == "sample") return run_bench_sample(argc, argv);
   command_args args = parse_command_args(argc, argv);
   config cfg = load_config(bench_schema, args.config_file, args.overrides);
   auto timeout =

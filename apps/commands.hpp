@@ -4,10 +4,16 @@
  */
 #pragma once
 
+#include <string>
+
 namespace wholestore::apps {
 
 /// `wholestore launch -n N [--master-port P] -- <command...>`: runs N ranks of a command.
 int run_launch(int argc, char** argv);
+
+/// `wholestore sample [configs/sample.yaml]`: the main job: load (or generate) a graph, sample
+/// neighborhoods batch by batch and gather their features on the ranks present.
+int run_sample(int argc, char** argv);
 
 /// `wholestore demo [configs/demo.yaml]`: a small tour of WholeMemory on the ranks present.
 int run_demo(int argc, char** argv);
@@ -15,6 +21,14 @@ int run_demo(int argc, char** argv);
 /// `wholestore bench [configs/bench_gather.yaml]`: gather/scatter bandwidth next to the
 /// machine's measured copy ceilings, on the ranks present.
 int run_bench(int argc, char** argv);
+
+/// `wholestore bench configs/bench_sample.yaml` (a config with `suite: sample`): sampler
+/// throughput per case; run_bench dispatches here.
+int run_bench_sample(int argc, char** argv);
+
+/// The `suite` a bench invocation asks for (config file's `suite:` or `--set suite=`), "gather"
+/// when none.
+std::string bench_suite(int argc, char** argv);
 
 /// `wholestore convert [configs/convert.yaml] [--set ...]`: edge-list text to a dataset.
 int run_convert(int argc, char** argv);

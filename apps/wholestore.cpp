@@ -13,6 +13,7 @@ void print_usage(std::FILE* out) {
       "usage: wholestore <command> [args]\n"
       "\n"
       "commands:\n"
+      "  sample [config.yaml] [--set k=v]       load or generate a graph, sample, gather features\n"
       "  demo [config.yaml] [--set key=value]   tour of WholeMemory on the ranks present\n"
       "  bench [config.yaml] [--set key=value]  gather/scatter bandwidth vs. ceilings\n"
       "  convert [config.yaml] [--set k=v]      edge-list text to a dataset\n"
@@ -34,6 +35,8 @@ int main(int argc, char** argv) {
   try {
     if (std::strcmp(command, "launch") == 0)
       return wholestore::apps::run_launch(argc - 1, argv + 1);
+    if (std::strcmp(command, "sample") == 0)
+      return wholestore::apps::run_sample(argc - 1, argv + 1);
     if (std::strcmp(command, "demo") == 0) return wholestore::apps::run_demo(argc - 1, argv + 1);
     if (std::strcmp(command, "bench") == 0) return wholestore::apps::run_bench(argc - 1, argv + 1);
     if (std::strcmp(command, "convert") == 0)

@@ -51,9 +51,19 @@ wm::wholememory make_array(const std::shared_ptr<wm::communicator>& comm, const 
 
 csr_graph make_graph(std::shared_ptr<wm::communicator> comm, const host_csr& graph,
                      wm::memory_type type, wm::memory_location location, wm::dtype feature_type) {
+  load_options placement;
+  placement.type = type;
+  placement.location = location;
+  return make_graph(std::move(comm), graph, placement, feature_type);
+}
+
+csr_graph make_graph(std::shared_ptr<wm::communicator> comm, const host_csr& graph,
+                     const load_options& placement, wm::dtype feature_type) {
+  const wm::memory_type type = placement.type;
+  const wm::memory_location location = placement.location;
   WM_EXPECTS(graph.row_offsets.size() == graph.num_nodes + 1,
-             "host_csr has " << graph.row_offsets.size() << " row offsets for "
-                             << graph.num_nodes << " nodes");
+             "host_csr has " << graph.row_offsets.size() << " row offsets for " << graph.num_nodes
+                             << " nodes");
   WM_EXPECTS(graph.edge_weights.empty() || graph.edge_weights.size() == graph.num_edges(),
              "host_csr edge_weights size does not match the edge count");
   csr_graph g;
@@ -61,20 +71,20 @@ csr_graph make_graph(std::shared_ptr<wm::communicator> comm, const host_csr& gra
   g.num_edges = graph.num_edges();
   g.directed = graph.directed;
   g.col_type = graph.num_nodes < (std::uint64_t{1} << 31) ? wm::dtype::int32 : wm::dtype::int64;
-  g.row_offsets = make_array(comm, graph.row_offsets.data(), graph.row_offsets.size(), 8, 1,
-                             type, location);
+  g.row_offsets =
+      make_array(comm, graph.row_offsets.data(), graph.row_offsets.size(), 8, 1, type, location);
   if (g.col_type == wm::dtype::int32) {
     std::vector<std::int32_t> cols(graph.col_indices.begin(), graph.col_indices.end());
     g.col_indices = make_array(comm, cols.data(), cols.size(), 4, 1, type, location);
   } else {
-    g.col_indices = make_array(comm, graph.col_indices.data(), graph.col_indices.size(), 8, 1,
-                               type, location);
+    g.col_indices =
+        make_array(comm, graph.col_indices.data(), graph.col_indices.size(), 8, 1, type, location);
   }
-  if (!graph.edge_weights.empty()) {
+  if (!graph.edge_weights.empty() && placement.load_weights) {
     g.edge_weights = make_array(comm, graph.edge_weights.data(), graph.edge_weights.size(), 4, 1,
                                 type, location);
   }
-  if (!graph.node_features.empty() && graph.feature_dim > 0) {
+  if (!graph.node_features.empty() && graph.feature_dim > 0 && placement.load_features) {
     g.feature_dim = graph.feature_dim;
     g.feature_type = feature_type;
     std::size_t n = graph.node_features.size();
@@ -97,11 +107,13 @@ csr_graph make_graph(std::shared_ptr<wm::communicator> comm, const host_csr& gra
           break;
         }
         default:
-          WM_FAIL(wm::logic_error, "node features cannot be stored as " << wm::dtype_name(feature_type));
+          WM_FAIL(wm::logic_error,
+                  "node features cannot be stored as " << wm::dtype_name(feature_type));
       }
     }
     g.node_features = make_array(comm, conv.data(), graph.num_nodes * graph.feature_dim, esz,
-                                 graph.feature_dim, type, location);
+                                 graph.feature_dim, placement.features_type.value_or(type),
+                                 placement.features_location.value_or(location));
   }
   return g;
 }

@@ -1,10 +1,368 @@
-// placeholder, being written: loading datasets into WholeMemory.
+/*
+ * load_graph: a dataset directory into WholeMemory, every rank reading only its own parts.
+ *
+ * 1. Every rank reads and checks the manifest (read_manifest compares every file's size with
+ *    the manifest), then opens each array file and compares its size again on the open
+ *    descriptor.  Any problem throws on every rank (they all see the same files) before
+ *    anything is allocated.  Optional checksums are split among the ranks (file i on rank
+ *    i % size) and the verdicts shared, so a mismatch also throws on every rank.
+ * 2. The four arrays are created with make_graph's granularity rules (one element, or one row
+ *    of features), so a part is a byte range [offset, offset + bytes) of the array and so of
+ *    its file (the files are the raw arrays).
+ * 3. Each rank cuts the file ranges of its own parts into chunks; a few threads take chunks in
+ *    turn and pread them straight into the part (host location) or into their own staging
+ *    buffer, page-locked when a GPU is present, and copy_bytes on to the part (device location;
+ *    copy_bytes takes any address, also a continuous range's piece on the next GPU).
+ * 4. A rank's failure (I/O error, short read) is shared over the bootstrap so that every rank
+ *    throws instead of waiting in the next collective.  Statistics are exchanged the same way.
+ */
 #include <graph/csr_graph.hpp>
+
+#include <wholememory/detail/cuda_memory.hpp>
+#include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
 namespace wholestore::graph {
-csr_graph load_graph(std::shared_ptr<wholememory::communicator>, const std::string&,
-                     const load_options&, load_stats*) {
-  WM_FAIL(wholememory::logic_error, "load_graph: not written yet");
+
+namespace wm = wholememory;
+
+namespace {
+
+std::string join(const std::string& dir, const std::string& name) {
+  if (dir.empty() || dir.back() == '/') return dir + name;
+  return dir + "/" + name;
 }
+
+// An open array file, closed on destruction.
+struct open_file {
+  std::string path;
+  int fd = -1;
+  open_file() = default;
+  open_file(const open_file&) = delete;
+  open_file& operator=(const open_file&) = delete;
+  ~open_file() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Opens `a` and checks its size against the manifest (again: the file may have changed since
+// read_manifest looked).
+void open_checked(const std::string& dir, const array_file& a, open_file& f) {
+  f.path = join(dir, a.name);
+  f.fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
+  WM_EXPECTS(f.fd >= 0, f.path << ": cannot open: " << std::strerror(errno));
+  struct stat st {};
+  WM_EXPECTS(::fstat(f.fd, &st) == 0, f.path << ": cannot stat: " << std::strerror(errno));
+  const std::uint64_t expect = a.count * wm::dtype_size(a.type);
+  WM_EXPECTS(a.bytes == expect, f.path << ": the manifest says " << a.bytes << " bytes for "
+                                       << a.count << " " << wm::dtype_name(a.type)
+                                       << " elements, which take " << expect);
+  WM_EXPECTS(static_cast<std::uint64_t>(st.st_size) == a.bytes,
+             f.path << ": file has " << st.st_size << " bytes, the manifest says " << a.bytes
+                    << (static_cast<std::uint64_t>(st.st_size) < a.bytes ? " (truncated)"
+                                                                         : " (too long)"));
+}
+
+// Collective: an allocation for `count` elements of `elem` bytes, rows of `row_elems`
+// elements never straddling parts; the same rules as make_graph.
+wm::wholememory create_array(const std::shared_ptr<wm::communicator>& comm, std::size_t count,
+                             std::size_t elem, std::size_t row_elems, wm::memory_type type,
+                             wm::memory_location location) {
+  wm::allocation_options opts;
+  opts.granularity = elem * std::max<std::size_t>(row_elems, 1);
+  const std::size_t bytes = std::max<std::size_t>(count * elem, opts.granularity);
+  return wm::wholememory::create(comm, bytes, type, location, opts);
+}
+
+// One piece of work: `bytes` bytes at `file_offset` of `fd` into `dst`.
+struct chunk {
+  int fd;
+  const std::string* path;
+  std::uint64_t file_offset;
+  std::size_t bytes;
+  char* dst;
+  bool staged;  // dst is device memory: read into the staging buffer first
+};
+
+// Appends the chunks of this rank's part of `mem`, whose first `have` bytes come from `f`.
+void plan(const wm::wholememory& mem, std::uint64_t have, const open_file& f,
+          std::size_t chunk_bytes, std::vector<chunk>& out) {
+  const wm::part_info mine = mem.local_part();
+  if (mine.bytes == 0 || mine.offset >= have) return;
+  WM_EXPECTS(mine.ptr != nullptr, f.path << ": this rank's part is not mapped in this process");
+  const std::uint64_t n = std::min<std::uint64_t>(mine.bytes, have - mine.offset);
+  const bool staged = mem.location() == wm::memory_location::device;
+  for (std::uint64_t done = 0; done < n; done += chunk_bytes) {
+    chunk c;
+    c.fd = f.fd;
+    c.path = &f.path;
+    c.file_offset = mine.offset + done;
+    c.bytes = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, n - done));
+    c.dst = static_cast<char*>(mine.ptr) + done;
+    c.staged = staged;
+    out.push_back(c);
+  }
+}
+
+// Reads exactly c.bytes at c.file_offset into buf; throws naming the file otherwise.
+void pread_all(const chunk& c, char* buf) {
+  std::size_t got = 0;
+  while (got < c.bytes) {
+    ssize_t r = ::pread(c.fd, buf + got, c.bytes - got, static_cast<off_t>(c.file_offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    WM_EXPECTS(r >= 0, *c.path << ": read of " << c.bytes << " bytes at offset " << c.file_offset
+                               << " failed: " << std::strerror(errno));
+    WM_EXPECTS(r > 0, *c.path << ": file ends at " << (c.file_offset + got) << " bytes, "
+                              << (c.file_offset + c.bytes) << " expected (truncated)");
+    got += static_cast<std::size_t>(r);
+  }
+}
+
+// Runs the chunks on `threads` threads; progress is reported from the calling thread.
+// Returns the first error message ("" when all went well).
+std::string read_chunks(const std::vector<chunk>& chunks, unsigned threads, std::size_t chunk_bytes,
+                        std::uint64_t total,
+                        const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::uint64_t> done_bytes{0};
+  std::atomic<bool> failed{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  unsigned running = 0;
+  std::string error;
+  const bool any_staged =
+      std::any_of(chunks.begin(), chunks.end(), [](const chunk& c) { return c.staged; });
+  threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(chunks.size())));
+
+  auto worker = [&] {
+    try {
+      // The staging buffer is reused for every chunk of this thread; page-locked when a GPU
+      // is present, so copy_bytes to device memory runs at the bus rate.
+      std::vector<char> staging;
+      std::unique_ptr<wm::detail::resource> pinned;
+      if (any_staged) {
+        staging.resize(chunk_bytes);
+        pinned = wm::detail::register_host_memory(staging.data(), staging.size());
+      }
+      for (std::size_t i = next++; i < chunks.size() && !failed; i = next++) {
+        const chunk& c = chunks[i];
+        if (c.staged) {
+          pread_all(c, staging.data());
+          wm::copy_bytes(c.dst, staging.data(), c.bytes);
+        } else {
+          pread_all(c, c.dst);
+        }
+        done_bytes += c.bytes;
+      }
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!failed.exchange(true)) error = e.what();
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    --running;
+    cv.notify_all();
+  };
+
+  if (progress) progress(0, total);
+  std::vector<std::thread> pool;
+  running = chunks.empty() ? 0 : threads;
+  if (!chunks.empty()) {
+    for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    while (running > 0) {
+      cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return running == 0; });
+      if (progress && running > 0) {
+        lock.unlock();
+        progress(done_bytes.load(), total);
+        lock.lock();
+      }
+    }
+  }
+  for (auto& t : pool) t.join();
+  if (progress && error.empty()) progress(done_bytes.load(), total);
+  return error;
+}
+
+// Checksums of the opened files, split among the ranks (file i on rank i % size); every rank
+// learns every result, so all throw naming the first file that differs.
+void verify_split(wm::bootstrap& bs,
+                  const std::vector<std::pair<const open_file*, const array_file*>>& files) {
+  struct verdict {
+    std::int64_t bad_file;  // index into files, -1 when all of this rank's files matched
+    std::uint64_t actual;
+  };
+  verdict own{-1, 0};
+  std::string error;
+  try {
+    std::vector<char> buf(std::size_t{4} << 20);
+    for (std::size_t i = static_cast<std::size_t>(bs.rank()); i < files.size();
+         i += static_cast<std::size_t>(bs.size())) {
+      const open_file& f = *files[i].first;
+      std::uint64_t h = fnv1a64(nullptr, 0);
+      for (std::uint64_t off = 0; off < files[i].second->bytes; off += buf.size()) {
+        chunk c{f.fd,
+                &f.path,
+                off,
+                static_cast<std::size_t>(
+                    std::min<std::uint64_t>(buf.size(), files[i].second->bytes - off)),
+                nullptr,
+                false};
+        pread_all(c, buf.data());
+        h = fnv1a64(buf.data(), c.bytes, h);
+      }
+      if (h != files[i].second->checksum) {
+        own = {static_cast<std::int64_t>(i), h};
+        break;
+      }
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+    own = {-2, 0};
+  }
+  std::vector<verdict> all(static_cast<std::size_t>(bs.size()));
+  bs.allgather(&own, all.data(), sizeof(verdict));
+  if (!error.empty()) WM_FAIL(wm::logic_error, error);
+  for (int r = 0; r < bs.size(); ++r) {
+    WM_EXPECTS(all[r].bad_file != -2, "rank " << r << " could not read a file to checksum it");
+    if (all[r].bad_file >= 0) {
+      const auto& [f, a] = files[static_cast<std::size_t>(all[r].bad_file)];
+      WM_FAIL(wm::logic_error, f->path << ": checksum mismatch: manifest says " << std::hex << "0x"
+                                       << a->checksum << ", file has 0x" << all[r].actual
+                                       << std::dec << " (corrupt or modified; found by rank " << r
+                                       << ")");
+    }
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+csr_graph load_graph(std::shared_ptr<wm::communicator> comm, const std::string& dir,
+                     const load_options& options, load_stats* stats) {
+  WM_EXPECTS(comm != nullptr, "load_graph: no communicator");
+  WM_EXPECTS(options.chunk_bytes > 0, "load_graph: chunk_bytes must be > 0");
+  wm::bootstrap& bs = comm->get_bootstrap();
+  bs.barrier();  // every rank starts the clock together
+  const auto t0 = std::chrono::steady_clock::now();
+
+  // 1. Validation: identical on every rank, so every rank throws the same error.
+  const manifest m = read_manifest(dir);
+  const bool want_weights = options.load_weights && m.edge_weights.has_value();
+  const bool want_features =
+      options.load_features && m.node_features.has_value() && m.feature_dim > 0;
+  open_file row_file, col_file, weight_file, feature_file;
+  open_checked(dir, m.row_offsets, row_file);
+  open_checked(dir, m.col_indices, col_file);
+  if (want_weights) open_checked(dir, *m.edge_weights, weight_file);
+  if (want_features) open_checked(dir, *m.node_features, feature_file);
+  WM_EXPECTS(m.row_offsets.type == wm::dtype::int64 && m.row_offsets.count == m.num_nodes + 1,
+             row_file.path << ": expected " << (m.num_nodes + 1) << " int64 offsets, manifest has "
+                           << m.row_offsets.count << " " << wm::dtype_name(m.row_offsets.type));
+  WM_EXPECTS((m.col_indices.type == wm::dtype::int32 || m.col_indices.type == wm::dtype::int64) &&
+                 m.col_indices.count == m.num_edges,
+             col_file.path << ": expected " << m.num_edges << " int32/int64 indices, manifest has "
+                           << m.col_indices.count << " " << wm::dtype_name(m.col_indices.type));
+  if (want_weights) {
+    WM_EXPECTS(m.edge_weights->type == wm::dtype::float32 && m.edge_weights->count == m.num_edges,
+               weight_file.path << ": expected " << m.num_edges << " float32 weights");
+  }
+  if (want_features) {
+    WM_EXPECTS(m.node_features->count == m.num_nodes * m.feature_dim,
+               feature_file.path << ": expected " << m.num_nodes << " x " << m.feature_dim
+                                 << " elements, manifest has " << m.node_features->count);
+  }
+
+  if (options.verify_checksums) {
+    std::vector<std::pair<const open_file*, const array_file*>> files = {
+        {&row_file, &m.row_offsets}, {&col_file, &m.col_indices}};
+    if (want_weights) files.emplace_back(&weight_file, &*m.edge_weights);
+    if (want_features) files.emplace_back(&feature_file, &*m.node_features);
+    verify_split(bs, files);
+  }
+
+  // 2. Allocation, with make_graph's granularity rules.
+  csr_graph g;
+  g.num_nodes = m.num_nodes;
+  g.num_edges = m.num_edges;
+  g.directed = m.directed;
+  g.col_type = m.col_indices.type;
+  g.row_offsets = create_array(comm, m.num_nodes + 1, 8, 1, options.type, options.location);
+  g.col_indices = create_array(comm, m.num_edges, wm::dtype_size(g.col_type), 1, options.type,
+                               options.location);
+  if (want_weights) {
+    g.edge_weights = create_array(comm, m.num_edges, 4, 1, options.type, options.location);
+  }
+  if (want_features) {
+    g.feature_type = m.node_features->type;
+    g.feature_dim = m.feature_dim;
+    g.node_features =
+        create_array(comm, m.num_nodes * m.feature_dim, wm::dtype_size(g.feature_type),
+                     m.feature_dim, options.features_type.value_or(options.type),
+                     options.features_location.value_or(options.location));
+  }
+
+  // 3. This rank's byte ranges, read in parallel.
+  std::vector<chunk> chunks;
+  plan(g.row_offsets, m.row_offsets.bytes, row_file, options.chunk_bytes, chunks);
+  plan(g.col_indices, m.col_indices.bytes, col_file, options.chunk_bytes, chunks);
+  if (want_weights)
+    plan(g.edge_weights, m.edge_weights->bytes, weight_file, options.chunk_bytes, chunks);
+  if (want_features) {
+    plan(g.node_features, m.node_features->bytes, feature_file, options.chunk_bytes, chunks);
+  }
+  std::uint64_t local_bytes = 0;
+  for (const chunk& c : chunks) local_bytes += c.bytes;
+  unsigned threads = options.threads;
+  if (threads == 0) threads = std::min(4u, wm::default_host_threads());
+  std::string error =
+      read_chunks(chunks, threads, options.chunk_bytes, local_bytes, options.progress);
+  const double seconds = seconds_since(t0);
+
+  // 4. Outcome and statistics of every rank.
+  struct rank_result {
+    double seconds;
+    std::uint64_t bytes;
+    std::uint64_t failed;
+  };
+  rank_result own{seconds, local_bytes, error.empty() ? 0u : 1u};
+  std::vector<rank_result> all(static_cast<std::size_t>(comm->size()));
+  bs.allgather(&own, all.data(), sizeof(rank_result));
+  if (!error.empty()) WM_FAIL(wm::logic_error, "load_graph " << dir << ": " << error);
+  for (int r = 0; r < comm->size(); ++r) {
+    WM_EXPECTS(all[r].failed == 0, "load_graph " << dir << ": rank " << r
+                                                 << " failed to read its part (see its error)");
+  }
+  if (stats) {
+    stats->seconds = 0;
+    stats->total_bytes = 0;
+    for (const rank_result& r : all) {
+      stats->seconds = std::max(stats->seconds, r.seconds);
+      stats->total_bytes += r.bytes;
+    }
+    stats->local_bytes = local_bytes;
+  }
+  return g;
+}
+
 }  // namespace wholestore::graph

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace wholestore::graph {
@@ -42,6 +43,7 @@ struct csr_graph {
 
   bool has_weights() const { return static_cast<bool>(edge_weights); }
   bool has_features() const { return static_cast<bool>(node_features); }
+  /// Type and location of the topology arrays (features may differ: node_features.type()).
   wholememory::memory_type type() const { return row_offsets.type(); }
   wholememory::memory_location location() const { return row_offsets.location(); }
   /// The features as a gather table (rows = nodes); requires has_features().
@@ -49,19 +51,26 @@ struct csr_graph {
 };
 
 struct load_options {
+  /// Type and location of row_offsets, col_indices and edge_weights.
   wholememory::memory_type type = wholememory::memory_type::continuous;
   wholememory::memory_location location = wholememory::memory_location::host;
-  bool load_weights = true;    ///< when the dataset has them
-  bool load_features = true;   ///< when the dataset has them
+  /// Type and location of node_features; unset: the same as the graph's.
+  std::optional<wholememory::memory_type> features_type;
+  std::optional<wholememory::memory_location> features_location;
+  bool load_weights = true;       ///< when the dataset has them
+  bool load_features = true;      ///< when the dataset has them
   bool verify_checksums = false;  ///< whole-file checksums before loading (reads every file)
+  /// Reader threads per rank (0: min(4, hardware threads)); each reads chunk_bytes at a time.
+  unsigned threads = 0;
+  std::size_t chunk_bytes = std::size_t{16} << 20;
   /// Called on every rank now and then with (bytes this rank has read, bytes it will read).
   std::function<void(std::uint64_t, std::uint64_t)> progress;
 };
 
 struct load_stats {
-  double seconds = 0;               ///< wall time of the collective load, max over ranks
-  std::uint64_t local_bytes = 0;    ///< bytes this rank read from files
-  std::uint64_t total_bytes = 0;    ///< bytes all ranks read together
+  double seconds = 0;             ///< wall time of the collective load, max over ranks
+  std::uint64_t local_bytes = 0;  ///< bytes this rank read from files
+  std::uint64_t total_bytes = 0;  ///< bytes all ranks read together
   double gbps() const { return seconds > 0 ? total_bytes / seconds / 1e9 : 0.0; }
 };
 
@@ -73,6 +82,12 @@ csr_graph load_graph(std::shared_ptr<wholememory::communicator> comm, const std:
 /// Copies a host graph (identical on every rank) into WholeMemory; collective.
 csr_graph make_graph(std::shared_ptr<wholememory::communicator> comm, const host_csr& graph,
                      wholememory::memory_type type, wholememory::memory_location location,
+                     wholememory::dtype feature_type = wholememory::dtype::float32);
+
+/// make_graph with the placement of load_options (type, location, features_type,
+/// features_location, load_weights, load_features); the loader's other fields are ignored.
+csr_graph make_graph(std::shared_ptr<wholememory::communicator> comm, const host_csr& graph,
+                     const load_options& placement,
                      wholememory::dtype feature_type = wholememory::dtype::float32);
 
 }  // namespace wholestore::graph

@@ -1,0 +1,369 @@
+// `wholestore bench configs/bench_sample.yaml` (suite: sample): neighbor-sampler throughput on a
+// products-shaped R-MAT graph in WholeMemory, per sampler x memory type x location x method x
+// fanouts, next to the targets (GPU 500M sampled edges/s, CPU 5M).  Runs on the ranks present,
+// one GPU per rank; rank 0 prints the all-rank aggregate of every case.
+#include "commands.hpp"
+#include "config.hpp"
+
+#include <graph/csr_graph.hpp>
+#include <graph/generate.hpp>
+#include <graph/sampling.hpp>
+#include <wholememory/bootstrap.hpp>
+#include <wholememory/communicator.hpp>
+#include <wholememory/detail/cuda_memory.hpp>
+#include <wholememory/device.hpp>
+#include <wholememory/error.hpp>
+#include <wholememory/gather.hpp>
+#include <wholememory/wholememory.hpp>
+
+#include <yaml-cpp/yaml.h>
+
+#if defined(WHOLESTORE_HAS_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace wholestore::apps {
+
+namespace {
+
+namespace wm = wholememory;
+
+const std::vector<config_key> bench_sample_schema = {
+    {"suite", value_kind::string, "sample", "benchmark suite: sample (this one) or gather"},
+    {"num_nodes", value_kind::integer, "2449029", "graph nodes, GPU runs (ogbn-products)"},
+    {"num_edges", value_kind::integer, "61859140", "R-MAT edges drawn, GPU runs (ogbn-products)"},
+    {"cpu_num_nodes", value_kind::integer, "200000", "graph nodes when no GPU is present"},
+    {"cpu_num_edges", value_kind::integer, "4000000", "R-MAT edges drawn when no GPU is present"},
+    {"weights", value_kind::boolean, "true", "float32 edge weights (needed by weighted)"},
+    {"gen_seed", value_kind::integer, "0", "random seed of the graph"},
+    {"gen_threads", value_kind::integer, "0",
+     "generator threads per rank (0: the host's cores / ranks on it)"},
+    {"fanouts", value_kind::string, "15,10,5;25,10;30,30,30",
+     "fanout cases, ';' between cases, ',' between hops"},
+    {"methods", value_kind::string, "uniform,weighted", "sampling methods to run"},
+    {"types", value_kind::string, "continuous", "memory types to run"},
+    {"locations", value_kind::string, "device,host",
+     "memory locations (device: GPU sampler only, skipped without a GPU)"},
+    {"samplers", value_kind::string, "gpu,cpu", "samplers to run (gpu skipped without a GPU)"},
+    {"batch_size", value_kind::integer, "1024", "seeds per batch"},
+    {"warmup", value_kind::integer, "3", "untimed batches per case"},
+    {"batches", value_kind::integer, "50", "timed batches per rank per case, GPU sampler"},
+    {"cpu_batches", value_kind::integer, "5", "timed batches per rank per case, CPU sampler"},
+    {"threads", value_kind::integer, "0", "CPU sampler threads (0: all cores)"},
+    {"random_seed", value_kind::integer, "1234", "seed of the batches' seeds and the sampler"},
+    {"gpu_target", value_kind::number, "500e6", "GPU target, sampled edges per second"},
+    {"cpu_target", value_kind::number, "5e6", "CPU target, sampled edges per second"},
+    {"timeout_s", value_kind::number, "600", "collective timeout, seconds"},
+};
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, sep)) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::int64_t non_negative(const config& cfg, const std::string& key) {
+  std::int64_t v = cfg.get_int(key);
+  if (v < 0) throw config_error(key + " must be >= 0 (" + cfg.origin.at(key) + ")");
+  return v;
+}
+
+std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+graph::sample_method method_of(const std::string& m) {
+  if (m == "uniform") return graph::sample_method::uniform;
+  if (m == "uniform_with_replacement" || m == "replacement")
+    return graph::sample_method::uniform_with_replacement;
+  if (m == "weighted") return graph::sample_method::weighted;
+  throw config_error("methods: unknown method '" + m + "'");
+}
+
+const char* method_name(graph::sample_method m) {
+  switch (m) {
+    case graph::sample_method::uniform:
+      return "uniform";
+    case graph::sample_method::uniform_with_replacement:
+      return "uniform_with_replacement";
+    case graph::sample_method::weighted:
+      return "weighted";
+  }
+  return "?";
+}
+
+struct case_result {
+  std::string sampler, type, location, method, fanouts;
+  std::uint64_t batches = 0, edges = 0;
+  double seconds = 0;  // slowest rank
+  double edges_per_s = 0, batches_per_s = 0, mean_edges = 0, target = 0;
+};
+
+}  // namespace
+
+std::string bench_suite(int argc, char** argv) {
+  command_args args = parse_command_args(argc, argv);
+  std::string suite = "gather";
+  if (!args.config_file.empty()) {
+    try {
+      YAML::Node root = YAML::LoadFile(args.config_file);
+      if (root.IsMap() && root["suite"] && root["suite"].IsScalar()) suite = root["suite"].Scalar();
+    } catch (const YAML::Exception&) {
+      // load_config reports the file's problem with its line.
+    }
+  }
+  for (const auto& o : args.overrides)
+    if (o.rfind("suite=", 0) == 0) suite = o.substr(6);
+  return suite;
+}
+
+int run_bench_sample(int argc, char** argv) {
+  command_args args = parse_command_args(argc, argv);
+  config cfg = load_config(bench_sample_schema, args.config_file, args.overrides);
+  auto timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(cfg.get_number("timeout_s") * 1000.0));
+  const bool gpu = wm::device_count() > 0;
+
+  std::vector<std::vector<int>> fanout_cases;
+  std::vector<std::string> fanout_names;
+  for (const auto& c : split(cfg.get_string("fanouts"), ';')) {
+    std::vector<int> hops;
+    for (const auto& h : split(c, ',')) {
+      try {
+        hops.push_back(std::stoi(h));
+      } catch (const std::exception&) {
+        throw config_error("fanouts: '" + h + "' is not a number (" + cfg.origin.at("fanouts") +
+                           ")");
+      }
+    }
+    if (hops.empty()) throw config_error("fanouts: an empty case");
+    fanout_cases.push_back(hops);
+    fanout_names.push_back(c);
+  }
+  std::vector<graph::sample_method> methods;
+  for (const auto& m : split(cfg.get_string("methods"), ',')) methods.push_back(method_of(m));
+  std::vector<wm::memory_type> types;
+  std::vector<wm::memory_location> locations;
+  try {
+    for (const auto& t : split(cfg.get_string("types"), ','))
+      types.push_back(wm::parse_memory_type(t));
+    for (const auto& l : split(cfg.get_string("locations"), ','))
+      locations.push_back(wm::parse_memory_location(l));
+  } catch (const wm::logic_error& e) {
+    throw config_error(std::string("types/locations: ") + e.what());
+  }
+  std::vector<std::string> samplers;
+  for (const auto& s : split(cfg.get_string("samplers"), ',')) {
+    if (s != "gpu" && s != "cpu") throw config_error("samplers: unknown sampler '" + s + "'");
+    if (s == "gpu" && !gpu) continue;
+    samplers.push_back(s);
+  }
+  const auto batch_size =
+      static_cast<std::size_t>(std::max<std::int64_t>(1, cfg.get_int("batch_size")));
+  const auto warmup = static_cast<std::uint64_t>(non_negative(cfg, "warmup"));
+  const auto gpu_batches =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(1, cfg.get_int("batches")));
+  const auto cpu_batches =
+      static_cast<std::uint64_t>(std::max<std::int64_t>(1, cfg.get_int("cpu_batches")));
+  unsigned threads = static_cast<unsigned>(non_negative(cfg, "threads"));
+  if (threads == 0) threads = wm::default_host_threads();
+  const auto random_seed = static_cast<std::uint64_t>(non_negative(cfg, "random_seed"));
+
+  std::shared_ptr<wm::bootstrap> bs = wm::make_job_bootstrap(timeout);
+  auto host_comm = wm::make_host_communicator(bs);
+  const int rank = host_comm->rank(), ranks = host_comm->size();
+  const bool lead = rank == 0;
+  std::shared_ptr<wm::communicator> nccl_comm;
+  cudaStream_t stream = nullptr;
+#if defined(WHOLESTORE_HAS_CUDA)
+  if (gpu) {
+    wm::set_device(wm::default_device(*host_comm));
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+      WM_FAIL(wm::cuda_error, "cudaStreamCreateWithFlags failed");
+    if (std::find(types.begin(), types.end(), wm::memory_type::distributed) != types.end())
+      nccl_comm = wm::make_nccl_communicator(bs);
+  }
+#endif
+
+  // The graph, the same on every rank.
+  graph::generate_options go;
+  go.num_nodes = static_cast<std::uint64_t>(non_negative(cfg, gpu ? "num_nodes" : "cpu_num_nodes"));
+  go.num_edges = static_cast<std::uint64_t>(non_negative(cfg, gpu ? "num_edges" : "cpu_num_edges"));
+  go.with_weights = cfg.get_bool("weights");
+  go.seed = static_cast<std::uint64_t>(non_negative(cfg, "gen_seed"));
+  go.threads = static_cast<int>(non_negative(cfg, "gen_threads"));
+  if (go.threads == 0)
+    go.threads = static_cast<int>(
+        std::max(1u, wm::default_host_threads() / static_cast<unsigned>(host_comm->local_size())));
+  if (go.num_nodes == 0) throw config_error("num_nodes must be > 0");
+  if (lead) {
+    std::printf(
+        "wholestore bench (sample): %d rank(s), %s, R-MAT %llu nodes, %llu edges%s, batch %zu, "
+        "%llu warm-up + %llu (gpu) / %llu (cpu) timed batches per rank\n",
+        ranks, gpu ? "GPU present" : "no GPU (CPU sampler, cpu_* sizes)",
+        static_cast<unsigned long long>(go.num_nodes),
+        static_cast<unsigned long long>(go.num_edges), go.with_weights ? ", weights" : "",
+        batch_size, static_cast<unsigned long long>(warmup),
+        static_cast<unsigned long long>(gpu_batches), static_cast<unsigned long long>(cpu_batches));
+    std::fflush(stdout);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  graph::host_csr host = graph::generate_graph(go);
+  const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (lead) {
+    std::printf("  generated in %.2f s (%d threads per rank)\n", gen_s, go.threads);
+    std::printf("%-4s %-11s %-6s %-24s %-9s %14s %10s %12s %8s\n", "smp", "type", "loc", "method",
+                "fanouts", "edges/s", "batches/s", "edges/batch", "target");
+    std::fflush(stdout);
+  }
+
+  std::vector<case_result> results;
+  std::vector<std::int64_t> seeds(batch_size);
+#if defined(WHOLESTORE_HAS_CUDA)
+  void* d_seeds = nullptr;
+  std::unique_ptr<wm::detail::resource> d_seeds_owner;
+  if (gpu)
+    d_seeds_owner = wm::detail::allocate_device_buffer(batch_size * sizeof(std::int64_t),
+                                                       wm::detail::current_device(), &d_seeds);
+#endif
+  for (const auto& sampler : samplers) {
+    const bool on_gpu = sampler == "gpu";
+    const std::uint64_t timed = on_gpu ? gpu_batches : cpu_batches;
+    const double target = on_gpu ? cfg.get_number("gpu_target") : cfg.get_number("cpu_target");
+    for (auto type : types) {
+      for (auto loc : locations) {
+        if (loc == wm::memory_location::device && (!gpu || !on_gpu)) continue;
+        auto comm = (on_gpu && type == wm::memory_type::distributed) ? nccl_comm : host_comm;
+        graph::csr_graph g = graph::make_graph(comm, host, type, loc);
+#if defined(WHOLESTORE_HAS_CUDA)
+        std::unique_ptr<graph::gpu_sampler> gs;
+        if (on_gpu) gs = std::make_unique<graph::gpu_sampler>(g);
+#endif
+        for (auto method : methods) {
+          if (method == graph::sample_method::weighted && !g.has_weights()) continue;
+          for (std::size_t f = 0; f < fanout_cases.size(); ++f) {
+            graph::sample_options so;
+            so.fanouts = fanout_cases[f];
+            so.method = method;
+            std::uint64_t edges = 0;
+            double seconds = 0;
+            for (std::uint64_t b = 0; b < warmup + timed; ++b) {
+              // Distinct seeds for every batch of every rank.
+              const std::uint64_t batch_id = b * static_cast<std::uint64_t>(ranks) + rank;
+              for (std::size_t i = 0; i < batch_size; ++i)
+                seeds[i] = static_cast<std::int64_t>(
+                    mix64(random_seed ^ mix64(batch_id * batch_size + i)) % go.num_nodes);
+              so.random_seed = mix64(random_seed + batch_id);
+              std::uint64_t batch_edges = 0;
+              auto s0 = std::chrono::steady_clock::now();
+              if (on_gpu) {
+#if defined(WHOLESTORE_HAS_CUDA)
+                wm::copy_bytes(d_seeds, seeds.data(), batch_size * sizeof(std::int64_t));
+                s0 = std::chrono::steady_clock::now();
+                auto blocks =
+                    gs->sample(static_cast<const std::int64_t*>(d_seeds), batch_size, so, stream);
+                if (cudaStreamSynchronize(stream) != cudaSuccess)
+                  WM_FAIL(wm::cuda_error, "sampling stream failed");
+                for (const auto& blk : blocks)
+                  batch_edges += static_cast<std::uint64_t>(blk.num_edges);
+#endif
+              } else {
+                graph::sample_result r =
+                    graph::sample_host(g, seeds.data(), batch_size, so, threads);
+                for (const auto& blk : r.blocks)
+                  batch_edges += static_cast<std::uint64_t>(blk.num_edges());
+              }
+              const double s =
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+              if (b >= warmup) {
+                edges += batch_edges;
+                seconds += s;
+              }
+            }
+            struct figures {
+              double seconds;
+              std::uint64_t edges;
+            } own{seconds, edges};
+            std::vector<figures> all(static_cast<std::size_t>(ranks));
+            bs->allgather(&own, all.data(), sizeof(figures));
+            case_result r;
+            r.sampler = sampler;
+            r.type = wm::memory_type_name(type);
+            r.location = wm::memory_location_name(loc);
+            r.method = method_name(method);
+            r.fanouts = fanout_names[f];
+            r.batches = timed * static_cast<std::uint64_t>(ranks);
+            for (const auto& a : all) {
+              r.seconds = std::max(r.seconds, a.seconds);
+              r.edges += a.edges;
+            }
+            r.edges_per_s = r.seconds > 0 ? r.edges / r.seconds : 0.0;
+            r.batches_per_s = r.seconds > 0 ? r.batches / r.seconds : 0.0;
+            r.mean_edges = static_cast<double>(r.edges) / static_cast<double>(r.batches);
+            r.target = target > 0 ? r.edges_per_s / target : 0.0;
+            if (lead) {
+              std::printf("%-4s %-11s %-6s %-24s %-9s %14.0f %10.1f %12.0f %7.2fx\n",
+                          r.sampler.c_str(), r.type.c_str(), r.location.c_str(), r.method.c_str(),
+                          r.fanouts.c_str(), r.edges_per_s, r.batches_per_s, r.mean_edges,
+                          r.target);
+              std::fflush(stdout);
+            }
+            results.push_back(r);
+          }
+        }
+      }
+    }
+  }
+#if defined(WHOLESTORE_HAS_CUDA)
+  if (stream) cudaStreamDestroy(stream);
+#endif
+  (void)stream;
+
+  if (lead) {
+    std::printf(
+        "summary: %zu case(s); edges/s are all ranks' sampled edges over the slowest "
+        "rank's time; target: GPU %.0fM, CPU %.0fM edges/s\n",
+        results.size(), cfg.get_number("gpu_target") / 1e6, cfg.get_number("cpu_target") / 1e6);
+    if (!args.report_file.empty()) {
+      std::ofstream report(args.report_file);
+      report << "command: bench\nsuite: sample\nranks: " << ranks << "\nnum_nodes: " << go.num_nodes
+             << "\nnum_edges: " << host.num_edges() << "\ngenerate_s: " << gen_s << "\ncases:\n";
+      for (const auto& r : results) {
+        report << "  - {sampler: " << r.sampler << ", type: " << r.type
+               << ", location: " << r.location << ", method: " << r.method << ", fanouts: \""
+               << r.fanouts << "\", batches: " << r.batches << ", edges: " << r.edges
+               << ", seconds: " << r.seconds << ", edges_per_s: " << r.edges_per_s
+               << ", batches_per_s: " << r.batches_per_s
+               << ", mean_edges_per_batch: " << r.mean_edges << ", target_ratio: " << r.target
+               << "}\n";
+      }
+      report << "config:\n";
+      std::string cfg_yaml = cfg.to_yaml(), line;
+      std::istringstream lines(cfg_yaml);
+      while (std::getline(lines, line)) report << "  " << line << "\n";
+      if (!report) throw config_error(args.report_file + ": cannot write the report");
+    }
+  }
+  return 0;
+}
+
+}  // namespace wholestore::apps

@@ -1,0 +1,528 @@
+// `wholestore sample`: the main job.  Every rank joins, loads a dataset into WholeMemory (or
+// generates the same R-MAT graph in memory when no dataset is given), takes its share of the
+// shuffled training seeds, samples multi-hop neighborhoods batch by batch on the CPU or GPU
+// sampler and gathers the input nodes' features, as a GNN training loop would; rank 0 prints
+// load, sampling and gather rates over all ranks.
+#include "commands.hpp"
+#include "config.hpp"
+
+#include <graph/csr_graph.hpp>
+#include <graph/generate.hpp>
+#include <graph/sampling.hpp>
+#include <wholememory/bootstrap.hpp>
+#include <wholememory/communicator.hpp>
+#include <wholememory/detail/cuda_memory.hpp>
+#include <wholememory/device.hpp>
+#include <wholememory/dtype.hpp>
+#include <wholememory/error.hpp>
+#include <wholememory/gather.hpp>
+#include <wholememory/wholememory.hpp>
+
+#if defined(WHOLESTORE_HAS_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace wholestore::apps {
+
+namespace {
+
+namespace wm = wholememory;
+
+const std::vector<config_key> sample_schema = {
+    {"dataset", value_kind::string, "",
+     "dataset directory; empty or missing: generate the gen.* graph in memory"},
+    {"gen.num_nodes", value_kind::integer, "200000", "generated graph: nodes"},
+    {"gen.num_edges", value_kind::integer, "4000000", "generated graph: R-MAT edges drawn"},
+    {"gen.feature_dim", value_kind::integer, "64", "generated graph: features per node"},
+    {"gen.features_dtype", value_kind::string, "float32",
+     "generated graph: float32, float16 or bfloat16"},
+    {"gen.weights", value_kind::boolean, "true", "generated graph: float32 edge weights"},
+    {"gen.seed", value_kind::integer, "0", "generated graph: random seed (same seed, same graph)"},
+    {"gen.threads", value_kind::integer, "0", "generator threads per rank (0: all cores)"},
+    {"graph.type", value_kind::string, "continuous", "continuous, chunked or distributed"},
+    {"graph.location", value_kind::string, "host", "host or device"},
+    {"features.type", value_kind::string, "", "memory type of the features (empty: graph.type)"},
+    {"features.location", value_kind::string, "",
+     "location of the features (empty: graph.location)"},
+    {"load.verify_checksums", value_kind::boolean, "false", "check file checksums before loading"},
+    {"load.threads", value_kind::integer, "0", "reader threads per rank (0: up to 4)"},
+    {"sampler", value_kind::string, "auto", "cpu, gpu, or auto (gpu when one is present)"},
+    {"method", value_kind::string, "uniform", "uniform, uniform_with_replacement or weighted"},
+    {"fanouts", value_kind::string, "15,10,5", "neighbors per hop, comma-separated (-1: all)"},
+    {"batch_size", value_kind::integer, "1024", "seeds per batch"},
+    {"random_seed", value_kind::integer, "0", "seed of the shuffle and of the sampler"},
+    {"epochs", value_kind::integer, "1", "passes over the training seeds"},
+    {"batches", value_kind::integer, "0", "batches per rank per epoch (0: all its seeds)"},
+    {"edge_ids", value_kind::boolean, "false", "have the sampler return edge ids"},
+    {"threads", value_kind::integer, "0", "CPU sampler and gather threads (0: all cores)"},
+    {"timeout_s", value_kind::number, "300", "collective timeout, seconds"},
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::int64_t at_least(const config& cfg, const std::string& key, std::int64_t min) {
+  std::int64_t v = cfg.get_int(key);
+  if (v < min) {
+    throw config_error(key + " must be >= " + std::to_string(min) + ", got " + std::to_string(v) +
+                       " (" + cfg.origin.at(key) + ")");
+  }
+  return v;
+}
+
+std::vector<int> parse_fanouts(const config& cfg) {
+  std::vector<int> out;
+  std::stringstream ss(cfg.get_string("fanouts"));
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || v == 0 || v < -1) {
+      throw config_error("fanouts: '" + item + "' is not a positive count or -1 (" +
+                         cfg.origin.at("fanouts") + ")");
+    }
+    out.push_back(v);
+  }
+  if (out.empty())
+    throw config_error("fanouts: at least one hop (" + cfg.origin.at("fanouts") + ")");
+  return out;
+}
+
+// A key whose value must parse with `parse` (which throws logic_error): rethrown naming it.
+template <typename Parse>
+auto parse_key(const config& cfg, const std::string& key, Parse parse) {
+  try {
+    return parse(cfg.get_string(key));
+  } catch (const wm::logic_error& e) {
+    throw config_error(key + ": " + e.what() + " (" + cfg.origin.at(key) + ")");
+  }
+}
+
+// The method names of sampling.hpp (parsed here, so this file needs only the sampler calls).
+graph::sample_method parse_method(const config& cfg) {
+  const std::string& m = cfg.get_string("method");
+  if (m == "uniform") return graph::sample_method::uniform;
+  if (m == "uniform_with_replacement" || m == "replacement")
+    return graph::sample_method::uniform_with_replacement;
+  if (m == "weighted") return graph::sample_method::weighted;
+  throw config_error("method must be uniform, uniform_with_replacement or weighted, got '" + m +
+                     "' (" + cfg.origin.at("method") + ")");
+}
+
+std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// All node ids in an order that depends only on (seed, epoch): Fisher-Yates with a
+// counter-based generator, the same on every rank and platform.
+std::vector<std::int64_t> shuffled_nodes(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch) {
+  std::vector<std::int64_t> ids(n);
+  for (std::uint64_t i = 0; i < n; ++i) ids[i] = static_cast<std::int64_t>(i);
+  const std::uint64_t key = mix64(seed ^ mix64(epoch + 0x5851F42D4C957F2Dull));
+  for (std::uint64_t i = n; i > 1; --i) {
+    std::uint64_t j = mix64(key + i) % i;
+    std::swap(ids[i - 1], ids[j]);
+  }
+  return ids;
+}
+
+bool dataset_present(const std::string& dir) {
+  if (dir.empty()) return false;
+  struct stat st {};
+  return ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+double peak_rss_mib() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;  // KiB on Linux
+}
+
+double gpu_used_mib() {
+#if defined(WHOLESTORE_HAS_CUDA)
+  std::size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) return (total_b - free_b) / 1048576.0;
+#endif
+  return 0.0;
+}
+
+// Rank 0's progress display: a bar on a terminal, a line every ~10% otherwise.
+class progress_display {
+ public:
+  progress_display(bool enabled, const char* what) : enabled_(enabled), what_(what) {
+    tty_ = enabled_ && ::isatty(STDOUT_FILENO);
+  }
+  void update(std::uint64_t done, std::uint64_t total) {
+    if (!enabled_ || total == 0) return;
+    const int pct =
+        static_cast<int>(100.0 * static_cast<double>(done) / static_cast<double>(total));
+    if (tty_) {
+      const int width = 40, fill = pct * width / 100;
+      std::printf("\r  %-8s [%s%s] %3d%%", what_, std::string(fill, '#').c_str(),
+                  std::string(width - fill, '.').c_str(), pct);
+      if (done >= total) std::printf("\n");
+      std::fflush(stdout);
+    } else if (pct >= next_pct_ || (done >= total && last_pct_ < 100)) {
+      std::printf("  %s %d%% (%llu/%llu)\n", what_, pct, static_cast<unsigned long long>(done),
+                  static_cast<unsigned long long>(total));
+      std::fflush(stdout);
+      next_pct_ = (pct / 10 + 1) * 10;
+    }
+    last_pct_ = pct;
+  }
+
+ private:
+  bool enabled_, tty_ = false;
+  const char* what_;
+  int next_pct_ = 0, last_pct_ = -1;
+};
+
+// Per-rank figures exchanged over the bootstrap at the end.
+struct rank_figures {
+  double sample_s = 0, gather_s = 0, loop_s = 0;
+  std::uint64_t batches = 0, seeds = 0, sampled_edges = 0, gathered_rows = 0, gathered_bytes = 0;
+  double rss_mib = 0, gpu_mib = 0;
+};
+
+}  // namespace
+
+int run_sample(int argc, char** argv) {
+  command_args args = parse_command_args(argc, argv);
+  config cfg = load_config(sample_schema, args.config_file, args.overrides);
+
+  // Config, checked before anything collective.
+  const auto graph_type = parse_key(cfg, "graph.type", wm::parse_memory_type);
+  const auto graph_location = parse_key(cfg, "graph.location", wm::parse_memory_location);
+  graph::load_options where;
+  where.type = graph_type;
+  where.location = graph_location;
+  if (!cfg.get_string("features.type").empty())
+    where.features_type = parse_key(cfg, "features.type", wm::parse_memory_type);
+  if (!cfg.get_string("features.location").empty())
+    where.features_location = parse_key(cfg, "features.location", wm::parse_memory_location);
+  const auto features_type = where.features_type.value_or(graph_type);
+  const auto features_location = where.features_location.value_or(graph_location);
+  const auto method = parse_method(cfg);
+  const auto gen_dtype = parse_key(cfg, "gen.features_dtype", wm::parse_dtype);
+  const std::vector<int> fanouts = parse_fanouts(cfg);
+  const auto batch_size = static_cast<std::uint64_t>(at_least(cfg, "batch_size", 1));
+  const auto epochs = static_cast<std::uint64_t>(at_least(cfg, "epochs", 1));
+  const auto max_batches = static_cast<std::uint64_t>(at_least(cfg, "batches", 0));
+  const auto random_seed = static_cast<std::uint64_t>(at_least(cfg, "random_seed", 0));
+  unsigned threads = static_cast<unsigned>(at_least(cfg, "threads", 0));
+  if (threads == 0) threads = wm::default_host_threads();
+  const std::string& sampler_name = cfg.get_string("sampler");
+  if (sampler_name != "cpu" && sampler_name != "gpu" && sampler_name != "auto") {
+    throw config_error("sampler must be cpu, gpu or auto, got '" + sampler_name + "' (" +
+                       cfg.origin.at("sampler") + ")");
+  }
+  const bool gpu_present = wm::device_count() > 0;
+  const bool use_gpu = sampler_name == "gpu" || (sampler_name == "auto" && gpu_present);
+  if (use_gpu && !gpu_present) {
+    throw config_error("sampler: gpu needs a CUDA build and a visible GPU (" +
+                       cfg.origin.at("sampler") + "); use cpu or auto");
+  }
+  if (!use_gpu && (graph_location == wm::memory_location::device ||
+                   features_location == wm::memory_location::device)) {
+    throw config_error("the cpu sampler needs graph.location and features.location host");
+  }
+  const std::string& dataset = cfg.get_string("dataset");
+  const bool generate = !dataset_present(dataset);
+  auto timeout =
+      std::chrono::milliseconds(static_cast<std::int64_t>(cfg.get_number("timeout_s") * 1000.0));
+
+  // Join the job: one GPU per rank and NCCL between them for the GPU path.
+  std::shared_ptr<wm::bootstrap> bs = wm::make_job_bootstrap(timeout);
+  std::shared_ptr<wm::communicator> comm = wm::make_host_communicator(bs);
+  if (use_gpu) {
+    wm::set_device(wm::default_device(*comm));
+    comm = wm::make_nccl_communicator(bs);  // gather on distributed memory goes through NCCL
+  }
+  const int rank = comm->rank(), ranks = comm->size();
+  const bool lead = rank == 0;
+  if (lead) {
+    std::printf("wholestore sample: %d rank(s), %s sampler, graph %s %s, features %s %s\n", ranks,
+                use_gpu ? "gpu" : "cpu", wm::memory_type_name(graph_type),
+                wm::memory_location_name(graph_location), wm::memory_type_name(features_type),
+                wm::memory_location_name(features_location));
+    std::fflush(stdout);
+  }
+
+  // Load or generate.
+  graph::csr_graph g;
+  double load_s = 0, gen_s = 0;
+  std::uint64_t load_bytes = 0;
+  std::string source;
+  if (!generate) {
+    source = dataset;
+    where.verify_checksums = cfg.get_bool("load.verify_checksums");
+    where.threads = static_cast<unsigned>(at_least(cfg, "load.threads", 0));
+    progress_display bar(lead, "load");
+    where.progress = [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
+    if (lead) std::printf("  loading %s\n", dataset.c_str());
+    graph::load_stats st;
+    g = graph::load_graph(comm, dataset, where, &st);
+    load_s = st.seconds;
+    load_bytes = st.total_bytes;
+  } else {
+    graph::generate_options go;
+    go.num_nodes = static_cast<std::uint64_t>(at_least(cfg, "gen.num_nodes", 1));
+    go.num_edges = static_cast<std::uint64_t>(at_least(cfg, "gen.num_edges", 0));
+    go.feature_dim = static_cast<std::uint64_t>(at_least(cfg, "gen.feature_dim", 0));
+    go.with_weights = cfg.get_bool("gen.weights");
+    go.seed = static_cast<std::uint64_t>(at_least(cfg, "gen.seed", 0));
+    go.threads = static_cast<int>(at_least(cfg, "gen.threads", 0));
+    go.rmat = true;
+    std::ostringstream s;
+    s << "R-MAT (" << go.num_nodes << " nodes, " << go.num_edges << " edges, seed " << go.seed
+      << ")";
+    source = s.str();
+    if (lead) {
+      std::printf("  %s%s: generating %s on every rank\n",
+                  dataset.empty() ? "no dataset" : dataset.c_str(),
+                  dataset.empty() ? "" : " not found", source.c_str());
+      std::fflush(stdout);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    graph::host_csr host = graph::generate_graph(go);
+    gen_s = seconds_since(t0);
+    bs->barrier();
+    t0 = std::chrono::steady_clock::now();
+    g = graph::make_graph(comm, host, where, gen_dtype);
+    load_s = seconds_since(t0);
+    load_bytes = g.row_offsets.size() + g.col_indices.size() +
+                 (g.has_weights() ? g.edge_weights.size() : 0) +
+                 (g.has_features() ? g.node_features.size() : 0);
+    double all_s = 0;
+    std::vector<double> times(static_cast<std::size_t>(ranks));
+    bs->allgather(&load_s, times.data(), sizeof(double));
+    for (double t : times) all_s = std::max(all_s, t);
+    load_s = all_s;
+  }
+  if (lead) {
+    if (generate) std::printf("  generate  %8.3f s (rank 0)\n", gen_s);
+    std::printf("  %-9s %8.3f s  %7.2f GB/s  (%.1f MB, all ranks)\n", generate ? "place" : "load",
+                load_s, load_s > 0 ? load_bytes / load_s / 1e9 : 0.0, load_bytes / 1e6);
+    std::printf("  graph: %llu nodes, %llu edges (%s cols)%s, %llu x %s features\n",
+                static_cast<unsigned long long>(g.num_nodes),
+                static_cast<unsigned long long>(g.num_edges), wm::dtype_name(g.col_type),
+                g.has_weights() ? ", weights" : "", static_cast<unsigned long long>(g.feature_dim),
+                g.has_features() ? wm::dtype_name(g.feature_type) : "no");
+    std::fflush(stdout);
+  }
+  if (method == graph::sample_method::weighted && !g.has_weights()) {
+    throw config_error("method: weighted needs edge weights, and " + source + " has none");
+  }
+
+  // This rank's seeds per epoch, and the batch count every rank will run.
+  const std::uint64_t n = g.num_nodes;
+  const std::uint64_t first = n * static_cast<std::uint64_t>(rank) / ranks;
+  const std::uint64_t last = n * static_cast<std::uint64_t>(rank + 1) / ranks;
+  std::uint64_t local_batches = (last - first + batch_size - 1) / batch_size;
+  if (max_batches > 0) local_batches = std::min(local_batches, max_batches);
+  std::vector<std::uint64_t> all_batches(static_cast<std::size_t>(ranks));
+  bs->allgather(&local_batches, all_batches.data(), sizeof(std::uint64_t));
+  const std::uint64_t max_rank_batches = *std::max_element(all_batches.begin(), all_batches.end());
+  // Distributed memory makes sampling and gathering collective: every rank calls equally often.
+  const bool collective = graph_type == wm::memory_type::distributed ||
+                          (g.has_features() && features_type == wm::memory_type::distributed);
+  const std::uint64_t calls = collective ? max_rank_batches : local_batches;
+
+  graph::sample_options so;
+  so.fanouts = fanouts;
+  so.method = method;
+  so.edge_ids = cfg.get_bool("edge_ids");
+  const std::size_t row_bytes =
+      g.has_features() ? g.feature_dim * wm::dtype_size(g.feature_type) : 0;
+
+  rank_figures mine;
+  std::vector<unsigned char> host_out;
+#if defined(WHOLESTORE_HAS_CUDA)
+  std::unique_ptr<graph::gpu_sampler> gs;
+  cudaStream_t stream = nullptr;
+  void* d_seeds = nullptr;
+  std::unique_ptr<wm::detail::resource> d_seeds_owner, d_out_owner;
+  void* d_out = nullptr;
+  std::size_t d_out_bytes = 0;
+  if (use_gpu) {
+    gs = std::make_unique<graph::gpu_sampler>(g);
+    if (cudaStreamCreate(&stream) != cudaSuccess)
+      WM_FAIL(wm::cuda_error, "cudaStreamCreate failed");
+    d_seeds_owner = wm::detail::allocate_device_buffer(batch_size * sizeof(std::int64_t),
+                                                       wm::detail::current_device(), &d_seeds);
+  }
+#endif
+
+  progress_display bar(lead, "sample");
+  const std::uint64_t total_calls = calls * epochs;
+  bs->barrier();
+  const auto loop_t0 = std::chrono::steady_clock::now();
+  for (std::uint64_t epoch = 0; epoch < epochs; ++epoch) {
+    const std::vector<std::int64_t> order = shuffled_nodes(n, random_seed, epoch);
+    for (std::uint64_t b = 0; b < calls; ++b) {
+      const std::uint64_t begin = std::min(last, first + b * batch_size);
+      const std::uint64_t end =
+          b < local_batches ? std::min(last, begin + batch_size) : begin;  // padding: empty
+      const std::int64_t* seeds = order.data() + begin;
+      const std::size_t count = static_cast<std::size_t>(end - begin);
+      // The sampler's randomness differs per batch, and is the same for any rank count.
+      so.random_seed = mix64(random_seed ^ mix64((epoch << 40) + first + b * batch_size));
+      std::size_t rows = 0;
+      auto t0 = std::chrono::steady_clock::now();
+      if (use_gpu) {
+#if defined(WHOLESTORE_HAS_CUDA)
+        if (count) wm::copy_bytes(d_seeds, seeds, count * sizeof(std::int64_t));
+        std::vector<graph::device_block> blocks =
+            gs->sample(static_cast<const std::int64_t*>(d_seeds), count, so, stream);
+        if (cudaStreamSynchronize(stream) != cudaSuccess)
+          WM_FAIL(wm::cuda_error, "sampling stream failed");
+        for (const auto& blk : blocks)
+          mine.sampled_edges += static_cast<std::uint64_t>(blk.num_edges);
+        mine.sample_s += seconds_since(t0);
+        if (g.has_features()) {
+          rows = blocks.empty() ? 0 : static_cast<std::size_t>(blocks.back().num_src);
+          if (rows * row_bytes > d_out_bytes) {
+            d_out_owner.reset();
+            d_out_bytes = std::max(rows * row_bytes, d_out_bytes * 2);
+            d_out_owner = wm::detail::allocate_device_buffer(d_out_bytes,
+                                                             wm::detail::current_device(), &d_out);
+          }
+          t0 = std::chrono::steady_clock::now();
+          wm::index_array idx{blocks.empty() ? nullptr : blocks.back().src_nodes, wm::dtype::int64,
+                              rows};
+          wm::dense_matrix out{d_out, g.feature_type, rows, g.feature_dim, g.feature_dim};
+          wm::gather(g.features_tensor(), idx, out, stream);
+          if (cudaStreamSynchronize(stream) != cudaSuccess)
+            WM_FAIL(wm::cuda_error, "gather stream failed");
+          mine.gather_s += seconds_since(t0);
+        }
+#endif
+      } else {
+        graph::sample_result r = graph::sample_host(g, seeds, count, so, threads);
+        for (const auto& blk : r.blocks)
+          mine.sampled_edges += static_cast<std::uint64_t>(blk.num_edges());
+        mine.sample_s += seconds_since(t0);
+        if (g.has_features()) {
+          const std::vector<std::int64_t> empty;
+          const std::vector<std::int64_t>& input = r.blocks.empty() ? empty : r.input_nodes();
+          rows = input.size();
+          if (host_out.size() < rows * row_bytes) host_out.resize(rows * row_bytes);
+          t0 = std::chrono::steady_clock::now();
+          wm::index_array idx{input.data(), wm::dtype::int64, rows};
+          wm::dense_matrix out{host_out.data(), g.feature_type, rows, g.feature_dim, g.feature_dim};
+          wm::gather_host(g.features_tensor(), idx, out, threads);
+          mine.gather_s += seconds_since(t0);
+        }
+      }
+      if (count) {
+        ++mine.batches;
+        mine.seeds += count;
+      }
+      mine.gathered_rows += rows;
+      mine.gathered_bytes += rows * row_bytes;
+      bar.update(epoch * calls + b + 1, total_calls);
+    }
+  }
+  mine.loop_s = seconds_since(loop_t0);
+  mine.rss_mib = peak_rss_mib();
+  mine.gpu_mib = use_gpu ? gpu_used_mib() : 0.0;
+#if defined(WHOLESTORE_HAS_CUDA)
+  gs.reset();
+  if (stream) cudaStreamDestroy(stream);
+#endif
+
+  // All-rank totals: counts summed, times the slowest rank's.
+  std::vector<rank_figures> all(static_cast<std::size_t>(ranks));
+  bs->allgather(&mine, all.data(), sizeof(rank_figures));
+  rank_figures tot;
+  double rss_max = 0, gpu_max = 0, rss_sum = 0;
+  for (const auto& f : all) {
+    tot.sample_s = std::max(tot.sample_s, f.sample_s);
+    tot.gather_s = std::max(tot.gather_s, f.gather_s);
+    tot.loop_s = std::max(tot.loop_s, f.loop_s);
+    tot.batches += f.batches;
+    tot.seeds += f.seeds;
+    tot.sampled_edges += f.sampled_edges;
+    tot.gathered_rows += f.gathered_rows;
+    tot.gathered_bytes += f.gathered_bytes;
+    rss_max = std::max(rss_max, f.rss_mib);
+    rss_sum += f.rss_mib;
+    gpu_max = std::max(gpu_max, f.gpu_mib);
+  }
+  auto rate = [](double x, double s) { return s > 0 ? x / s : 0.0; };
+  const double load_gbps = rate(static_cast<double>(load_bytes), load_s) / 1e9;
+  const double batches_per_s = rate(static_cast<double>(tot.batches), tot.loop_s);
+  const double edges_per_s = rate(static_cast<double>(tot.sampled_edges), tot.sample_s);
+  const double gather_gbps = rate(static_cast<double>(tot.gathered_bytes), tot.gather_s) / 1e9;
+
+  if (lead) {
+    std::printf("  sample    %8.3f s  %10.0f edges/s  (%llu edges, %llu batches, %llu seeds)\n",
+                tot.sample_s, edges_per_s, static_cast<unsigned long long>(tot.sampled_edges),
+                static_cast<unsigned long long>(tot.batches),
+                static_cast<unsigned long long>(tot.seeds));
+    std::printf("  gather    %8.3f s  %7.2f GB/s  (%llu rows, %.1f MB)\n", tot.gather_s,
+                gather_gbps, static_cast<unsigned long long>(tot.gathered_rows),
+                tot.gathered_bytes / 1e6);
+    std::printf("  loop      %8.3f s  %7.1f batches/s\n", tot.loop_s, batches_per_s);
+    std::printf("  memory    peak RSS %.1f MiB (max rank), %.1f MiB (all ranks)", rss_max, rss_sum);
+    if (use_gpu) std::printf(", GPU used %.1f MiB (max device)", gpu_max);
+    std::printf("\n");
+    std::printf(
+        "summary: %d rank(s), %s sampler, %llu batches, %llu sampled edges, %.0f edges/s, "
+        "%.1f batches/s, load %.2f GB/s, gather %.2f GB/s\n",
+        ranks, use_gpu ? "gpu" : "cpu", static_cast<unsigned long long>(tot.batches),
+        static_cast<unsigned long long>(tot.sampled_edges), edges_per_s, batches_per_s, load_gbps,
+        gather_gbps);
+    std::fflush(stdout);
+    if (!args.report_file.empty()) {
+      std::ofstream report(args.report_file);
+      report << "command: sample\nranks: " << ranks << "\nsampler: " << (use_gpu ? "gpu" : "cpu")
+             << "\nsource: \"" << source << "\"\ngenerated: " << (generate ? "true" : "false")
+             << "\nnum_nodes: " << g.num_nodes << "\nnum_edges: " << g.num_edges
+             << "\nfeature_dim: " << g.feature_dim << "\ngenerate_s: " << gen_s
+             << "\nload_s: " << load_s << "\nload_bytes: " << load_bytes
+             << "\nload_gbps: " << load_gbps << "\nepochs: " << epochs
+             << "\nbatches: " << tot.batches << "\nseeds: " << tot.seeds
+             << "\nsampled_edges: " << tot.sampled_edges << "\nsample_s: " << tot.sample_s
+             << "\nsampled_edges_per_s: " << edges_per_s << "\nloop_s: " << tot.loop_s
+             << "\nbatches_per_s: " << batches_per_s << "\ngathered_rows: " << tot.gathered_rows
+             << "\ngathered_bytes: " << tot.gathered_bytes << "\ngather_s: " << tot.gather_s
+             << "\ngathered_gbps: " << gather_gbps << "\npeak_rss_mib: " << rss_max
+             << "\npeak_rss_mib_all_ranks: " << rss_sum << "\ngpu_used_mib: " << gpu_max
+             << "\nconfig:\n";
+      std::string cfg_yaml = cfg.to_yaml(), line;
+      std::istringstream lines(cfg_yaml);
+      while (std::getline(lines, line)) report << "  " << line << "\n";
+      if (!report) throw config_error(args.report_file + ": cannot write the report");
+    }
+  }
+  return 0;
+}
+
+}  // namespace wholestore::apps
