@@ -40,11 +40,11 @@ class scratch {
   void* reserve(std::size_t bytes, int device, cudaStream_t stream) {
     bytes = std::max<std::size_t>(bytes, 16);
     if (bytes > bytes_) {
+      const std::size_t want = std::max(bytes, bytes_ + bytes_ / 2);
       if (owner_) WM_CUDA_TRY(cudaStreamSynchronize(stream));
       owner_.reset();
       ptr_ = nullptr;
       bytes_ = 0;
-      std::size_t want = std::max(bytes, bytes_ + bytes_ / 2);
       owner_ = wm::detail::allocate_device_buffer(want, device, &ptr_);
       bytes_ = want;
     }
@@ -130,6 +130,8 @@ struct gpu_sampler::impl {
     WM_CUDA_TRY(cudaStreamSynchronize(stream));
   }
 
+  /// Throws when host_info[0] names a bad seed (on any rank, for distributed memory).
+  void check_seeds(const std::int64_t* seeds, cudaStream_t stream);
   template <typename K>
   void relabel(std::int64_t n_dst, std::int64_t total, std::int32_t* src_index,
                std::int64_t* src_nodes, cudaStream_t stream);
@@ -141,6 +143,36 @@ struct gpu_sampler::impl {
             const sample_options& options, int hop, W w, std::int64_t* eid_out,
             cudaStream_t stream);
 };
+
+void gpu_sampler::impl::check_seeds(const std::int64_t* seeds, cudaStream_t stream) {
+  const std::int64_t num_nodes = static_cast<std::int64_t>(graph->num_nodes);
+  const long long no_bad = 0x7F7F7F7F7F7F7F7FLL;  // the memset pattern of info[0]
+  const long long bad_pos = host_info[0];
+  if (distributed) {
+    // Every rank learns whether any rank had a bad seed, so that none is left waiting in a
+    // collective.
+    long long* any = flag.get<long long>(1, device, stream);
+    host_info[3] = bad_pos != no_bad ? 1 : 0;
+    WM_CUDA_TRY(
+        cudaMemcpyAsync(any, host_info + 3, sizeof(long long), cudaMemcpyHostToDevice, stream));
+    graph->row_offsets.comm().allreduce_sum(any, any, 1, wm::dtype::int64, stream);
+    graph->row_offsets.comm().synchronize(stream);
+    WM_CUDA_TRY(
+        cudaMemcpyAsync(host_info + 3, any, sizeof(long long), cudaMemcpyDeviceToHost, stream));
+    WM_CUDA_TRY(cudaStreamSynchronize(stream));
+    if (host_info[3] > 0 && bad_pos == no_bad) {
+      WM_FAIL(wm::logic_error,
+              "sample: a seed outside [0, " << num_nodes << ") was passed on another rank");
+    }
+  }
+  if (bad_pos != no_bad) {
+    std::int64_t value = 0;
+    WM_CUDA_TRY(cudaMemcpyAsync(&value, seeds + bad_pos, sizeof value, cudaMemcpyDefault, stream));
+    WM_CUDA_TRY(cudaStreamSynchronize(stream));
+    WM_FAIL(wm::logic_error, "sample: seed " << value << " at position " << bad_pos
+                                             << " is outside [0, " << num_nodes << ")");
+  }
+}
 
 // Sorts the entries already in keys_a / vals_a (total of them) and writes src_index and
 // src_nodes; the number of src nodes goes to info[1] on the device.
@@ -218,7 +250,8 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
   const int num_hops = static_cast<int>(options.fanouts.size());
   long long* d_info = static_cast<long long*>(info.reserve(64, device, stream));
 
-  // Hop 0 destinations: the unique seeds; the check of the seeds rides on the same sync.
+  // Hop 0 destinations: the unique seeds.  Their check rides on hop 0's sync: an
+  // out-of-range seed became node 0 in the keys, so nothing reads outside the graph before.
   const std::int64_t n_seeds = static_cast<std::int64_t>(count);
   WM_EXPECTS(n_seeds < std::numeric_limits<std::int32_t>::max(),
              "sample: " << n_seeds << " seeds are more than a batch can hold");
@@ -231,33 +264,12 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
         seeds, n_seeds, num_nodes, ka, va, reinterpret_cast<unsigned long long*>(d_info));
     WM_CUDA_CHECK_LAUNCH();
   }
-  relabel<K>(0, n_seeds, nullptr, uniq, stream);
-  fetch_info(2, stream);
-  const long long no_bad = 0x7F7F7F7F7F7F7F7FLL;
-  long long bad_pos = host_info[0];
-  std::int64_t n_dst = host_info[1];
-  if (distributed) {
-    // Every rank learns whether any rank had a bad seed, so that none is left waiting in a
-    // collective.
-    long long* any = flag.get<long long>(1, device, stream);
-    long long mine = bad_pos != no_bad ? 1 : 0;
-    WM_CUDA_TRY(cudaMemcpyAsync(any, &mine, sizeof mine, cudaMemcpyHostToDevice, stream));
-    g.row_offsets.comm().allreduce_sum(any, any, 1, wm::dtype::int64, stream);
-    g.row_offsets.comm().synchronize(stream);
-    long long total_bad = 0;
-    WM_CUDA_TRY(cudaMemcpyAsync(&total_bad, any, sizeof total_bad, cudaMemcpyDeviceToHost, stream));
-    WM_CUDA_TRY(cudaStreamSynchronize(stream));
-    if (total_bad > 0 && bad_pos == no_bad) {
-      WM_FAIL(wm::logic_error,
-              "sample: a seed outside [0, " << num_nodes << ") was passed on another rank");
-    }
-  }
-  if (bad_pos != no_bad) {
-    std::int64_t value = 0;
-    WM_CUDA_TRY(cudaMemcpyAsync(&value, seeds + bad_pos, sizeof value, cudaMemcpyDefault, stream));
-    WM_CUDA_TRY(cudaStreamSynchronize(stream));
-    WM_FAIL(wm::logic_error, "sample: seed " << value << " at position " << bad_pos
-                                             << " is outside [0, " << num_nodes << ")");
+  relabel<K>(0, n_seeds, nullptr, uniq, stream);  // info[1] = number of unique seeds
+  bool checked = false;
+  if (distributed || num_hops == 0 || num_nodes == 0) {
+    fetch_info(2, stream);
+    check_seeds(seeds, stream);
+    checked = true;
   }
 
   while (hops.size() < static_cast<std::size_t>(num_hops)) {
@@ -265,10 +277,20 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
   }
   std::vector<device_block> blocks;
   const std::int64_t* dst = uniq;
+  // The dst count of a hop is info[1] on the device (the previous relabel's src count); the
+  // host knows `bound` >= it until the hop's sync.  Distributed memory needs it on the host
+  // (gather counts), so it syncs for it first.
+  std::int64_t bound = n_seeds;
+  const long long* live = distributed ? nullptr : d_info + 1;
   for (int h = 0; h < num_hops; ++h) {
     const int fanout = options.fanouts[static_cast<std::size_t>(h)];
     hop_buffers& out = *hops[static_cast<std::size_t>(h)];
-    const std::size_t nd = static_cast<std::size_t>(n_dst);
+    if (distributed) {
+      if (h > 0) fetch_info(2, stream);
+      bound = host_info[1];
+    }
+    const std::size_t nd = static_cast<std::size_t>(bound);
+    std::int64_t n_dst = bound;  // exact for distributed memory; else set at the sync below
     std::int64_t* offsets = out.offsets.get<std::int64_t>(nd + 1, device, stream);
     std::int64_t* st = start.get<std::int64_t>(nd, device, stream);
     std::int64_t* dg = deg.get<std::int64_t>(nd, device, stream);
@@ -296,7 +318,7 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
         // Weights of every frontier edge: scan the degrees, then gather them.
         std::int64_t* base = wbase.get<std::int64_t>(nd + 1, device, stream);
         gpu::count_kernel<<<grid_for(n_dst + 1), kThreads, 0, stream>>>(
-            dg, n_dst, sample_method::uniform, -1, cnt);  // counts = degrees
+            dg, n_dst, nullptr, sample_method::uniform, -1, cnt);  // counts = degrees
         WM_CUDA_CHECK_LAUNCH();
         std::size_t bytes = 0;
         WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, cnt, base, n_dst + 1, stream));
@@ -319,49 +341,60 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
         wb = fw;
         wbs = base;
       }
-    } else if (n_dst > 0) {
+    } else if (bound > 0) {
       if (chunked) {
-        gpu::node_info_kernel<<<grid_for(n_dst), kThreads, 0, stream>>>(
-            dst, n_dst, ro_chunked(static_cast<const wm::chunked_view*>(ro_ptr)), st, dg);
+        gpu::node_info_kernel<<<grid_for(bound), kThreads, 0, stream>>>(
+            dst, bound, live, ro_chunked(static_cast<const wm::chunked_view*>(ro_ptr)), st, dg);
       } else {
-        gpu::node_info_kernel<<<grid_for(n_dst), kThreads, 0, stream>>>(
-            dst, n_dst, ro_direct(static_cast<const std::int64_t*>(ro_ptr)), st, dg);
+        gpu::node_info_kernel<<<grid_for(bound), kThreads, 0, stream>>>(
+            dst, bound, live, ro_direct(static_cast<const std::int64_t*>(ro_ptr)), st, dg);
       }
       WM_CUDA_CHECK_LAUNCH();
     }
 
     // 2. counts and offsets.
     if (weighted && fanout >= 0) {
-      const unsigned grid = grid_for(n_dst + 1, kWarp);
+      const unsigned grid = grid_for(bound + 1, kWarp);
       if (distributed) {
         gpu::count_weighted_kernel<<<grid, kThreads, 0, stream>>>(
-            st, dg, n_dst, fanout, gpu::gathered_weights{wb, wbs}, cnt, np);
+            st, dg, bound, live, fanout, gpu::gathered_weights{wb, wbs}, cnt, np);
       } else if (chunked) {
         using wg = wm::PtrGen<const wm::chunked_view, const float>;
         gpu::count_weighted_kernel<<<grid, kThreads, 0, stream>>>(
-            st, dg, n_dst, fanout,
+            st, dg, bound, live, fanout,
             gpu::direct_weights<wg>{wg(static_cast<const wm::chunked_view*>(w_ptr))}, cnt, np);
       } else {
         using wg = wm::PtrGen<const float, const float>;
         gpu::count_weighted_kernel<<<grid, kThreads, 0, stream>>>(
-            st, dg, n_dst, fanout, gpu::direct_weights<wg>{wg(static_cast<const float*>(w_ptr))},
-            cnt, np);
+            st, dg, bound, live, fanout,
+            gpu::direct_weights<wg>{wg(static_cast<const float*>(w_ptr))}, cnt, np);
       }
     } else {
-      gpu::count_kernel<<<grid_for(n_dst + 1), kThreads, 0, stream>>>(dg, n_dst, options.method,
-                                                                      fanout, cnt);
+      gpu::count_kernel<<<grid_for(bound + 1), kThreads, 0, stream>>>(dg, bound, live,
+                                                                      options.method, fanout, cnt);
     }
     WM_CUDA_CHECK_LAUNCH();
     {
       std::size_t bytes = 0;
-      WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, cnt, offsets, n_dst + 1, stream));
-      WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(cub(bytes, stream), bytes, cnt, offsets, n_dst + 1,
+      WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, cnt, offsets, bound + 1, stream));
+      WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(cub(bytes, stream), bytes, cnt, offsets, bound + 1,
                                                 stream));
     }
-    // The one sync of the hop: its edge count.
-    WM_CUDA_TRY(cudaMemcpyAsync(host_info + 2, offsets + n_dst, sizeof(long long),
+    // The one sync of the hop: the dst count (info[1]), the seed check (info[0]) and the
+    // edge count (offsets[bound]: the counts past the dst count are 0).
+    WM_CUDA_TRY(
+        cudaMemcpyAsync(host_info, d_info, 2 * sizeof(long long), cudaMemcpyDeviceToHost, stream));
+    WM_CUDA_TRY(cudaMemcpyAsync(host_info + 2, offsets + bound, sizeof(long long),
                                 cudaMemcpyDeviceToHost, stream));
     WM_CUDA_TRY(cudaStreamSynchronize(stream));
+    if (!checked) {
+      check_seeds(seeds, stream);
+      checked = true;
+    }
+    n_dst = host_info[1];
+    WM_EXPECTS(n_dst >= 0 && n_dst <= bound,
+               "sample: hop " << h << " has " << n_dst << " destinations, bound " << bound);
+    if (h > 0) blocks.back().num_src = n_dst;
     const std::int64_t n_edges = host_info[2];
     const std::int64_t total = n_dst + n_edges;
     WM_EXPECTS(n_edges >= 0 && total < std::numeric_limits<std::int32_t>::max(),
@@ -439,13 +472,11 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
       }
       WM_CUDA_CHECK_LAUNCH();
     }
-    relabel<K>(n_dst, total, src_index, src_nodes, stream);
-    fetch_info(2, stream);  // info[1]: the number of src nodes
-    const std::int64_t n_src = total == 0 ? 0 : host_info[1];
+    relabel<K>(n_dst, total, src_index, src_nodes, stream);  // info[1]: the src count
 
     device_block b;
     b.num_dst = n_dst;
-    b.num_src = n_src;
+    b.num_src = -1;  // known at the next sync
     b.num_edges = n_edges;
     b.src_nodes = src_nodes;
     b.offsets = offsets;
@@ -453,7 +484,11 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
     b.edge_ids = options.edge_ids ? eids : nullptr;
     blocks.push_back(b);
     dst = src_nodes;
-    n_dst = n_src;
+    bound = total;
+  }
+  if (num_hops > 0) {
+    fetch_info(2, stream);
+    blocks.back().num_src = host_info[1];
   }
   return blocks;
 }

@@ -66,12 +66,18 @@ __global__ void seed_keys_kernel(const std::int64_t* seeds, std::int64_t n, std:
   values[i] = static_cast<std::int32_t>(i);
 }
 
+/// The number of dst nodes: *live when given (known on the device only; `bound` is an upper
+/// bound of it), else `bound`.
+__device__ __forceinline__ std::int64_t live_count(std::int64_t bound, const long long* live) {
+  return live != nullptr ? static_cast<std::int64_t>(*live) : bound;
+}
+
 /// start and degree of every dst node, reading row_offsets through `ro`.
 template <typename RoGen>
-__global__ void node_info_kernel(const std::int64_t* dst, std::int64_t n, RoGen ro,
-                                 std::int64_t* start, std::int64_t* deg) {
+__global__ void node_info_kernel(const std::int64_t* dst, std::int64_t bound, const long long* live,
+                                 RoGen ro, std::int64_t* start, std::int64_t* deg) {
   std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
+  if (i >= bound || i >= live_count(bound, live)) return;
   std::int64_t v = dst[i];
   std::int64_t s = *ro.At(v);
   std::int64_t e = *ro.At(v + 1);
@@ -96,24 +102,25 @@ __global__ void row_index_kernel(const std::int64_t* dst, std::int64_t n, std::i
   idx[2 * i + 1] = dst[i] + 1;
 }
 
-/// counts[i] for i < n, counts[n] = 0 (so that the exclusive scan ends with the total).
-__global__ void count_kernel(const std::int64_t* deg, std::int64_t n, sample_method m, int fanout,
-                             std::int64_t* counts) {
+/// counts[i] for i < n, 0 for n <= i <= bound (so that the exclusive scan over bound + 1 items
+/// holds the offsets and then the total).
+__global__ void count_kernel(const std::int64_t* deg, std::int64_t bound, const long long* live,
+                             sample_method m, int fanout, std::int64_t* counts) {
   std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i > n) return;
-  counts[i] = i == n ? 0 : d::max_sample_count(m, deg[i], fanout);
+  if (i > bound) return;
+  counts[i] = i >= live_count(bound, live) ? 0 : d::max_sample_count(m, deg[i], fanout);
 }
 
 /// Weighted counts (fanout >= 0): one warp per node counts the positive weights.
 template <typename W>
 __global__ void count_weighted_kernel(const std::int64_t* start, const std::int64_t* deg,
-                                      std::int64_t n, int fanout, W w, std::int64_t* counts,
-                                      std::int64_t* npos) {
+                                      std::int64_t bound, const long long* live, int fanout, W w,
+                                      std::int64_t* counts, std::int64_t* npos) {
   const int lane = threadIdx.x % kWarp;
   std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
-  if (i > n) return;  // whole warps leave together
-  if (i == n) {
-    if (lane == 0) counts[n] = 0;
+  if (i > bound) return;  // whole warps leave together
+  if (i >= live_count(bound, live)) {
+    if (lane == 0) counts[i] = 0;
     return;
   }
   const std::int64_t s = start[i], dg = deg[i];
