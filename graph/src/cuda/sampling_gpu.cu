@@ -225,6 +225,23 @@ void gpu_sampler::impl::fill(const std::int64_t* dst, std::int64_t n, const std:
                              const sample_options& options, int hop, W w, std::int64_t* eid_out,
                              cudaStream_t stream) {
   if (n == 0) return;
+  const int fanout = options.fanouts[static_cast<std::size_t>(hop)];
+  if (options.method != sample_method::weighted && fanout >= 0 && fanout <= 16) {
+    const std::int64_t* st = start.get<std::int64_t>(n, device, stream);
+    const std::int64_t* dg = deg.get<std::int64_t>(n, device, stream);
+    if (fanout <= 4) {
+      gpu::fill_small_kernel<4><<<grid_for(n, 4), kThreads, 0, stream>>>(
+          dst, st, dg, offsets, n, options.method, fanout, options.random_seed, hop, eid_out);
+    } else if (fanout <= 8) {
+      gpu::fill_small_kernel<8><<<grid_for(n, 8), kThreads, 0, stream>>>(
+          dst, st, dg, offsets, n, options.method, fanout, options.random_seed, hop, eid_out);
+    } else {
+      gpu::fill_small_kernel<16><<<grid_for(n, 16), kThreads, 0, stream>>>(
+          dst, st, dg, offsets, n, options.method, fanout, options.random_seed, hop, eid_out);
+    }
+    WM_CUDA_CHECK_LAUNCH();
+    return;
+  }
   gpu::fill_kernel<W><<<grid_for(n, kWarp), kThreads, 0, stream>>>(
       dst, start.get<std::int64_t>(n, device, stream), deg.get<std::int64_t>(n, device, stream),
       npos.get<std::int64_t>(n, device, stream), offsets, n, options.method,

@@ -3,7 +3,8 @@
  *
  * A hop runs: node_info (start and degree of every dst node), count (positions per node,
  * detail::max_sample_count, exact for weighted), an exclusive scan into the block's offsets,
- * fill (one warp per dst node writes the global edge ids of its sampled positions), then the
+ * fill (one warp per dst node, or a tile of 4, 8 or 16 lanes for small uniform fanouts, writes
+ * the global edge ids of its sampled positions), then the
  * relabel of (dst nodes, sampled neighbors) into src_nodes and src_index:
  *   keys      = node ids of the entries (dst nodes, then neighbors in edge order), values =
  *               their positions;
@@ -20,6 +21,7 @@
 #include <graph/detail/sample_select.hpp>
 #include <wholememory/ptr_gen.hpp>
 
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -327,6 +329,55 @@ __global__ void fill_kernel(const std::int64_t* dst, const std::int64_t* start_a
   }
   __syncwarp();
   emit_sorted(tmp, k, start, eid, lane);
+}
+
+/// fill_kernel for small fanouts of the uniform methods (0 <= fanout <= G): a tile of G
+/// lanes per dst node instead of a warp, the same draws and the same order.
+template <int G>
+__global__ void fill_small_kernel(const std::int64_t* dst, const std::int64_t* start_arr,
+                                  const std::int64_t* deg_arr, const std::int64_t* offsets,
+                                  std::int64_t n, sample_method method, int fanout,
+                                  std::uint64_t random_seed, int hop, std::int64_t* eid_all) {
+  namespace cg = cooperative_groups;
+  const cg::thread_block_tile<G> tile = cg::tiled_partition<G>(cg::this_thread_block());
+  const int lane = static_cast<int>(tile.thread_rank());
+  const std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / G;
+  if (i >= n) return;  // whole tiles leave together
+  const std::int64_t start = start_arr[i], deg = deg_arr[i];
+  std::int64_t* eid = eid_all + offsets[i];
+  const int k = fanout;
+  if (method == sample_method::uniform && deg <= k) {
+    for (std::int64_t p = lane; p < deg; p += G) eid[p] = start + p;
+    return;
+  }
+  const std::uint64_t key = d::node_key(random_seed, hop, dst[i]);
+  if (method == sample_method::uniform_with_replacement) {
+    if (deg == 0) return;
+    for (int c = lane; c < k; c += G) {
+      eid[c] = start +
+               static_cast<std::int64_t>(d::rand_below(d::draw(key, static_cast<std::uint64_t>(c)),
+                                                       static_cast<std::uint64_t>(deg)));
+    }
+    return;
+  }
+  // Floyd, deg > k, k <= G: as fill_kernel's register path.
+  const bool active = lane < k;
+  const std::int64_t j = deg - k + lane;
+  const std::int64_t t =
+      active
+          ? static_cast<std::int64_t>(d::rand_below(d::draw(key, static_cast<std::uint64_t>(lane)),
+                                                    static_cast<std::uint64_t>(j + 1)))
+          : -1;
+  bool seen = false;
+  std::int64_t r = -1;
+  for (int c = 0; c < k; ++c) {
+    const std::int64_t rc = tile.shfl(seen ? j : t, c);
+    if (lane == c) r = rc;
+    if (lane > c) seen |= (t == rc);
+  }
+  int rank = 0;
+  for (int c = 0; c < k; ++c) rank += tile.shfl(r, c) < r ? 1 : 0;
+  if (active) eid[rank] = start + r;
 }
 
 /// Relabel entries of a hop: keys = dst ids (positions < n_dst), then the neighbors' ids read
