@@ -4,8 +4,8 @@
  * A hop runs: node_info (start and degree of every dst node), count (positions per node,
  * detail::max_sample_count, exact for weighted), an exclusive scan into the block's offsets,
  * fill (one warp per dst node, or a tile of 4, 8 or 16 lanes for small uniform fanouts, writes
- * the global edge ids of its sampled positions), then the
- * relabel of (dst nodes, sampled neighbors) into src_nodes and src_index:
+ * the global edge ids of its sampled positions), then the relabel of (dst nodes, sampled
+ * neighbors) into src_nodes and src_index:
  *   keys      = node ids of the entries (dst nodes, then neighbors in edge order), values =
  *               their positions;
  *   radix sort by id over the bits num_nodes needs (stable: in each run of equal ids the first
