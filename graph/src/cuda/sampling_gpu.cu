@@ -84,7 +84,11 @@ block device_block::to_host(cudaStream_t stream) const {
   block b;
   b.num_dst = num_dst;
   copy_to_host(b.src_nodes, src_nodes, num_src, stream);
-  copy_to_host(b.offsets, offsets, num_dst + 1, stream);
+  if (offsets == nullptr && num_dst == 0) {
+    b.offsets.assign(1, 0);  // a default-constructed (empty) block
+  } else {
+    copy_to_host(b.offsets, offsets, num_dst + 1, stream);
+  }
   copy_to_host(b.src_index, src_index, num_edges, stream);
   if (edge_ids != nullptr) copy_to_host(b.edge_ids, edge_ids, num_edges, stream);
   WM_CUDA_TRY(cudaStreamSynchronize(stream));
