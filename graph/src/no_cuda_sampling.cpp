@@ -1,4 +1,4 @@
-// placeholder, being written: the GPU sampler in builds without CUDA.
+// The GPU sampler in builds without CUDA: every entry point throws logic_error.
 #include <graph/sampling.hpp>
 #include <wholememory/error.hpp>
 

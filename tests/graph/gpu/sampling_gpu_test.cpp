@@ -1,2 +1,460 @@
-// placeholder, being written
+/*
+ * The GPU sampler: blocks equal to the CPU path's (sample_host) and to a plain reference of
+ * the sampling spec written here, bit for bit, for every method, fanouts -1, 0 and larger than
+ * the degrees, continuous and chunked memory in device and host locations, int32 and int64
+ * column indices, seeds with repeats, an empty batch, with and without edge ids; properties of
+ * the blocks (every edge exists, no repeats without replacement); the out-of-range seed error;
+ * distributed memory over two GPUs (one forked process each, NCCL).  The test process never
+ * calls CUDA itself (gpu_test_util.hpp).
+ */
+#include "common/multiprocess.hpp"
+#include "wholememory/gpu/gpu_test_util.hpp"
+
+#include <graph/csr_graph.hpp>
+#include <graph/generate.hpp>
+#include <graph/sampling.hpp>
+#include <wholememory/communicator.hpp>
+#include <wholememory/error.hpp>
+
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+namespace wholestore_test {
+namespace {
+
+using namespace wholestore::graph;
+namespace wm = ::wholememory;
+
+// ---- reference of the spec (sampling.hpp, detail/sample_select.hpp) --------------------------
+
+std::vector<std::int64_t> ref_weighted(const host_csr& g, std::uint64_t key, std::int64_t start,
+                                       std::int64_t d, int k) {
+  std::vector<std::int64_t> out;
+  if (k < 0) {
+    for (std::int64_t p = 0; p < d; ++p) out.push_back(p);
+    return out;
+  }
+  std::vector<std::pair<double, std::int64_t>> race;
+  for (std::int64_t p = 0; p < d; ++p) {
+    float w = g.edge_weights[static_cast<std::size_t>(start + p)];
+    if (w > 0.0f) race.emplace_back(detail::race_time(key, p, w), p);
+  }
+  if (static_cast<std::int64_t>(race.size()) > k) {
+    std::sort(race.begin(), race.end(), [](const auto& a, const auto& b) {
+      return detail::race_before(a.first, a.second, b.first, b.second);
+    });
+    race.resize(static_cast<std::size_t>(k));
+  }
+  for (const auto& r : race) out.push_back(r.second);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<block> reference_sample(const host_csr& g, const std::vector<std::int64_t>& seeds,
+                                    const sample_options& o) {
+  std::vector<std::int64_t> dst;
+  {
+    std::unordered_map<std::int64_t, int> seen;
+    for (std::int64_t s : seeds)
+      if (seen.emplace(s, 0).second) dst.push_back(s);
+  }
+  std::vector<block> blocks;
+  for (std::size_t h = 0; h < o.fanouts.size(); ++h) {
+    const int k = o.fanouts[h];
+    block b;
+    b.num_dst = static_cast<std::int64_t>(dst.size());
+    b.src_nodes = dst;
+    std::unordered_map<std::int64_t, std::int32_t> local;
+    for (std::size_t i = 0; i < dst.size(); ++i) local[dst[i]] = static_cast<std::int32_t>(i);
+    b.offsets.push_back(0);
+    for (std::int64_t v : dst) {
+      const std::int64_t start = g.row_offsets[static_cast<std::size_t>(v)];
+      const std::int64_t d = g.row_offsets[static_cast<std::size_t>(v) + 1] - start;
+      const std::uint64_t key = detail::node_key(o.random_seed, static_cast<int>(h), v);
+      std::vector<std::int64_t> pos;
+      if (o.method == sample_method::weighted) {
+        pos = ref_weighted(g, key, start, d, k);
+      } else {
+        pos.resize(static_cast<std::size_t>(detail::max_sample_count(o.method, d, k)));
+        std::int64_t n = o.method == sample_method::uniform
+                             ? detail::select_uniform(key, d, k, pos.data())
+                             : detail::select_with_replacement(key, d, k, pos.data());
+        pos.resize(static_cast<std::size_t>(n));
+      }
+      for (std::int64_t p : pos) {
+        std::int64_t u = g.col_indices[static_cast<std::size_t>(start + p)];
+        auto it = local.emplace(u, static_cast<std::int32_t>(b.src_nodes.size()));
+        if (it.second) b.src_nodes.push_back(u);
+        b.src_index.push_back(it.first->second);
+        if (o.edge_ids) b.edge_ids.push_back(start + p);
+      }
+      b.offsets.push_back(static_cast<std::int64_t>(b.src_index.size()));
+    }
+    dst = b.src_nodes;
+    blocks.push_back(std::move(b));
+  }
+  return blocks;
+}
+
+// ---- helpers ----------------------------------------------------------------------------------
+
+void expect_same(const std::vector<block>& got, const std::vector<block>& want,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t h = 0; h < got.size(); ++h) {
+    EXPECT_EQ(got[h].num_dst, want[h].num_dst) << what << " hop " << h;
+    EXPECT_EQ(got[h].src_nodes, want[h].src_nodes) << what << " hop " << h << " src_nodes";
+    EXPECT_EQ(got[h].offsets, want[h].offsets) << what << " hop " << h << " offsets";
+    EXPECT_EQ(got[h].src_index, want[h].src_index) << what << " hop " << h << " src_index";
+    EXPECT_EQ(got[h].edge_ids, want[h].edge_ids) << what << " hop " << h << " edge_ids";
+  }
+}
+
+/// Every edge exists in the graph, dst nodes lead src_nodes, hops chain, and without
+/// replacement no node takes an edge twice.
+void check_properties(const host_csr& g, const std::vector<block>& blocks, const sample_options& o,
+                      const std::string& what) {
+  for (std::size_t h = 0; h < blocks.size(); ++h) {
+    const block& b = blocks[h];
+    ASSERT_EQ(b.offsets.size(), static_cast<std::size_t>(b.num_dst) + 1) << what;
+    ASSERT_GE(b.num_src(), b.num_dst) << what;
+    if (h > 0) {
+      EXPECT_EQ(b.num_dst, blocks[h - 1].num_src()) << what;
+      EXPECT_TRUE(std::equal(b.src_nodes.begin(), b.src_nodes.begin() + b.num_dst,
+                             blocks[h - 1].src_nodes.begin()))
+          << what;
+    }
+    EXPECT_EQ(b.offsets.back(), b.num_edges()) << what;
+    for (std::int64_t i = 0; i < b.num_dst; ++i) {
+      const std::int64_t v = b.src_nodes[static_cast<std::size_t>(i)];
+      const std::int64_t s = g.row_offsets[static_cast<std::size_t>(v)];
+      const std::int64_t e = g.row_offsets[static_cast<std::size_t>(v) + 1];
+      std::vector<std::int64_t> taken;
+      for (std::int64_t x = b.offsets[static_cast<std::size_t>(i)];
+           x < b.offsets[static_cast<std::size_t>(i) + 1]; ++x) {
+        const std::int32_t li = b.src_index[static_cast<std::size_t>(x)];
+        ASSERT_GE(li, 0) << what;
+        ASSERT_LT(li, b.num_src()) << what;
+        const std::int64_t u = b.src_nodes[static_cast<std::size_t>(li)];
+        if (o.edge_ids) {
+          const std::int64_t id = b.edge_ids[static_cast<std::size_t>(x)];
+          ASSERT_GE(id, s) << what;
+          ASSERT_LT(id, e) << what;
+          EXPECT_EQ(g.col_indices[static_cast<std::size_t>(id)], u) << what;
+          taken.push_back(id);
+        } else {
+          EXPECT_TRUE(std::find(g.col_indices.begin() + s, g.col_indices.begin() + e, u) !=
+                      g.col_indices.begin() + e)
+              << what << ": " << v << " -> " << u << " is no edge";
+        }
+      }
+      if (o.edge_ids && o.method != sample_method::uniform_with_replacement) {
+        std::sort(taken.begin(), taken.end());
+        EXPECT_TRUE(std::adjacent_find(taken.begin(), taken.end()) == taken.end())
+            << what << ": node " << v << " took an edge twice";
+      }
+    }
+  }
+}
+
+/// An R-MAT graph with weights, some of them zero or negative (never taken by weighted).
+host_csr test_graph(std::uint64_t nodes, std::uint64_t edges, std::uint64_t seed) {
+  generate_options go;
+  go.num_nodes = nodes;
+  go.num_edges = edges;
+  go.rmat = true;
+  go.seed = seed;
+  go.with_weights = true;
+  go.threads = 1;
+  host_csr g = generate_graph(go);
+  for (std::size_t e = 0; e < g.edge_weights.size(); e += 7) g.edge_weights[e] = 0.0f;
+  for (std::size_t e = 3; e < g.edge_weights.size(); e += 29) g.edge_weights[e] = -1.0f;
+  return g;
+}
+
+/// Seeds with repeats, the highest-degree node and an isolated node (when there is one).
+std::vector<std::int64_t> test_seeds(const host_csr& g, std::size_t n, std::uint64_t salt) {
+  std::vector<std::int64_t> seeds;
+  std::int64_t hub = 0, isolated = -1;
+  for (std::uint64_t v = 0; v < g.num_nodes; ++v) {
+    std::int64_t d = g.row_offsets[v + 1] - g.row_offsets[v];
+    if (d > g.row_offsets[hub + 1] - g.row_offsets[hub]) hub = static_cast<std::int64_t>(v);
+    if (d == 0 && isolated < 0) isolated = static_cast<std::int64_t>(v);
+  }
+  seeds.push_back(hub);
+  if (isolated >= 0) seeds.push_back(isolated);
+  for (std::size_t i = 0; seeds.size() < n; ++i) {
+    std::uint64_t x = detail::mix64(salt * 1000003 + i);
+    seeds.push_back(static_cast<std::int64_t>(x % g.num_nodes));
+    if (i % 5 == 0) seeds.push_back(seeds[seeds.size() / 2]);  // repeats
+  }
+  seeds.resize(n);
+  return seeds;
+}
+
+struct seed_buffer {
+  device_buffer buf;
+  seed_buffer(const std::vector<std::int64_t>& seeds, int device)
+      : buf(seeds.size() * 8 + 8, device) {
+    if (!seeds.empty())
+      WM_CUDA_TRY(cudaMemcpy(buf.get(), seeds.data(), seeds.size() * 8, cudaMemcpyHostToDevice));
+  }
+  const std::int64_t* get() const { return buf.as<const std::int64_t>(); }
+};
+
+std::vector<block> to_host(const std::vector<device_block>& blocks, cudaStream_t stream) {
+  std::vector<block> out;
+  for (const device_block& b : blocks) out.push_back(b.to_host(stream));
+  return out;
+}
+
+std::vector<block> gpu_sample(gpu_sampler& s, const std::vector<std::int64_t>& seeds,
+                              const sample_options& o, int device, cudaStream_t stream) {
+  seed_buffer d(seeds, device);
+  return to_host(s.sample(d.get(), seeds.size(), o, stream), stream);
+}
+
+void run_on_gpus(int ranks, const rank_body& body) {
+  fork_result result = fork_ranks(ranks, body);
+  for (int r = 0; r < ranks; ++r) EXPECT_EQ(result.status[r], 0) << "rank " << r << " failed";
+}
+
+int start_device(std::shared_ptr<wm::bootstrap> bs) {
+  int count = 0;
+  WM_CUDA_TRY(cudaGetDeviceCount(&count));
+  int device = bs->rank() % count;
+  WM_CUDA_TRY(cudaSetDevice(device));
+  return device;
+}
+
+const std::vector<std::vector<int>> fanout_sets = {{15, 10, 5}, {-1, 3}, {0, 4},      {40, 2},
+                                                   {70},        {3, -1}, {1, 1, 1, 1}};
+const std::vector<sample_method> methods = {
+    sample_method::uniform, sample_method::uniform_with_replacement, sample_method::weighted};
+
+std::string describe(wm::memory_type t, wm::memory_location l, sample_method m,
+                     const std::vector<int>& f, bool ids) {
+  std::string s = std::string(wm::memory_type_name(t)) + "/" + wm::memory_location_name(l) +
+                  " method " + std::to_string(static_cast<int>(m)) + " fanouts";
+  for (int x : f) s += " " + std::to_string(x);
+  return s + (ids ? " edge_ids" : "");
+}
+
+using layout = std::tuple<wm::memory_type, wm::memory_location>;
+class GpuSampling : public ::testing::TestWithParam<layout> {};
+
+/// Runs every method x fanout set x edge_ids case on one graph layout; `cpu` also compares
+/// with sample_host.
+void every_case(wm::memory_type type, wm::memory_location loc, bool cpu, bool int64_cols) {
+  run_on_gpus(1, [=](std::shared_ptr<wm::bootstrap> bs) {
+    const int device = start_device(bs);
+    auto comm = wm::make_host_communicator(bs);
+    host_csr hg = test_graph(int64_cols ? 700 : 3000, int64_cols ? 9000 : 40000, 11);
+    csr_graph g = make_graph(comm, hg, type, loc);
+    if (int64_cols) {
+      // make_graph stores int32 columns for graphs this small: swap in an int64 copy.
+      g.col_type = wm::dtype::int64;
+      wm::allocation_options ao;
+      ao.granularity = 8;
+      g.col_indices = wm::wholememory::create(comm, hg.col_indices.size() * 8, type, loc, ao);
+      for (int p = 0; p < g.col_indices.num_parts(); ++p) {
+        wm::part_info part = g.col_indices.part(p);
+        if (part.bytes)
+          WM_CUDA_TRY(cudaMemcpy(part.ptr,
+                                 reinterpret_cast<const char*>(hg.col_indices.data()) + part.offset,
+                                 part.bytes, cudaMemcpyDefault));
+      }
+    }
+    // sample_host reads host memory: it gets a host copy when the GPU reads device memory.
+    csr_graph host_copy;
+    if (cpu && loc == wm::memory_location::device) {
+      host_copy = make_graph(comm, hg, wm::memory_type::continuous, wm::memory_location::host);
+    }
+    const csr_graph& cpu_graph = host_copy.row_offsets ? host_copy : g;
+    cuda_stream stream;
+    gpu_sampler sampler(g);
+    std::uint64_t rs = 5;
+    for (sample_method m : methods) {
+      for (const auto& f : fanout_sets) {
+        for (bool ids : {false, true}) {
+          sample_options o{f};
+          o.method = m;
+          o.random_seed = rs++;
+          o.edge_ids = ids;
+          auto seeds = test_seeds(hg, 64, rs);
+          const std::string what = describe(type, loc, m, f, ids);
+          auto got = gpu_sample(sampler, seeds, o, device, stream.get());
+          expect_same(got, reference_sample(hg, seeds, o), what + " vs reference");
+          check_properties(hg, got, o, what);
+          if (cpu) {
+            sample_result want = sample_host(cpu_graph, seeds.data(), seeds.size(), o, 2);
+            expect_same(got, want.blocks, what + " vs sample_host");
+          }
+          if (::testing::Test::HasFailure()) return;
+        }
+      }
+    }
+  });
+}
+
+TEST_P(GpuSampling, MatchesTheReferenceOfTheSpec) {
+  WHOLESTORE_REQUIRE_GPUS(1);
+  auto [type, loc] = GetParam();
+  every_case(type, loc, false, false);
+}
+
+TEST_P(GpuSampling, MatchesSampleHost) {
+  WHOLESTORE_REQUIRE_GPUS(1);
+  auto [type, loc] = GetParam();
+  every_case(type, loc, true, false);
+}
+
+TEST_P(GpuSampling, Int64ColumnIndices) {
+  WHOLESTORE_REQUIRE_GPUS(1);
+  auto [type, loc] = GetParam();
+  every_case(type, loc, false, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, GpuSampling,
+    ::testing::Combine(::testing::Values(wm::memory_type::continuous, wm::memory_type::chunked),
+                       ::testing::Values(wm::memory_location::device, wm::memory_location::host)),
+    [](const ::testing::TestParamInfo<layout>& info) {
+      return std::string(wm::memory_type_name(std::get<0>(info.param))) + "_" +
+             wm::memory_location_name(std::get<1>(info.param));
+    });
+
+TEST(GpuSamplingEdge, EmptyBatchSeedsInHostMemoryAndRepeatedCalls) {
+  WHOLESTORE_REQUIRE_GPUS(1);
+  run_on_gpus(1, [](std::shared_ptr<wm::bootstrap> bs) {
+    const int device = start_device(bs);
+    auto comm = wm::make_host_communicator(bs);
+    host_csr hg = test_graph(2000, 30000, 3);
+    csr_graph g = make_graph(comm, hg, wm::memory_type::continuous, wm::memory_location::device);
+    cuda_stream stream;
+    gpu_sampler sampler(g);
+    sample_options o{{5, 5}};
+    o.edge_ids = true;
+    auto empty = gpu_sample(sampler, {}, o, device, stream.get());
+    ASSERT_EQ(empty.size(), 2u);
+    for (const block& b : empty) {
+      EXPECT_EQ(b.num_dst, 0);
+      EXPECT_EQ(b.offsets, std::vector<std::int64_t>{0});
+      EXPECT_TRUE(b.src_nodes.empty());
+      EXPECT_TRUE(b.src_index.empty());
+    }
+    // Seeds in pinned host memory; batches of growing and shrinking size on one sampler.
+    void* pinned = nullptr;
+    WM_CUDA_TRY(cudaMallocHost(&pinned, 4096 * 8));
+    auto* host_seeds = static_cast<std::int64_t*>(pinned);
+    for (std::size_t n : {1, 4096, 17, 1000, 4096}) {
+      auto seeds = test_seeds(hg, n, n);
+      std::copy(seeds.begin(), seeds.end(), host_seeds);
+      o.random_seed = n;
+      auto got = to_host(sampler.sample(host_seeds, n, o, stream.get()), stream.get());
+      expect_same(got, reference_sample(hg, seeds, o), "batch " + std::to_string(n));
+    }
+    WM_CUDA_TRY(cudaFreeHost(pinned));
+    // No hops: nothing but the seed check.
+    o.fanouts.clear();
+    EXPECT_TRUE(gpu_sample(sampler, {1, 2}, o, device, stream.get()).empty());
+  });
+}
+
+TEST(GpuSamplingEdge, OutOfRangeSeedNamesValuePositionAndSize) {
+  WHOLESTORE_REQUIRE_GPUS(1);
+  run_on_gpus(1, [](std::shared_ptr<wm::bootstrap> bs) {
+    const int device = start_device(bs);
+    auto comm = wm::make_host_communicator(bs);
+    host_csr hg = test_graph(500, 4000, 4);
+    csr_graph g = make_graph(comm, hg, wm::memory_type::continuous, wm::memory_location::device);
+    cuda_stream stream;
+    gpu_sampler sampler(g);
+    sample_options o{{3}};
+    std::vector<std::int64_t> seeds = {1, 2, 3, 777, 4, -5, 6};
+    try {
+      gpu_sample(sampler, seeds, o, device, stream.get());
+      ADD_FAILURE() << "no error for seed 777";
+    } catch (const wm::logic_error& e) {
+      std::string msg = e.what();
+      EXPECT_NE(msg.find("777"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("position 3"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("500"), std::string::npos) << msg;
+    }
+    seeds = {-5, 1};
+    try {
+      gpu_sample(sampler, seeds, o, device, stream.get());
+      ADD_FAILURE() << "no error for seed -5";
+    } catch (const wm::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find("-5"), std::string::npos) << e.what();
+    }
+    // Bad options.
+    o = sample_options{{-2}};
+    EXPECT_THROW(gpu_sample(sampler, {1}, o, device, stream.get()), wm::logic_error);
+    // The sampler still works after the errors.
+    o = sample_options{{3, 2}};
+    seeds = {1, 2, 3};
+    expect_same(gpu_sample(sampler, seeds, o, device, stream.get()), reference_sample(hg, seeds, o),
+                "after errors");
+    // Weighted on a graph without weights.
+    hg.edge_weights.clear();
+    csr_graph unweighted =
+        make_graph(comm, hg, wm::memory_type::continuous, wm::memory_location::device);
+    gpu_sampler s2(unweighted);
+    o.method = sample_method::weighted;
+    EXPECT_THROW(gpu_sample(s2, seeds, o, device, stream.get()), wm::logic_error);
+  });
+}
+
+class GpuSamplingDistributed : public ::testing::TestWithParam<wm::memory_location> {};
+
+TEST_P(GpuSamplingDistributed, TwoRanksMatchTheReference) {
+  WHOLESTORE_REQUIRE_GPUS(2);
+  const wm::memory_location loc = GetParam();
+  run_on_gpus(2, [loc](std::shared_ptr<wm::bootstrap> bs) {
+    const int device = start_device(bs);
+    auto comm = wm::make_nccl_communicator(bs, device);
+    host_csr hg = test_graph(3000, 40000, 21);
+    csr_graph g = make_graph(comm, hg, wm::memory_type::distributed, loc);
+    cuda_stream stream;
+    gpu_sampler sampler(g);
+    const int rank = bs->rank();
+    std::uint64_t rs = 9;
+    for (sample_method m : methods) {
+      for (const auto& f : fanout_sets) {
+        sample_options o{f};
+        o.method = m;
+        o.random_seed = rs++;
+        o.edge_ids = (rs % 2) == 0;
+        // Rank 1 sometimes has an empty batch: the calls stay collective.
+        std::size_t n = (rank == 1 && rs % 3 == 0) ? 0 : 40 + 13 * rank;
+        auto seeds = test_seeds(hg, n, rs * 7 + rank);
+        auto got = gpu_sample(sampler, seeds, o, device, stream.get());
+        const std::string what = describe(wm::memory_type::distributed, loc, m, f, o.edge_ids) +
+                                 " rank " + std::to_string(rank);
+        expect_same(got, reference_sample(hg, seeds, o), what);
+        check_properties(hg, got, o, what);
+      }
+    }
+    // A bad seed on one rank makes both throw.
+    sample_options o{{2}};
+    std::vector<std::int64_t> seeds = {1, rank == 0 ? 3000 : 2};
+    EXPECT_THROW(gpu_sample(sampler, seeds, o, device, stream.get()), wm::logic_error);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Locations, GpuSamplingDistributed,
+                         ::testing::Values(wm::memory_location::device, wm::memory_location::host),
+                         [](const ::testing::TestParamInfo<wm::memory_location>& info) {
+                           return std::string(wm::memory_location_name(info.param));
+                         });
+
+}  // namespace
+}  // namespace wholestore_test
