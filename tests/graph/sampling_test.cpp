@@ -460,23 +460,34 @@ TEST(SamplingMemory, EveryTypeOnOneToFourRanks) {
   }
 }
 
-TEST(SamplingMemory, DistributedForkedProcesses) {
+TEST(SamplingMemory, ForkedProcesses) {
   const host_csr g = generated(2000, 16000, 6);
-  const sample_options o = opts({5, 5}, sample_method::weighted, 4);
-  std::vector<sample_result> want;
+  const std::vector<sample_options> cases = {opts({5, 5}, sample_method::weighted, 4),
+                                             opts({-1, 4}, sample_method::uniform, 5)};
+  std::vector<std::vector<sample_result>> want(3);
   {
     auto comm = solo_comm();
     csr_graph wg = make_graph(comm, g, wm::memory_type::continuous, wm::memory_location::host);
-    for (int r = 0; r < 3; ++r) want.push_back(run(wg, batch_of(r, 3, g.num_nodes), o));
+    for (int r = 0; r < 3; ++r) {
+      for (const auto& o : cases) want[r].push_back(run(wg, batch_of(r, 3, g.num_nodes), o));
+    }
   }
-  auto result = wholestore_test::fork_ranks(3, [&](std::shared_ptr<wm::bootstrap> bs) {
-    auto comm = wm::make_host_communicator(bs);
-    csr_graph wg = make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
-    const int r = comm->rank();
-    expect_same(want[r], run(wg, batch_of(r, 3, g.num_nodes), o),
-                "forked rank " + std::to_string(r));
-  });
-  for (int r = 0; r < 3; ++r) EXPECT_EQ(result.status[r], 0) << "rank " << r << " failed";
+  for (wm::memory_type type :
+       {wm::memory_type::continuous, wm::memory_type::chunked, wm::memory_type::distributed}) {
+    auto result = wholestore_test::fork_ranks(3, [&](std::shared_ptr<wm::bootstrap> bs) {
+      auto comm = wm::make_host_communicator(bs);
+      csr_graph wg = make_graph(comm, g, type, wm::memory_location::host);
+      const int r = comm->rank();
+      for (std::size_t c = 0; c < cases.size(); ++c) {
+        expect_same(want[r][c], run(wg, batch_of(r, 3, g.num_nodes), cases[c]),
+                    std::string(wm::memory_type_name(type)) + " forked rank " + std::to_string(r) +
+                        " " + describe(cases[c]));
+      }
+    });
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(result.status[r], 0) << wm::memory_type_name(type) << " rank " << r << " failed";
+    }
+  }
 }
 
 TEST(SamplingDeterminism, ThreadCounts) {
