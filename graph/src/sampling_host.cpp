@@ -1,10 +1,620 @@
-// placeholder, being written: the CPU sampler.
+// The CPU sampler: sample_host and the small helpers of sampling.hpp.
+//
+// A hop has three steps over its destination nodes: count how many positions every node
+// yields, prefix-sum the counts into the block's offsets, then fill each node's slice of the
+// edge list (detail::select_* and the weighted race below).  Nodes are independent, so the
+// counting and filling run on worker threads in dynamically taken chunks (degrees are skewed).
+// Relabelling then walks the hop's edge list once, in order, through an open-addressing map,
+// because first occurrence defines the local ids; the map carries over to the next hop, whose
+// dst nodes are exactly the nodes already in it.
+//
+// Continuous and chunked graphs are read in place through PtrGen; distributed graphs fetch just
+// the values each hop needs with gather_host, in a fixed sequence of collective calls, and then
+// run the same selection, so both return the same blocks.
 #include <graph/sampling.hpp>
+
 #include <wholememory/error.hpp>
+#include <wholememory/gather.hpp>
+#include <wholememory/ptr_gen.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
 
 namespace wholestore::graph {
-sample_result sample_host(const csr_graph&, const std::int64_t*, std::size_t,
-                          const sample_options&, unsigned) {
-  WM_FAIL(wholememory::logic_error, "sample_host: not written yet");
+
+namespace wm = wholememory;
+
+const char* sample_method_name(sample_method m) {
+  switch (m) {
+    case sample_method::uniform:
+      return "uniform";
+    case sample_method::uniform_with_replacement:
+      return "uniform_with_replacement";
+    case sample_method::weighted:
+      return "weighted";
+  }
+  return "unknown";
 }
+
+sample_method parse_sample_method(const std::string& name) {
+  if (name == "uniform") return sample_method::uniform;
+  if (name == "uniform_with_replacement" || name == "replacement") {
+    return sample_method::uniform_with_replacement;
+  }
+  if (name == "weighted") return sample_method::weighted;
+  WM_FAIL(wm::logic_error, "unknown sample method '"
+                               << name
+                               << "'; accepted: uniform, uniform_with_replacement (alias "
+                                  "replacement), weighted");
+}
+
+std::vector<std::int32_t> block::coo_dst() const {
+  std::vector<std::int32_t> out(src_index.size());
+  for (std::int64_t i = 0; i < num_dst; ++i) {
+    std::fill(out.begin() + offsets[i], out.begin() + offsets[i + 1], static_cast<std::int32_t>(i));
+  }
+  return out;
+}
+
+bool block::operator==(const block& o) const {
+  return num_dst == o.num_dst && src_nodes == o.src_nodes && offsets == o.offsets &&
+         src_index == o.src_index && edge_ids == o.edge_ids;
+}
+
+std::int64_t sample_result::num_sampled_edges() const {
+  std::int64_t n = 0;
+  for (const block& b : blocks) n += b.num_edges();
+  return n;
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Threads
+
+/// Runs body(begin, end, worker) over [0, n) in chunks of `grain` items, taken dynamically by
+/// up to `threads` threads (worker in [0, threads)).  The first exception is rethrown here.
+template <typename Body>
+void parallel_chunks(std::size_t n, std::size_t grain, unsigned threads, const Body& body) {
+  if (n == 0) return;
+  const std::size_t chunks = (n + grain - 1) / grain;
+  const unsigned t = static_cast<unsigned>(std::min<std::size_t>(std::max(threads, 1u), chunks));
+  if (t == 1) {
+    body(std::size_t{0}, n, 0u);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto work = [&](unsigned worker) {
+    try {
+      for (;;) {
+        std::size_t c = next.fetch_add(1, std::memory_order_relaxed);
+        if (c >= chunks) break;
+        body(c * grain, std::min(n, (c + 1) * grain), worker);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+      next.store(chunks);  // the others stop after their current chunk
+    }
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(t - 1);
+  for (unsigned w = 1; w < t; ++w) pool.emplace_back(work, w);
+  work(0);
+  for (auto& th : pool) th.join();
+  if (error) std::rethrow_exception(error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Selection of one node's positions
+
+/// Per-worker buffers, kept across nodes so the hot loop does not allocate.
+struct scratch {
+  std::vector<std::pair<double, std::int64_t>> race;
+  std::vector<std::int64_t> set;
+};
+
+/// Above this fanout Floyd's membership test uses a hash set instead of the header's linear
+/// scan (O(k) instead of O(k^2)); same draws and same set, so the same positions.
+constexpr int linear_floyd_max = 64;
+
+void select_uniform_large(std::uint64_t key, std::int64_t d, int k, std::int64_t* out, scratch& s) {
+  std::size_t cap = 16;
+  while (cap < 2 * static_cast<std::size_t>(k)) cap *= 2;
+  s.set.assign(cap, -1);
+  const std::size_t mask = cap - 1;
+  // Inserts p; returns false when it was already there.
+  auto insert = [&](std::int64_t p) {
+    std::size_t h =
+        static_cast<std::size_t>(static_cast<std::uint64_t>(p) * detail::golden_gamma >> 32) & mask;
+    while (s.set[h] != -1) {
+      if (s.set[h] == p) return false;
+      h = (h + 1) & mask;
+    }
+    s.set[h] = p;
+    return true;
+  };
+  for (int c = 0; c < k; ++c) {
+    const std::int64_t j = d - k + c;
+    const auto t = static_cast<std::int64_t>(detail::rand_below(
+        detail::draw(key, static_cast<std::uint64_t>(c)), static_cast<std::uint64_t>(j + 1)));
+    if (insert(t)) {
+      out[c] = t;
+    } else {
+      insert(j);  // j is new: every earlier value is below it
+      out[c] = j;
+    }
+  }
+  std::sort(out, out + k);
+}
+
+/// Positions a node of degree d yields; weight_at(p) is the weight of its position p.
+template <typename WeightAt>
+std::int64_t sample_count(sample_method m, std::int64_t d, int fanout, const WeightAt& weight_at) {
+  if (m != sample_method::weighted || fanout <= 0) return detail::max_sample_count(m, d, fanout);
+  std::int64_t positive = 0;
+  for (std::int64_t p = 0; p < d; ++p) positive += weight_at(p) > 0.0f ? 1 : 0;
+  return std::min<std::int64_t>(positive, fanout);
+}
+
+/// Weighted without replacement: the `count` (from sample_count) positions of smallest race
+/// time, ascending.
+template <typename WeightAt>
+void select_weighted(std::uint64_t key, std::int64_t d, int fanout, std::int64_t count,
+                     const WeightAt& weight_at, std::int64_t* out, scratch& s) {
+  if (fanout < 0) {
+    for (std::int64_t p = 0; p < d; ++p) out[p] = p;
+    return;
+  }
+  if (count == 0) return;
+  if (count < fanout) {
+    // Fewer positive weights than the fanout: all of them, no race needed.
+    std::int64_t n = 0;
+    for (std::int64_t p = 0; p < d; ++p) {
+      if (weight_at(p) > 0.0f) out[n++] = p;
+    }
+    return;
+  }
+  s.race.clear();
+  for (std::int64_t p = 0; p < d; ++p) {
+    const float w = weight_at(p);
+    if (w > 0.0f) s.race.emplace_back(detail::race_time(key, p, w), p);
+  }
+  auto before = [](const std::pair<double, std::int64_t>& a,
+                   const std::pair<double, std::int64_t>& b) {
+    return detail::race_before(a.first, a.second, b.first, b.second);
+  };
+  if (static_cast<std::int64_t>(s.race.size()) > count) {
+    std::nth_element(s.race.begin(), s.race.begin() + (count - 1), s.race.end(), before);
+  }
+  for (std::int64_t i = 0; i < count; ++i) out[i] = s.race[static_cast<std::size_t>(i)].second;
+  std::sort(out, out + count);
+}
+
+/// Writes the `count` positions of one node to out.
+template <typename WeightAt>
+void select_positions(sample_method m, std::uint64_t key, std::int64_t d, int fanout,
+                      std::int64_t count, const WeightAt& weight_at, std::int64_t* out,
+                      scratch& s) {
+  switch (m) {
+    case sample_method::uniform:
+      if (fanout > linear_floyd_max && d > fanout) {
+        select_uniform_large(key, d, fanout, out, s);
+      } else {
+        detail::select_uniform(key, d, fanout, out);
+      }
+      return;
+    case sample_method::uniform_with_replacement:
+      detail::select_with_replacement(key, d, fanout, out);
+      return;
+    case sample_method::weighted:
+      select_weighted(key, d, fanout, count, weight_at, out, s);
+      return;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Relabelling
+
+/// Node id -> local index, open addressing with linear probing.  Empty slots hold key -1
+/// (node ids are >= 0).  Grows by rehashing; load stays at most 1/2.
+class node_map {
+ public:
+  /// Makes room for `n` entries in all.
+  void reserve(std::size_t n) {
+    std::size_t cap = slots_.empty() ? 64 : slots_.size();
+    while (cap < 2 * n) cap *= 2;
+    if (cap == slots_.size()) return;
+    std::vector<slot> old(cap, slot{-1, 0});
+    old.swap(slots_);
+    set_bits(cap);
+    for (const slot& s : old) {
+      if (s.key < 0) continue;
+      std::size_t h = home(s.key);
+      while (slots_[h].key >= 0) h = (h + 1) & mask_;
+      slots_[h] = s;
+    }
+  }
+
+  void prefetch(std::int64_t key) const { __builtin_prefetch(&slots_[home(key)]); }
+
+  /// The index of `key`, inserting it with index `next` when absent (inserted set to true).
+  /// Needs a reserve() covering the insertion.
+  std::int32_t find_or_insert(std::int64_t key, std::int32_t next, bool& inserted) {
+    std::size_t h = home(key);
+    for (;;) {
+      slot& s = slots_[h];
+      if (s.key == key) {
+        inserted = false;
+        return s.value;
+      }
+      if (s.key < 0) {
+        s.key = key;
+        s.value = next;
+        inserted = true;
+        return next;
+      }
+      h = (h + 1) & mask_;
+    }
+  }
+
+ private:
+  struct slot {
+    std::int64_t key;
+    std::int32_t value;
+  };
+  void set_bits(std::size_t cap) {
+    int bits = 0;
+    while ((std::size_t{1} << bits) < cap) ++bits;
+    shift_ = 64 - bits;
+    mask_ = cap - 1;
+  }
+  // Fibonacci hashing: consecutive ids land far apart.
+  std::size_t home(std::int64_t key) const {
+    return static_cast<std::size_t>((static_cast<std::uint64_t>(key) * detail::golden_gamma) >>
+                                    shift_);
+  }
+  std::vector<slot> slots_;
+  std::size_t mask_ = 0;
+  int shift_ = 64;
+};
+
+/// Local index `index` must fit src_index's int32.
+void check_local_index(std::size_t index) {
+  WM_EXPECTS(index <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()),
+             "sample_host: a block reached " << index + 1
+                                             << " source nodes, more than src_index's int32 can "
+                                                "address; sample smaller batches or fanouts");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Driving the hops
+
+/// What a hop's fetch step hands to relabelling: per dst node offsets into the edge list, and
+/// per edge its global edge id and neighbor id.
+struct hop_edges {
+  std::vector<std::int64_t> offsets;
+  std::vector<std::int64_t> edge_ids;
+  std::vector<std::int64_t> neighbors;
+};
+
+/// Runs the hops: fetch(hop, fanout, dst nodes, hop_edges&) samples one hop; this relabels.
+template <typename Fetch>
+sample_result run_hops(const std::int64_t* seeds, std::size_t count, const sample_options& options,
+                       const Fetch& fetch) {
+  sample_result result;
+  result.blocks.reserve(options.fanouts.size());
+  node_map map;
+  map.reserve(count);
+  std::vector<std::int64_t> frontier;
+  bool inserted = false;
+  for (std::size_t i = 0; i < count; ++i) {
+    check_local_index(frontier.size());
+    map.find_or_insert(seeds[i], static_cast<std::int32_t>(frontier.size()), inserted);
+    if (inserted) frontier.push_back(seeds[i]);
+  }
+  hop_edges hop;
+  for (std::size_t h = 0; h < options.fanouts.size(); ++h) {
+    fetch(static_cast<int>(h), options.fanouts[h], frontier, hop);
+    block b;
+    b.num_dst = static_cast<std::int64_t>(frontier.size());
+    b.src_nodes = std::move(frontier);
+    const std::size_t edges = hop.neighbors.size();
+    map.reserve(b.src_nodes.size() + edges);
+    b.src_index.resize(edges);
+    // In order: first occurrence decides the local ids.  Prefetching the slot of an edge a few
+    // steps ahead hides most of the cache misses of a large map.
+    constexpr std::size_t ahead = 16;
+    const std::int64_t* nb = hop.neighbors.data();
+    for (std::size_t e = 0; e < edges; ++e) {
+      if (e + ahead < edges) map.prefetch(nb[e + ahead]);
+      const std::size_t next = b.src_nodes.size();
+      std::int32_t idx = map.find_or_insert(nb[e],
+                                            static_cast<std::int32_t>(std::min<std::size_t>(
+                                                next, std::numeric_limits<std::int32_t>::max())),
+                                            inserted);
+      if (inserted) {
+        check_local_index(next);
+        b.src_nodes.push_back(nb[e]);
+      }
+      b.src_index[e] = idx;
+    }
+    b.offsets = std::move(hop.offsets);
+    if (options.edge_ids) b.edge_ids = std::move(hop.edge_ids);
+    if (h + 1 < options.fanouts.size()) frontier = b.src_nodes;
+    result.blocks.push_back(std::move(b));
+    hop = hop_edges{};
+  }
+  return result;
+}
+
+/// Per dst node: first edge, degree and sample count; then offsets.
+struct frontier_rows {
+  std::vector<std::int64_t> begin, degree, offsets;
+  void resize(std::size_t n) {
+    begin.resize(n);
+    degree.resize(n);
+    offsets.assign(n + 1, 0);
+  }
+  /// offsets[i + 1] holds node i's count on entry; prefix sums them.  Returns the total.
+  std::int64_t prefix_sum() {
+    for (std::size_t i = 1; i < offsets.size(); ++i) offsets[i] += offsets[i - 1];
+    return offsets.back();
+  }
+};
+
+constexpr std::size_t count_grain = 1024;
+constexpr std::size_t fill_grain = 256;
+
+/// Fills hop.edge_ids (global edge ids) from the per-node rows, counts done; weight_at(i, p)
+/// is the weight of node i's position p.
+template <typename WeightAt>
+void fill_edge_ids(const frontier_rows& rows, const std::vector<std::int64_t>& dst, int hop,
+                   int fanout, const sample_options& options, const WeightAt& weight_at,
+                   std::vector<scratch>& scratches, unsigned threads, hop_edges& out) {
+  out.edge_ids.resize(static_cast<std::size_t>(rows.offsets.back()));
+  std::int64_t* ids = out.edge_ids.data();
+  parallel_chunks(dst.size(), fill_grain, threads, [&](std::size_t b, std::size_t e, unsigned w) {
+    for (std::size_t i = b; i < e; ++i) {
+      const std::int64_t first = rows.offsets[i], n = rows.offsets[i + 1] - first;
+      if (n == 0) continue;
+      const std::uint64_t key = detail::node_key(options.random_seed, hop, dst[i]);
+      select_positions(
+          options.method, key, rows.degree[i], fanout, n,
+          [&](std::int64_t p) { return weight_at(i, p); }, ids + first, scratches[w]);
+      for (std::int64_t j = first; j < first + n; ++j) ids[j] += rows.begin[i];
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Graphs read in place (continuous, chunked)
+
+template <typename RowGen, typename ColGen, typename WeightGen>
+sample_result sample_direct(const RowGen& row, const ColGen& col, const WeightGen& weight,
+                            const std::int64_t* seeds, std::size_t count,
+                            const sample_options& options, unsigned threads) {
+  std::vector<scratch> scratches(threads);
+  frontier_rows rows;
+  auto fetch = [&](int hop, int fanout, const std::vector<std::int64_t>& dst, hop_edges& out) {
+    const std::size_t n = dst.size();
+    rows.resize(n);
+    parallel_chunks(n, count_grain, threads, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t i = b; i < e; ++i) {
+        const std::int64_t first = *row.At(dst[i]);
+        const std::int64_t d = *row.At(dst[i] + 1) - first;
+        rows.begin[i] = first;
+        rows.degree[i] = d;
+        rows.offsets[i + 1] = sample_count(options.method, d, fanout,
+                                           [&](std::int64_t p) { return *weight.At(first + p); });
+      }
+    });
+    rows.prefix_sum();
+    fill_edge_ids(
+        rows, dst, hop, fanout, options,
+        [&](std::size_t i, std::int64_t p) { return *weight.At(rows.begin[i] + p); }, scratches,
+        threads, out);
+    out.neighbors.resize(out.edge_ids.size());
+    parallel_chunks(out.edge_ids.size(), 4096, threads,
+                    [&](std::size_t b, std::size_t e, unsigned) {
+                      for (std::size_t j = b; j < e; ++j) {
+                        out.neighbors[j] = static_cast<std::int64_t>(*col.At(out.edge_ids[j]));
+                      }
+                    });
+    out.offsets = rows.offsets;
+  };
+  return run_hops(seeds, count, options, fetch);
+}
+
+template <typename ColT>
+sample_result sample_continuous(const csr_graph& g, const std::int64_t* seeds, std::size_t count,
+                                const sample_options& options, unsigned threads) {
+  using wm::PtrGen;
+  PtrGen<const std::int64_t, const std::int64_t> row(g.row_offsets.data());
+  PtrGen<const ColT, const ColT> col(g.col_indices.data());
+  PtrGen<const float, const float> weight(g.has_weights() ? g.edge_weights.data() : nullptr);
+  return sample_direct(row, col, weight, seeds, count, options, threads);
+}
+
+template <typename ColT>
+sample_result sample_chunked(const csr_graph& g, const std::int64_t* seeds, std::size_t count,
+                             const sample_options& options, unsigned threads) {
+  using wm::PtrGen;
+  // The generators point at these views: they live for the whole call.
+  const wm::chunked_view row_view = g.row_offsets.host_view();
+  const wm::chunked_view col_view = g.col_indices.host_view();
+  wm::chunked_view weight_view{};  // never read without weights
+  if (g.has_weights()) weight_view = g.edge_weights.host_view();
+  PtrGen<const wm::chunked_view, const std::int64_t> row(&row_view);
+  PtrGen<const wm::chunked_view, const ColT> col(&col_view);
+  PtrGen<const wm::chunked_view, const float> weight(&weight_view);
+  return sample_direct(row, col, weight, seeds, count, options, threads);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Distributed graphs
+
+wm::wm_tensor column_of(const wm::wholememory& mem, wm::dtype type, std::size_t rows) {
+  wm::wm_tensor t;
+  t.memory = &mem;
+  t.type = type;
+  t.rows = rows;
+  t.cols = 1;
+  t.row_stride = 1;
+  t.col_offset = 0;
+  return t;
+}
+
+/// Collective: out[i] = table[idx[i]] converted to out_type.
+void gather_column(const wm::wm_tensor& table, const std::vector<std::int64_t>& idx, void* out,
+                   wm::dtype out_type, unsigned threads) {
+  wm::index_array indices;
+  indices.data = idx.data();
+  indices.type = wm::dtype::int64;
+  indices.count = idx.size();
+  wm::dense_matrix dense;
+  dense.data = out;
+  dense.type = out_type;
+  dense.rows = idx.size();
+  dense.cols = 1;
+  dense.row_stride = 1;
+  wm::gather_host(table, indices, dense, threads);
+}
+
+/// Every rank learns whether any rank has a seed outside the graph, so that all of them throw
+/// instead of leaving the others waiting in the next collective.
+void check_seeds_collectively(const csr_graph& g, const std::int64_t* seeds, std::size_t count) {
+  wm::communicator& comm = g.row_offsets.comm();
+  std::int64_t bad_pos = -1;
+  for (std::size_t i = 0; i < count && bad_pos < 0; ++i) {
+    if (seeds[i] < 0 || static_cast<std::uint64_t>(seeds[i]) >= g.num_nodes) {
+      bad_pos = static_cast<std::int64_t>(i);
+    }
+  }
+  std::vector<std::int64_t> flags(static_cast<std::size_t>(comm.size()), 0);
+  flags[static_cast<std::size_t>(comm.rank())] = bad_pos >= 0 ? 1 : 0;
+  comm.allreduce_sum(flags.data(), flags.data(), flags.size(), wm::dtype::int64, nullptr);
+  WM_EXPECTS(bad_pos < 0, "sample_host: seed " << seeds[bad_pos] << " at position " << bad_pos
+                                               << " is outside the graph's " << g.num_nodes
+                                               << " nodes");
+  for (std::size_t r = 0; r < flags.size(); ++r) {
+    WM_EXPECTS(flags[r] == 0, "sample_host: rank " << r << " passed a seed outside the graph's "
+                                                   << g.num_nodes << " nodes");
+  }
+}
+
+sample_result sample_distributed(const csr_graph& g, const std::int64_t* seeds, std::size_t count,
+                                 const sample_options& options, unsigned threads) {
+  check_seeds_collectively(g, seeds, count);
+  const wm::wm_tensor row_table =
+      column_of(g.row_offsets, wm::dtype::int64, static_cast<std::size_t>(g.num_nodes) + 1);
+  const wm::wm_tensor col_table =
+      column_of(g.col_indices, g.col_type, static_cast<std::size_t>(g.num_edges));
+  wm::wm_tensor weight_table;
+  if (g.has_weights()) {
+    weight_table = column_of(g.edge_weights, wm::dtype::float32, g.num_edges);
+  }
+  std::vector<scratch> scratches(threads);
+  frontier_rows rows;
+  std::vector<std::int64_t> idx, fetched;
+  std::vector<std::int64_t> weight_first;  // per node, its first weight in `weights`
+  std::vector<float> weights;
+  // Per hop, on every rank, even with no dst nodes: gather row_offsets; for weighted hops with
+  // a positive fanout gather the weights of every frontier edge; gather col_indices.  The
+  // fanouts and the method agree across ranks, so the sequence does too.
+  auto fetch = [&](int hop, int fanout, const std::vector<std::int64_t>& dst, hop_edges& out) {
+    const std::size_t n = dst.size();
+    rows.resize(n);
+    idx.resize(2 * n);
+    for (std::size_t i = 0; i < n; ++i) {
+      idx[2 * i] = dst[i];
+      idx[2 * i + 1] = dst[i] + 1;
+    }
+    fetched.resize(2 * n);
+    gather_column(row_table, idx, fetched.data(), wm::dtype::int64, threads);
+    for (std::size_t i = 0; i < n; ++i) {
+      rows.begin[i] = fetched[2 * i];
+      rows.degree[i] = fetched[2 * i + 1] - fetched[2 * i];
+    }
+    const bool need_weights = options.method == sample_method::weighted && fanout > 0;
+    if (need_weights) {
+      weight_first.assign(n + 1, 0);
+      for (std::size_t i = 0; i < n; ++i) weight_first[i + 1] = weight_first[i] + rows.degree[i];
+      idx.resize(static_cast<std::size_t>(weight_first[n]));
+      for (std::size_t i = 0; i < n; ++i) {
+        for (std::int64_t p = 0; p < rows.degree[i]; ++p)
+          idx[weight_first[i] + p] = rows.begin[i] + p;
+      }
+      weights.resize(idx.size());
+      gather_column(weight_table, idx, weights.data(), wm::dtype::float32, threads);
+    }
+    auto weight_at = [&](std::size_t i, std::int64_t p) {
+      return weights[static_cast<std::size_t>(weight_first[i] + p)];
+    };
+    parallel_chunks(n, count_grain, threads, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t i = b; i < e; ++i) {
+        rows.offsets[i + 1] = sample_count(options.method, rows.degree[i], fanout,
+                                           [&](std::int64_t p) { return weight_at(i, p); });
+      }
+    });
+    rows.prefix_sum();
+    fill_edge_ids(rows, dst, hop, fanout, options, weight_at, scratches, threads, out);
+    out.neighbors.resize(out.edge_ids.size());
+    gather_column(col_table, out.edge_ids, out.neighbors.data(), wm::dtype::int64, threads);
+    out.offsets = rows.offsets;
+  };
+  return run_hops(seeds, count, options, fetch);
+}
+
+}  // namespace
+
+sample_result sample_host(const csr_graph& graph, const std::int64_t* seeds, std::size_t count,
+                          const sample_options& options, unsigned threads) {
+  WM_EXPECTS(static_cast<bool>(graph.row_offsets),
+             "sample_host: the graph has no row offsets (an empty csr_graph)");
+  WM_EXPECTS(graph.location() == wm::memory_location::host,
+             "sample_host samples host-location graphs; this graph is in device memory: use "
+             "gpu_sampler");
+  WM_EXPECTS(!options.fanouts.empty(), "sample_host: no fanouts (one per hop is needed)");
+  for (std::size_t h = 0; h < options.fanouts.size(); ++h) {
+    WM_EXPECTS(options.fanouts[h] >= -1, "sample_host: fanout " << options.fanouts[h] << " of hop "
+                                                                << h
+                                                                << " is below -1 (-1 takes all "
+                                                                   "neighbors, 0 none)");
+  }
+  WM_EXPECTS(options.method != sample_method::weighted || graph.has_weights(),
+             "sample_host: weighted sampling needs edge weights; this graph has none");
+  WM_EXPECTS(count == 0 || seeds != nullptr,
+             "sample_host: " << count << " seeds at a null address");
+  threads = std::max(threads, 1u);
+
+  if (graph.type() == wm::memory_type::distributed) {
+    return sample_distributed(graph, seeds, count, options, threads);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    WM_EXPECTS(seeds[i] >= 0 && static_cast<std::uint64_t>(seeds[i]) < graph.num_nodes,
+               "sample_host: seed " << seeds[i] << " at position " << i
+                                    << " is outside the graph's " << graph.num_nodes << " nodes");
+  }
+  const bool narrow = graph.col_type == wm::dtype::int32;
+  WM_EXPECTS(
+      narrow || graph.col_type == wm::dtype::int64,
+      "sample_host: col_indices must be int32 or int64, not " << wm::dtype_name(graph.col_type));
+  if (graph.type() == wm::memory_type::continuous) {
+    return narrow ? sample_continuous<std::int32_t>(graph, seeds, count, options, threads)
+                  : sample_continuous<std::int64_t>(graph, seeds, count, options, threads);
+  }
+  return narrow ? sample_chunked<std::int32_t>(graph, seeds, count, options, threads)
+                : sample_chunked<std::int64_t>(graph, seeds, count, options, threads);
+}
+
 }  // namespace wholestore::graph
