@@ -150,8 +150,12 @@ std::string read_chunks(const std::vector<chunk>& chunks, unsigned threads, std:
       std::any_of(chunks.begin(), chunks.end(), [](const chunk& c) { return c.staged; });
   threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(chunks.size())));
 
+  // Worker threads start on device 0; device copies run on the caller's device (the rank's).
+  const int device = any_staged && wm::detail::cuda_device_present() ? wm::detail::current_device()
+                                                                      : -1;
   auto worker = [&] {
     try {
+      if (device >= 0) wm::set_device(device);
       // The staging buffer is reused for every chunk of this thread; page-locked when a GPU
       // is present, so copy_bytes to device memory runs at the bus rate.
       std::vector<char> staging;
