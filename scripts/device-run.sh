@@ -8,6 +8,11 @@
 #   scripts/device-run.sh check+sample      # gpu-check, then the sampling benchmark
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The tests read the shared real graphs from ../shared/data; only the checkout travels to the
+# device machine, so a copy carried in .device-shared/ (git-ignored) is put in place.
+if [ -d .device-shared/data ] && [ ! -e ../shared/data ]; then
+  mkdir -p ../shared && cp -r .device-shared/data ../shared/
+fi
 what=${1:-all}
 shift || true
 final=${OUT:-/tmp/wholestore-out}
