@@ -84,32 +84,18 @@ std::int64_t non_negative(const config& cfg, const std::string& key) {
   return v;
 }
 
-std::uint64_t mix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+// SplitMix64 (the sampler's own mixer) for seed orders and per-batch random seeds.
+using graph::detail::mix64;
 
 graph::sample_method method_of(const std::string& m) {
-  if (m == "uniform") return graph::sample_method::uniform;
-  if (m == "uniform_with_replacement" || m == "replacement")
-    return graph::sample_method::uniform_with_replacement;
-  if (m == "weighted") return graph::sample_method::weighted;
-  throw config_error("methods: unknown method '" + m + "'");
+  try {
+    return graph::parse_sample_method(m);
+  } catch (const wholememory::logic_error& e) {
+    throw config_error(std::string("methods: ") + e.what());
+  }
 }
 
-const char* method_name(graph::sample_method m) {
-  switch (m) {
-    case graph::sample_method::uniform:
-      return "uniform";
-    case graph::sample_method::uniform_with_replacement:
-      return "uniform_with_replacement";
-    case graph::sample_method::weighted:
-      return "weighted";
-  }
-  return "?";
-}
+const char* method_name(graph::sample_method m) { return graph::sample_method_name(m); }
 
 struct case_result {
   std::string sampler, type, location, method, fanouts;

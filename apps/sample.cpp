@@ -121,23 +121,16 @@ auto parse_key(const config& cfg, const std::string& key, Parse parse) {
   }
 }
 
-// The method names of sampling.hpp (parsed here, so this file needs only the sampler calls).
 graph::sample_method parse_method(const config& cfg) {
-  const std::string& m = cfg.get_string("method");
-  if (m == "uniform") return graph::sample_method::uniform;
-  if (m == "uniform_with_replacement" || m == "replacement")
-    return graph::sample_method::uniform_with_replacement;
-  if (m == "weighted") return graph::sample_method::weighted;
-  throw config_error("method must be uniform, uniform_with_replacement or weighted, got '" + m +
-                     "' (" + cfg.origin.at("method") + ")");
+  try {
+    return graph::parse_sample_method(cfg.get_string("method"));
+  } catch (const wholememory::logic_error& e) {
+    throw config_error(std::string("method: ") + e.what() + " (" + cfg.origin.at("method") + ")");
+  }
 }
 
-std::uint64_t mix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+// SplitMix64 (the sampler's own mixer) for seed orders and per-batch random seeds.
+using graph::detail::mix64;
 
 // All node ids in an order that depends only on (seed, epoch): Fisher-Yates with a
 // counter-based generator, the same on every rank and platform.
@@ -391,8 +384,9 @@ int run_sample(int argc, char** argv) {
           b < local_batches ? std::min(last, begin + batch_size) : begin;  // padding: empty
       const std::int64_t* seeds = order.data() + begin;
       const std::size_t count = static_cast<std::size_t>(end - begin);
-      // The sampler's randomness differs per batch, and is the same for any rank count.
-      so.random_seed = mix64(random_seed ^ mix64((epoch << 40) + first + b * batch_size));
+      // The sampler's randomness differs per epoch only: a node's sample in an epoch is then
+      // the same whichever rank or batch takes it, for any rank count and batch size.
+      so.random_seed = mix64(random_seed ^ mix64(epoch));
       std::size_t rows = 0;
       auto t0 = std::chrono::steady_clock::now();
       if (use_gpu) {

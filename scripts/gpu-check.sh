@@ -52,7 +52,7 @@ summary() {
   echo "ctest:      $test_status${test_counts:+ ($test_counts)}"
   echo "big test:   $big_status"
   [ -n "$big_lines" ] && printf '%s\n' "$big_lines" | sed 's/^/            /'
-  echo "demo:       $demo_status"
+  echo "demo, sample: $demo_status"
   [ -n "$demo_lines" ] && printf '%s\n' "$demo_lines" | sed 's/^/            /'
   echo "logs:       $log_dir"
   if [ "$failed" -ne 0 ]; then
@@ -169,5 +169,24 @@ if [ "$gpu_count" -gt 0 ]; then
     fi
   done
   demo_lines=${demo_lines%$'\n'}
+
+  echo "==== sample app on the GPUs, $gpu_count rank(s) (log: $log_dir/sample.log) ===="
+  : >"$log_dir/sample.log"
+  for combo in continuous:device chunked:host distributed:device; do
+    type=${combo%%:*}
+    loc=${combo##*:}
+    set +e
+    "$build_dir/apps/wholestore" launch -n "$gpu_count" -- "$build_dir/apps/wholestore" sample \
+      configs/sample.yaml --set sampler=gpu --set graph.type=$type --set graph.location=$loc \
+      >>"$log_dir/sample.log" 2>&1
+    rc=$?
+    set -e
+    line=$(grep -E 'summary' "$log_dir/sample.log" | tail -n 1 | tr -s ' ')
+    demo_lines="$demo_lines"$'\n'"sample $type/$loc: $line"
+    if [ "$rc" -ne 0 ]; then
+      demo_status="FAILED (sample $type/$loc, exit $rc)"
+      failed=1
+    fi
+  done
 fi
 completed=1

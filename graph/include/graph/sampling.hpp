@@ -20,7 +20,7 @@
  *
  * A seed outside [0, num_nodes) throws logic_error naming it.  Graphs in distributed memory
  * make sample calls collective (every rank of the graph's communicator calls, with its own
- * seeds, the same number of times with the same fanouts).
+ * seeds, the same number of times with the same fanouts and method).
  */
 #pragma once
 
@@ -41,10 +41,10 @@ const char* sample_method_name(sample_method m);
 sample_method parse_sample_method(const std::string& name);
 
 struct sample_options {
-  std::vector<int> fanouts;          ///< per hop; -1 takes all neighbors
+  std::vector<int> fanouts;  ///< per hop; -1 takes all neighbors
   sample_method method = sample_method::uniform;
   std::uint64_t random_seed = 0;
-  bool edge_ids = false;             ///< fill block::edge_ids
+  bool edge_ids = false;  ///< fill block::edge_ids
 };
 
 /// One hop of a sample, in host memory.
@@ -73,7 +73,6 @@ sample_result sample_host(const csr_graph& graph, const std::int64_t* seeds, std
                           const sample_options& options,
                           unsigned threads = wholememory::default_host_threads());
 
-
 /// One hop of a GPU sample, in device memory owned by the sampler that made it (valid until
 /// that sampler's next sample call).  Counts are known on the host.
 struct device_block {
@@ -92,7 +91,8 @@ struct device_block {
 /// per batch.  The graph may be device or host located (a GPU reads pinned host memory).
 class gpu_sampler {
  public:
-  /// Uses the current CUDA device.  Throws logic_error in builds without CUDA.
+  /// Uses the current CUDA device; keeps a reference to `graph`, which must outlive the
+  /// sampler.  Throws logic_error in builds without CUDA.
   explicit gpu_sampler(const csr_graph& graph);
   ~gpu_sampler();
   gpu_sampler(const gpu_sampler&) = delete;
@@ -100,7 +100,8 @@ class gpu_sampler {
 
   /// seeds: device (or GPU-readable host) array of count node ids.  Returns one device_block
   /// per hop; their arrays stay valid until the next sample call.  Synchronizes `stream`
-  /// once per hop (the hop's sizes decide the next allocation).
+  /// once per hop and once more at the end (each hop's sizes decide the next launch); graphs
+  /// in distributed memory add the gathers' own synchronizations.
   std::vector<device_block> sample(const std::int64_t* seeds, std::size_t count,
                                    const sample_options& options, cudaStream_t stream);
 
