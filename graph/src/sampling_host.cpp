@@ -184,17 +184,28 @@ void select_weighted(std::uint64_t key, std::int64_t d, int fanout, std::int64_t
     }
     return;
   }
-  s.race.clear();
-  for (std::int64_t p = 0; p < d; ++p) {
-    const float w = weight_at(p);
-    if (w > 0.0f) s.race.emplace_back(detail::race_time(key, p, w), p);
-  }
+  // The `count` earliest entries so far in a heap whose top is the latest of them: the bar a
+  // new edge must beat.  Edges that certainly lose skip the exact race time.
   auto before = [](const std::pair<double, std::int64_t>& a,
                    const std::pair<double, std::int64_t>& b) {
     return detail::race_before(a.first, a.second, b.first, b.second);
   };
-  if (static_cast<std::int64_t>(s.race.size()) > count) {
-    std::nth_element(s.race.begin(), s.race.begin() + (count - 1), s.race.end(), before);
+  s.race.clear();
+  const auto full = static_cast<std::size_t>(count);
+  for (std::int64_t p = 0; p < d; ++p) {
+    const float w = weight_at(p);
+    if (!(w > 0.0f)) continue;
+    const std::uint64_t x = detail::draw(key, static_cast<std::uint64_t>(p));
+    if (s.race.size() == full && !detail::race_may_beat(x, w, s.race.front().first)) continue;
+    const std::pair<double, std::int64_t> entry{detail::race_time_of_draw(x, w), p};
+    if (s.race.size() < full) {
+      s.race.push_back(entry);
+      std::push_heap(s.race.begin(), s.race.end(), before);
+    } else if (before(entry, s.race.front())) {
+      std::pop_heap(s.race.begin(), s.race.end(), before);
+      s.race.back() = entry;
+      std::push_heap(s.race.begin(), s.race.end(), before);
+    }
   }
   for (std::int64_t i = 0; i < count; ++i) out[i] = s.race[static_cast<std::size_t>(i)].second;
   std::sort(out, out + count);

@@ -9,7 +9,8 @@
 #include <wholememory/gather.hpp>
 
 #include <cuda_runtime.h>
-#include <cub/device/device_radix_sort.cuh>
+#include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
@@ -26,12 +27,6 @@ using gpu::kWarp;
 namespace {
 
 constexpr int kThreads = 256;
-
-/// Blocks for `items` work items of `per_item` threads each; 0 items need no launch.
-unsigned grid_for(std::int64_t items, int per_item = 1) {
-  const std::int64_t threads = items * per_item;
-  return static_cast<unsigned>((threads + kThreads - 1) / kThreads);
-}
 
 /// Grow-only device scratch.  Growing waits for `stream` first: the old buffer may still be
 /// read by work queued before.
@@ -60,13 +55,6 @@ class scratch {
   void* ptr_ = nullptr;
   std::size_t bytes_ = 0;
 };
-
-/// Number of bits that hold every id below num_nodes (at least 1).
-int key_bits(std::uint64_t num_nodes) {
-  int bits = 1;
-  while (bits < 64 && ((num_nodes - 1) >> bits) != 0) ++bits;
-  return bits;
-}
 
 template <typename T>
 void copy_to_host(std::vector<T>& out, const T* src, std::int64_t count, cudaStream_t stream) {
@@ -98,13 +86,15 @@ block device_block::to_host(cudaStream_t stream) const {
 struct gpu_sampler::impl {
   const csr_graph* graph = nullptr;
   int device = 0;
+  int max_blocks = 1;  // grid-stride kernels: resident blocks of kThreads on the device
+  int num_sms = 1;
   bool distributed = false;
   bool chunked = false;
   const void* ro_ptr = nullptr;  // continuous: data(); chunked: device view
   const void* col_ptr = nullptr;
   const void* w_ptr = nullptr;
-  int bits = 1;
-  bool wide_keys = false;  // uint64 keys (num_nodes > 2^32)
+  bool wide_keys = false;        // 64-bit keys (num_nodes >= 2^32 - 1)
+  std::int64_t max_degree = -1;  // continuous/chunked weighted hops: found at first use
 
   // Per-hop outputs, kept until the next call.
   struct hop_buffers {
@@ -113,63 +103,107 @@ struct gpu_sampler::impl {
   std::vector<std::unique_ptr<hop_buffers>> hops;
   scratch seeds_unique;
   // Shared scratch.
-  scratch keys_a, keys_b, vals_a, vals_b, new_flag, new_rank, head_a, head_b;
-  scratch start, deg, npos, counts, eid, tmp, cub_temp;
+  scratch table, slot, rank, start, deg, counts, eid, tmp, cub_temp, big_list;
   scratch ro2, row_idx, wbase, wbuf, widx, gathered_cols, flag;
-  long long* host_info = nullptr;  // pinned: [0] bad position, [1] num_src, [2] total, [3] any
-  scratch info;                    // device copy of the same
+  // The call's counts, on the device and (after a fetch) in pinned host memory:
+  // [0] ~first bad seed position (0: none), [1 + h] the dst count of hop h (h = hops: the last
+  // src count), [2 + hops + h] the edge count of hop h, [2 + 2 hops + h] its big-node count.
+  scratch info;
+  long long* host_info = nullptr;
+  std::size_t host_words = 0;
 
   ~impl() {
     if (host_info != nullptr) WM_CUDA_WARN(cudaFreeHost(host_info));
+  }
+
+  unsigned grid(std::int64_t items, int per_item = 1) const {
+    const std::int64_t blocks = (items * per_item + kThreads - 1) / kThreads;
+    return static_cast<unsigned>(
+        std::max<std::int64_t>(1, std::min<std::int64_t>(blocks, max_blocks)));
   }
 
   void* cub(std::size_t bytes, cudaStream_t stream) {
     return cub_temp.reserve(bytes, device, stream);
   }
 
-  /// Copies `count` info words to the host and waits for the stream.
-  void fetch_info(int count, cudaStream_t stream) {
-    WM_CUDA_TRY(cudaMemcpyAsync(host_info, info.reserve(64, device, stream),
-                                sizeof(long long) * count, cudaMemcpyDeviceToHost, stream));
+  long long* device_info(std::size_t words, cudaStream_t stream) {
+    if (words > host_words) {
+      WM_CUDA_TRY(cudaStreamSynchronize(stream));
+      if (host_info != nullptr) WM_CUDA_TRY(cudaFreeHost(host_info));
+      host_info = nullptr;
+      host_words = 0;
+      void* host = nullptr;
+      WM_CUDA_TRY(cudaHostAlloc(&host, words * sizeof(long long), cudaHostAllocDefault));
+      host_info = static_cast<long long*>(host);
+      host_words = words;
+    }
+    return info.get<long long>(words, device, stream);
+  }
+
+  /// Copies the first `words` info words to the host and waits for the stream.
+  void fetch_info(std::size_t words, cudaStream_t stream) {
+    WM_CUDA_TRY(cudaMemcpyAsync(host_info, info.get<long long>(words, device, stream),
+                                sizeof(long long) * words, cudaMemcpyDeviceToHost, stream));
     WM_CUDA_TRY(cudaStreamSynchronize(stream));
+  }
+
+  /// An empty table with room for `entries` keys (load at most 2/3).
+  template <typename K>
+  gpu::key_table<K> fresh_table(std::int64_t entries, cudaStream_t stream) {
+    std::size_t cap = 1024;
+    const std::size_t want =
+        static_cast<std::size_t>(entries) + static_cast<std::size_t>(entries) / 2;
+    while (cap <= want) cap *= 2;
+    const std::size_t bytes = cap * (sizeof(K) + sizeof(unsigned));
+    char* base = static_cast<char*>(table.reserve(bytes, device, stream));
+    WM_CUDA_TRY(cudaMemsetAsync(base, 0xFF, bytes, stream));
+    return {reinterpret_cast<K*>(base), reinterpret_cast<unsigned*>(base + cap * sizeof(K)),
+            static_cast<std::uint32_t>(cap - 1)};
   }
 
   /// Throws when host_info[0] names a bad seed (on any rank, for distributed memory).
   void check_seeds(const std::int64_t* seeds, cudaStream_t stream);
+  /// Scans the new-node flags of `entries_bound` entries and assigns local ids.
   template <typename K>
-  void relabel(std::int64_t n_dst, std::int64_t total, std::int32_t* src_index,
-               std::int64_t* src_nodes, cudaStream_t stream);
+  void relabel(const gpu::new_node_flag<K>& f, std::int64_t entries_bound, std::int32_t* src_index,
+               std::int64_t* src_nodes, long long* num_src, long long* edges_out,
+               cudaStream_t stream);
   template <typename K>
   std::vector<device_block> run(const std::int64_t* seeds, std::size_t count,
                                 const sample_options& options, cudaStream_t stream);
   template <typename W>
-  void fill(const std::int64_t* dst, std::int64_t n, const std::int64_t* offsets,
-            const sample_options& options, int hop, W w, std::int64_t* eid_out,
-            cudaStream_t stream);
+  void fill(const std::int64_t* dst, gpu::device_count n_dst, std::int64_t bound,
+            const std::int64_t* offsets, const sample_options& options, int hop, W w,
+            const std::int32_t* big, const unsigned long long* big_count, std::int64_t* eid_out,
+            std::int64_t* tmp_out, cudaStream_t stream);
+  template <typename W>
+  void count_weighted(gpu::device_count n_dst, std::int64_t bound, std::int64_t degree_bound, W w,
+                      std::int32_t* big, unsigned long long* big_count, cudaStream_t stream);
+  std::int64_t graph_max_degree(cudaStream_t stream);
 };
 
 void gpu_sampler::impl::check_seeds(const std::int64_t* seeds, cudaStream_t stream) {
   const std::int64_t num_nodes = static_cast<std::int64_t>(graph->num_nodes);
-  const long long no_bad = 0x7F7F7F7F7F7F7F7FLL;  // the memset pattern of info[0]
-  const long long bad_pos = host_info[0];
+  const bool bad_here = host_info[0] != 0;
+  const std::int64_t bad_pos =
+      bad_here ? static_cast<std::int64_t>(~static_cast<unsigned long long>(host_info[0])) : -1;
   if (distributed) {
     // Every rank learns whether any rank had a bad seed, so that none is left waiting in a
     // collective.
-    long long* any = flag.get<long long>(1, device, stream);
-    host_info[3] = bad_pos != no_bad ? 1 : 0;
-    WM_CUDA_TRY(
-        cudaMemcpyAsync(any, host_info + 3, sizeof(long long), cudaMemcpyHostToDevice, stream));
+    long long* any = flag.get<long long>(2, device, stream);
+    long long* host_any = host_info + host_words - 1;  // the last word is not an info word
+    *host_any = bad_here ? 1 : 0;
+    WM_CUDA_TRY(cudaMemcpyAsync(any, host_any, sizeof(long long), cudaMemcpyHostToDevice, stream));
     graph->row_offsets.comm().allreduce_sum(any, any, 1, wm::dtype::int64, stream);
     graph->row_offsets.comm().synchronize(stream);
-    WM_CUDA_TRY(
-        cudaMemcpyAsync(host_info + 3, any, sizeof(long long), cudaMemcpyDeviceToHost, stream));
+    WM_CUDA_TRY(cudaMemcpyAsync(host_any, any, sizeof(long long), cudaMemcpyDeviceToHost, stream));
     WM_CUDA_TRY(cudaStreamSynchronize(stream));
-    if (host_info[3] > 0 && bad_pos == no_bad) {
+    if (*host_any > 0 && !bad_here) {
       WM_FAIL(wm::logic_error,
               "sample: a seed outside [0, " << num_nodes << ") was passed on another rank");
     }
   }
-  if (bad_pos != no_bad) {
+  if (bad_here) {
     std::int64_t value = 0;
     WM_CUDA_TRY(cudaMemcpyAsync(&value, seeds + bad_pos, sizeof value, cudaMemcpyDefault, stream));
     WM_CUDA_TRY(cudaStreamSynchronize(stream));
@@ -178,80 +212,76 @@ void gpu_sampler::impl::check_seeds(const std::int64_t* seeds, cudaStream_t stre
   }
 }
 
-// Sorts the entries already in keys_a / vals_a (total of them) and writes src_index and
-// src_nodes; the number of src nodes goes to info[1] on the device.
 template <typename K>
-void gpu_sampler::impl::relabel(std::int64_t n_dst, std::int64_t total, std::int32_t* src_index,
-                                std::int64_t* src_nodes, cudaStream_t stream) {
-  long long* d_info = static_cast<long long*>(info.reserve(64, device, stream));
-  if (total == 0) {
-    WM_CUDA_TRY(cudaMemsetAsync(d_info + 1, 0, sizeof(long long), stream));
-    return;
-  }
-  const std::size_t n = static_cast<std::size_t>(total);
-  K* ka = static_cast<K*>(keys_a.reserve(n * sizeof(K), device, stream));
-  K* kb = keys_b.get<K>(n, device, stream);
-  std::int32_t* va = static_cast<std::int32_t*>(vals_a.reserve(n * 4, device, stream));
-  std::int32_t* vb = vals_b.get<std::int32_t>(n, device, stream);
-  std::int32_t* fl = new_flag.get<std::int32_t>(n, device, stream);
-  std::int32_t* rk = new_rank.get<std::int32_t>(n, device, stream);
-  std::int32_t* ha = head_a.get<std::int32_t>(n, device, stream);
-  std::int32_t* hb = head_b.get<std::int32_t>(n, device, stream);
-  const int items = static_cast<int>(total);
-
-  cub::DoubleBuffer<K> kbuf(ka, kb);
-  cub::DoubleBuffer<std::int32_t> vbuf(va, vb);
-  std::size_t sort_bytes = 0, max_bytes = 0, sum_bytes = 0;
-  WM_CUDA_TRY(
-      cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, kbuf, vbuf, items, 0, bits, stream));
-  WM_CUDA_TRY(
-      cub::DeviceScan::InclusiveScan(nullptr, max_bytes, ha, hb, gpu::max_op{}, items, stream));
-  WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, sum_bytes, fl, rk, items, stream));
-  void* temp = cub(std::max({sort_bytes, max_bytes, sum_bytes}), stream);
-
-  WM_CUDA_TRY(
-      cub::DeviceRadixSort::SortPairs(temp, sort_bytes, kbuf, vbuf, items, 0, bits, stream));
-  const K* keys = kbuf.Current();
-  const std::int32_t* vals = vbuf.Current();
-  gpu::mark_heads_kernel<K>
-      <<<grid_for(total), kThreads, 0, stream>>>(keys, vals, total, n_dst, fl, ha);
-  WM_CUDA_CHECK_LAUNCH();
-  WM_CUDA_TRY(
-      cub::DeviceScan::InclusiveScan(temp, max_bytes, ha, hb, gpu::max_op{}, items, stream));
-  WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(temp, sum_bytes, fl, rk, items, stream));
-  gpu::assign_kernel<K><<<grid_for(total), kThreads, 0, stream>>>(
-      keys, vals, hb, fl, rk, total, n_dst, src_index, src_nodes, d_info + 1);
+void gpu_sampler::impl::relabel(const gpu::new_node_flag<K>& f, std::int64_t entries_bound,
+                                std::int32_t* src_index, std::int64_t* src_nodes,
+                                long long* num_src, long long* edges_out, cudaStream_t stream) {
+  std::int32_t* rk =
+      rank.get<std::int32_t>(static_cast<std::size_t>(entries_bound) + 1, device, stream);
+  auto flags = thrust::make_transform_iterator(thrust::counting_iterator<std::int64_t>(0), f);
+  std::size_t bytes = 0;
+  WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, flags, rk, entries_bound + 1, stream));
+  WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(cub(bytes, stream), bytes, flags, rk, entries_bound + 1,
+                                            stream));
+  gpu::assign_kernel<K><<<grid(entries_bound), kThreads, 0, stream>>>(
+      f, rk, entries_bound, src_index, src_nodes, num_src, edges_out);
   WM_CUDA_CHECK_LAUNCH();
 }
 
 template <typename W>
-void gpu_sampler::impl::fill(const std::int64_t* dst, std::int64_t n, const std::int64_t* offsets,
-                             const sample_options& options, int hop, W w, std::int64_t* eid_out,
-                             cudaStream_t stream) {
-  if (n == 0) return;
+void gpu_sampler::impl::count_weighted(gpu::device_count n_dst, std::int64_t bound,
+                                       std::int64_t degree_bound, W w, std::int32_t* big,
+                                       unsigned long long* big_count, cudaStream_t stream) {
+  std::int64_t* st = start.get<std::int64_t>(0, device, stream);
+  std::int64_t* dg = deg.get<std::int64_t>(0, device, stream);
+  std::int64_t* cnt = counts.get<std::int64_t>(0, device, stream);
+  gpu::count_weighted_kernel<<<grid(bound, kWarp), kThreads, 0, stream>>>(st, dg, n_dst, w, cnt,
+                                                                          big, big_count);
+  WM_CUDA_CHECK_LAUNCH();
+  if (degree_bound <= gpu::kBigDegree) return;
+  const std::int64_t chunks =
+      std::min<std::int64_t>(256, (degree_bound + gpu::kCountChunk - 1) / gpu::kCountChunk);
+  const dim3 blocks(static_cast<unsigned>(std::min<std::int64_t>(bound, num_sms)),
+                    static_cast<unsigned>(chunks));
+  gpu::count_big_kernel<<<blocks, gpu::kBigThreads, 0, stream>>>(big, big_count, st, dg, w, cnt);
+  WM_CUDA_CHECK_LAUNCH();
+}
+
+template <typename W>
+void gpu_sampler::impl::fill(const std::int64_t* dst, gpu::device_count n_dst, std::int64_t bound,
+                             const std::int64_t* offsets, const sample_options& options, int hop,
+                             W w, const std::int32_t* big, const unsigned long long* big_count,
+                             std::int64_t* eid_out, std::int64_t* tmp_out, cudaStream_t stream) {
+  if (bound == 0) return;
   const int fanout = options.fanouts[static_cast<std::size_t>(hop)];
+  const std::int64_t* st = start.get<std::int64_t>(0, device, stream);
+  const std::int64_t* dg = deg.get<std::int64_t>(0, device, stream);
+  const std::int64_t* np = counts.get<std::int64_t>(0, device, stream);
   if (options.method != sample_method::weighted && fanout >= 0 && fanout <= 16) {
-    const std::int64_t* st = start.get<std::int64_t>(n, device, stream);
-    const std::int64_t* dg = deg.get<std::int64_t>(n, device, stream);
     if (fanout <= 4) {
-      gpu::fill_small_kernel<4><<<grid_for(n, 4), kThreads, 0, stream>>>(
-          dst, st, dg, offsets, n, options.method, fanout, options.random_seed, hop, eid_out);
+      gpu::fill_small_kernel<4><<<grid(bound, 4), kThreads, 0, stream>>>(
+          dst, st, dg, offsets, n_dst, options.method, fanout, options.random_seed, hop, eid_out);
     } else if (fanout <= 8) {
-      gpu::fill_small_kernel<8><<<grid_for(n, 8), kThreads, 0, stream>>>(
-          dst, st, dg, offsets, n, options.method, fanout, options.random_seed, hop, eid_out);
+      gpu::fill_small_kernel<8><<<grid(bound, 8), kThreads, 0, stream>>>(
+          dst, st, dg, offsets, n_dst, options.method, fanout, options.random_seed, hop, eid_out);
     } else {
-      gpu::fill_small_kernel<16><<<grid_for(n, 16), kThreads, 0, stream>>>(
-          dst, st, dg, offsets, n, options.method, fanout, options.random_seed, hop, eid_out);
+      gpu::fill_small_kernel<16><<<grid(bound, 16), kThreads, 0, stream>>>(
+          dst, st, dg, offsets, n_dst, options.method, fanout, options.random_seed, hop, eid_out);
     }
     WM_CUDA_CHECK_LAUNCH();
     return;
   }
-  gpu::fill_kernel<W><<<grid_for(n, kWarp), kThreads, 0, stream>>>(
-      dst, start.get<std::int64_t>(n, device, stream), deg.get<std::int64_t>(n, device, stream),
-      npos.get<std::int64_t>(n, device, stream), offsets, n, options.method,
-      options.fanouts[static_cast<std::size_t>(hop)], options.random_seed, hop, w, eid_out,
-      tmp.get<std::int64_t>(0, device, stream));
+  gpu::fill_kernel<W><<<grid(bound, kWarp), kThreads, 0, stream>>>(
+      dst, st, dg, np, offsets, n_dst, options.method, fanout, options.random_seed, hop, w, eid_out,
+      tmp_out);
   WM_CUDA_CHECK_LAUNCH();
+  if (big != nullptr) {
+    const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(bound, 2 * num_sms));
+    gpu::fill_big_kernel<W>
+        <<<blocks, gpu::kBigThreads, 0, stream>>>(dst, st, dg, np, offsets, big, big_count, fanout,
+                                                  options.random_seed, hop, w, eid_out, tmp_out);
+    WM_CUDA_CHECK_LAUNCH();
+  }
 }
 
 namespace {
@@ -259,7 +289,31 @@ namespace {
 using ro_direct = wm::PtrGen<const std::int64_t, const std::int64_t>;
 using ro_chunked = wm::PtrGen<const wm::chunked_view, const std::int64_t>;
 
+/// Above this many entries (dst nodes + edge bound) a hop learns its exact counts from the
+/// device instead of sizing its buffers and grids by the bound.
+constexpr std::int64_t kBoundCap = std::int64_t{1} << 24;
+
 }  // namespace
+
+std::int64_t gpu_sampler::impl::graph_max_degree(cudaStream_t stream) {
+  if (max_degree >= 0) return max_degree;
+  auto* word = reinterpret_cast<unsigned long long*>(flag.get<long long>(2, device, stream));
+  WM_CUDA_TRY(cudaMemsetAsync(word, 0, sizeof(unsigned long long), stream));
+  const std::int64_t n = static_cast<std::int64_t>(graph->num_nodes);
+  if (chunked) {
+    gpu::max_degree_kernel<<<grid(n), kThreads, 0, stream>>>(
+        ro_chunked(static_cast<const wm::chunked_view*>(ro_ptr)), n, word);
+  } else {
+    gpu::max_degree_kernel<<<grid(n), kThreads, 0, stream>>>(
+        ro_direct(static_cast<const std::int64_t*>(ro_ptr)), n, word);
+  }
+  WM_CUDA_CHECK_LAUNCH();
+  unsigned long long value = 0;
+  WM_CUDA_TRY(cudaMemcpyAsync(&value, word, sizeof value, cudaMemcpyDeviceToHost, stream));
+  WM_CUDA_TRY(cudaStreamSynchronize(stream));
+  max_degree = static_cast<std::int64_t>(value);
+  return max_degree;
+}
 
 template <typename K>
 std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std::size_t count,
@@ -269,26 +323,36 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
   const std::int64_t num_nodes = static_cast<std::int64_t>(g.num_nodes);
   const bool weighted = options.method == sample_method::weighted;
   const int num_hops = static_cast<int>(options.fanouts.size());
-  long long* d_info = static_cast<long long*>(info.reserve(64, device, stream));
+  const std::size_t words = 2 + 3 * static_cast<std::size_t>(num_hops);
+  // One more host word than info words: check_seeds' scratch.
+  long long* d_info = device_info(words + 1, stream);
+  WM_CUDA_TRY(cudaMemsetAsync(d_info, 0, words * sizeof(long long), stream));
+  long long* level = d_info + 1;
+  long long* edge_words = d_info + 2 + num_hops;
+  long long* big_words = d_info + 2 + 2 * num_hops;
+  const std::int64_t degree_bound =
+      weighted && !distributed && g.has_weights() ? graph_max_degree(stream) : 0;
 
-  // Hop 0 destinations: the unique seeds.  Their check rides on hop 0's sync: an
-  // out-of-range seed became node 0 in the keys, so nothing reads outside the graph before.
+  // Hop 0 destinations: the unique seeds, in order of first occurrence.  An out-of-range
+  // seed became node 0, so nothing reads outside the graph before the check.
   const std::int64_t n_seeds = static_cast<std::int64_t>(count);
   WM_EXPECTS(n_seeds < std::numeric_limits<std::int32_t>::max(),
              "sample: " << n_seeds << " seeds are more than a batch can hold");
-  WM_CUDA_TRY(cudaMemsetAsync(d_info, 0x7F, sizeof(long long), stream));
   std::int64_t* uniq = seeds_unique.get<std::int64_t>(count, device, stream);
-  if (n_seeds > 0) {
-    K* ka = static_cast<K*>(keys_a.reserve(count * sizeof(K), device, stream));
-    std::int32_t* va = static_cast<std::int32_t*>(vals_a.reserve(count * 4, device, stream));
-    gpu::seed_keys_kernel<K><<<grid_for(n_seeds), kThreads, 0, stream>>>(
-        seeds, n_seeds, num_nodes, ka, va, reinterpret_cast<unsigned long long*>(d_info));
-    WM_CUDA_CHECK_LAUNCH();
+  {
+    gpu::key_table<K> t = fresh_table<K>(n_seeds, stream);
+    std::uint32_t* sl = slot.get<std::uint32_t>(count, device, stream);
+    if (n_seeds > 0) {
+      gpu::seed_insert_kernel<K><<<grid(n_seeds), kThreads, 0, stream>>>(
+          seeds, n_seeds, num_nodes, t, sl, reinterpret_cast<unsigned long long*>(d_info));
+      WM_CUDA_CHECK_LAUNCH();
+    }
+    const gpu::new_node_flag<K> f{t, sl, gpu::device_count{nullptr, 0}, nullptr, n_seeds};
+    relabel<K>(f, n_seeds, nullptr, uniq, level, nullptr, stream);
   }
-  relabel<K>(0, n_seeds, nullptr, uniq, stream);  // info[1] = number of unique seeds
   bool checked = false;
   if (distributed || num_hops == 0 || num_nodes == 0) {
-    fetch_info(2, stream);
+    fetch_info(words, stream);
     check_seeds(seeds, stream);
     checked = true;
   }
@@ -298,62 +362,66 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
   }
   std::vector<device_block> blocks;
   const std::int64_t* dst = uniq;
-  // The dst count of a hop is info[1] on the device (the previous relabel's src count); the
-  // host knows `bound` >= it until the hop's sync.  Distributed memory needs it on the host
-  // (gather counts), so it syncs for it first.
+  // The counts of a hop live on the device (level[h], and the edge total at offsets[bound]);
+  // the host knows bounds of them and sizes buffers and grids by those.  Hops whose edge
+  // bound is unknown (fanout -1) or too large, and every hop of distributed memory (its
+  // gathers take host counts), fetch the exact counts instead.
   std::int64_t bound = n_seeds;
-  const long long* live = distributed ? nullptr : d_info + 1;
   for (int h = 0; h < num_hops; ++h) {
     const int fanout = options.fanouts[static_cast<std::size_t>(h)];
     hop_buffers& out = *hops[static_cast<std::size_t>(h)];
     if (distributed) {
-      if (h > 0) fetch_info(2, stream);
-      bound = host_info[1];
+      if (h > 0) fetch_info(words, stream);
+      bound = host_info[1 + h];
     }
-    const std::size_t nd = static_cast<std::size_t>(bound);
-    std::int64_t n_dst = bound;  // exact for distributed memory; else set at the sync below
-    std::int64_t* offsets = out.offsets.get<std::int64_t>(nd + 1, device, stream);
-    std::int64_t* st = start.get<std::int64_t>(nd, device, stream);
-    std::int64_t* dg = deg.get<std::int64_t>(nd, device, stream);
-    std::int64_t* np = npos.get<std::int64_t>(nd, device, stream);
-    std::int64_t* cnt = counts.get<std::int64_t>(nd + 1, device, stream);
+    const bool exact = distributed || fanout < 0 ||
+                       bound + bound * static_cast<std::int64_t>(std::max(fanout, 0)) > kBoundCap;
+    const gpu::device_count n_dst{level + h, 0};
+    const std::size_t nb = static_cast<std::size_t>(bound);
+    std::int64_t* offsets = out.offsets.get<std::int64_t>(nb + 1, device, stream);
+    std::int64_t* st = start.get<std::int64_t>(nb, device, stream);
+    std::int64_t* dg = deg.get<std::int64_t>(nb, device, stream);
+    std::int64_t* cnt = counts.get<std::int64_t>(nb + 1, device, stream);
+    const bool race = weighted && fanout >= 0;
+    std::int32_t* big = race ? big_list.get<std::int32_t>(nb, device, stream) : nullptr;
+    auto* big_count = reinterpret_cast<unsigned long long*>(big_words + h);
     const float* wb = nullptr;
     const std::int64_t* wbs = nullptr;
 
-    // 1. start and degree of every dst node.
+    // 1. start, degree and count of every dst node.
     if (distributed) {
-      std::int64_t* idx = row_idx.get<std::int64_t>(2 * nd, device, stream);
-      std::int64_t* r2 = ro2.get<std::int64_t>(2 * nd, device, stream);
-      if (n_dst > 0) {
-        gpu::row_index_kernel<<<grid_for(n_dst), kThreads, 0, stream>>>(dst, n_dst, idx);
+      std::int64_t* idx = row_idx.get<std::int64_t>(2 * nb, device, stream);
+      std::int64_t* r2 = ro2.get<std::int64_t>(2 * nb, device, stream);
+      if (bound > 0) {
+        gpu::row_index_kernel<<<grid(bound), kThreads, 0, stream>>>(dst, bound, idx);
         WM_CUDA_CHECK_LAUNCH();
       }
       wm::wm_tensor t{&g.row_offsets, wm::dtype::int64, g.num_nodes + 1, 1, 1, 0};
-      wm::gather(t, wm::index_array{idx, wm::dtype::int64, 2 * nd},
-                 wm::dense_matrix{r2, wm::dtype::int64, 2 * nd, 1, 1}, stream);
-      if (n_dst > 0) {
-        gpu::node_info_gathered_kernel<<<grid_for(n_dst), kThreads, 0, stream>>>(r2, n_dst, st, dg);
-        WM_CUDA_CHECK_LAUNCH();
-      }
-      if (weighted && fanout >= 0) {
+      wm::gather(t, wm::index_array{idx, wm::dtype::int64, 2 * nb},
+                 wm::dense_matrix{r2, wm::dtype::int64, 2 * nb, 1, 1}, stream);
+      gpu::dst_info_kernel<<<grid(bound + 1), kThreads, 0, stream>>>(
+          dst, n_dst, bound, gpu::ro_gathered{r2}, options.method, fanout, st, dg, cnt);
+      WM_CUDA_CHECK_LAUNCH();
+      if (race) {
         // Weights of every frontier edge: scan the degrees, then gather them.
-        std::int64_t* base = wbase.get<std::int64_t>(nd + 1, device, stream);
-        gpu::count_kernel<<<grid_for(n_dst + 1), kThreads, 0, stream>>>(
-            dg, n_dst, nullptr, sample_method::uniform, -1, cnt);  // counts = degrees
-        WM_CUDA_CHECK_LAUNCH();
+        std::int64_t* base = wbase.get<std::int64_t>(nb + 1, device, stream);
+        auto degrees = thrust::make_transform_iterator(
+            thrust::counting_iterator<std::int64_t>(0),
+            gpu::capped_count{dg, std::numeric_limits<std::int64_t>::max(), bound});
         std::size_t bytes = 0;
-        WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, cnt, base, n_dst + 1, stream));
         WM_CUDA_TRY(
-            cub::DeviceScan::ExclusiveSum(cub(bytes, stream), bytes, cnt, base, n_dst + 1, stream));
-        WM_CUDA_TRY(cudaMemcpyAsync(host_info + 2, base + n_dst, sizeof(long long),
+            cub::DeviceScan::ExclusiveSum(nullptr, bytes, degrees, base, bound + 1, stream));
+        WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(cub(bytes, stream), bytes, degrees, base,
+                                                  bound + 1, stream));
+        WM_CUDA_TRY(cudaMemcpyAsync(host_info + words, base + bound, sizeof(long long),
                                     cudaMemcpyDeviceToHost, stream));
         WM_CUDA_TRY(cudaStreamSynchronize(stream));
-        const std::size_t frontier = static_cast<std::size_t>(host_info[2]);
+        const std::size_t frontier = static_cast<std::size_t>(host_info[words]);
         std::int64_t* fidx = widx.get<std::int64_t>(frontier, device, stream);
         float* fw = wbuf.get<float>(frontier, device, stream);
-        if (n_dst > 0) {
-          gpu::frontier_edges_kernel<<<grid_for(n_dst, kWarp), kThreads, 0, stream>>>(st, dg, base,
-                                                                                      n_dst, fidx);
+        if (bound > 0) {
+          gpu::frontier_edges_kernel<<<grid(bound, kWarp), kThreads, 0, stream>>>(st, dg, base,
+                                                                                  bound, fidx);
           WM_CUDA_CHECK_LAUNCH();
         }
         wm::wm_tensor wt{&g.edge_weights, wm::dtype::float32, g.num_edges, 1, 1, 0};
@@ -361,97 +429,104 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
                    wm::dense_matrix{fw, wm::dtype::float32, frontier, 1, 1}, stream);
         wb = fw;
         wbs = base;
-      }
-    } else if (bound > 0) {
-      if (chunked) {
-        gpu::node_info_kernel<<<grid_for(bound), kThreads, 0, stream>>>(
-            dst, bound, live, ro_chunked(static_cast<const wm::chunked_view*>(ro_ptr)), st, dg);
-      } else {
-        gpu::node_info_kernel<<<grid_for(bound), kThreads, 0, stream>>>(
-            dst, bound, live, ro_direct(static_cast<const std::int64_t*>(ro_ptr)), st, dg);
-      }
-      WM_CUDA_CHECK_LAUNCH();
-    }
-
-    // 2. counts and offsets.
-    if (weighted && fanout >= 0) {
-      const unsigned grid = grid_for(bound + 1, kWarp);
-      if (distributed) {
-        gpu::count_weighted_kernel<<<grid, kThreads, 0, stream>>>(
-            st, dg, bound, live, fanout, gpu::gathered_weights{wb, wbs}, cnt, np);
-      } else if (chunked) {
-        using wg = wm::PtrGen<const wm::chunked_view, const float>;
-        gpu::count_weighted_kernel<<<grid, kThreads, 0, stream>>>(
-            st, dg, bound, live, fanout,
-            gpu::direct_weights<wg>{wg(static_cast<const wm::chunked_view*>(w_ptr))}, cnt, np);
-      } else {
-        using wg = wm::PtrGen<const float, const float>;
-        gpu::count_weighted_kernel<<<grid, kThreads, 0, stream>>>(
-            st, dg, bound, live, fanout,
-            gpu::direct_weights<wg>{wg(static_cast<const float*>(w_ptr))}, cnt, np);
+        count_weighted(n_dst, bound, static_cast<std::int64_t>(frontier),
+                       gpu::gathered_weights{wb, wbs}, big, big_count, stream);
       }
     } else {
-      gpu::count_kernel<<<grid_for(bound + 1), kThreads, 0, stream>>>(dg, bound, live,
-                                                                      options.method, fanout, cnt);
+      if (chunked) {
+        gpu::dst_info_kernel<<<grid(bound + 1), kThreads, 0, stream>>>(
+            dst, n_dst, bound,
+            gpu::ro_direct<ro_chunked>{ro_chunked(static_cast<const wm::chunked_view*>(ro_ptr))},
+            options.method, fanout, st, dg, cnt);
+      } else {
+        gpu::dst_info_kernel<<<grid(bound + 1), kThreads, 0, stream>>>(
+            dst, n_dst, bound,
+            gpu::ro_direct<ro_direct>{ro_direct(static_cast<const std::int64_t*>(ro_ptr))},
+            options.method, fanout, st, dg, cnt);
+      }
+      WM_CUDA_CHECK_LAUNCH();
+      if (race) {
+        if (chunked) {
+          using wg = wm::PtrGen<const wm::chunked_view, const float>;
+          count_weighted(n_dst, bound, degree_bound,
+                         gpu::direct_weights<wg>{wg(static_cast<const wm::chunked_view*>(w_ptr))},
+                         big, big_count, stream);
+        } else {
+          using wg = wm::PtrGen<const float, const float>;
+          count_weighted(n_dst, bound, degree_bound,
+                         gpu::direct_weights<wg>{wg(static_cast<const float*>(w_ptr))}, big,
+                         big_count, stream);
+        }
+      }
     }
-    WM_CUDA_CHECK_LAUNCH();
+
+    // 2. offsets: the scan of the counts (weighted: positive weights, capped by the fanout).
     {
+      const std::int64_t cap = race ? fanout : std::numeric_limits<std::int64_t>::max();
+      auto capped = thrust::make_transform_iterator(thrust::counting_iterator<std::int64_t>(0),
+                                                    gpu::capped_count{cnt, cap, bound + 1});
       std::size_t bytes = 0;
-      WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, cnt, offsets, bound + 1, stream));
-      WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(cub(bytes, stream), bytes, cnt, offsets, bound + 1,
-                                                stream));
+      WM_CUDA_TRY(
+          cub::DeviceScan::ExclusiveSum(nullptr, bytes, capped, offsets, bound + 1, stream));
+      WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(cub(bytes, stream), bytes, capped, offsets,
+                                                bound + 1, stream));
     }
-    // The one sync of the hop: the dst count (info[1]), the seed check (info[0]) and the
-    // edge count (offsets[bound]: the counts past the dst count are 0).
-    WM_CUDA_TRY(
-        cudaMemcpyAsync(host_info, d_info, 2 * sizeof(long long), cudaMemcpyDeviceToHost, stream));
-    WM_CUDA_TRY(cudaMemcpyAsync(host_info + 2, offsets + bound, sizeof(long long),
-                                cudaMemcpyDeviceToHost, stream));
-    WM_CUDA_TRY(cudaStreamSynchronize(stream));
-    if (!checked) {
-      check_seeds(seeds, stream);
-      checked = true;
+    std::int64_t edge_bound = bound * static_cast<std::int64_t>(std::max(fanout, 0));
+    if (exact) {
+      WM_CUDA_TRY(cudaMemcpyAsync(host_info + 1 + h, level + h, sizeof(long long),
+                                  cudaMemcpyDeviceToHost, stream));
+      WM_CUDA_TRY(cudaMemcpyAsync(host_info + words, offsets + bound, sizeof(long long),
+                                  cudaMemcpyDeviceToHost, stream));
+      WM_CUDA_TRY(
+          cudaMemcpyAsync(host_info, d_info, sizeof(long long), cudaMemcpyDeviceToHost, stream));
+      WM_CUDA_TRY(cudaStreamSynchronize(stream));
+      const std::int64_t n_exact = host_info[1 + h];
+      const std::int64_t e_exact = host_info[words];
+      if (!checked) {
+        check_seeds(seeds, stream);
+        checked = true;
+      }
+      WM_EXPECTS(n_exact >= 0 && n_exact <= bound,
+                 "sample: hop " << h << " has " << n_exact << " destinations, bound " << bound);
+      WM_EXPECTS(e_exact >= 0 && n_exact + e_exact < std::numeric_limits<std::int32_t>::max(),
+                 "sample: hop " << h << " has " << n_exact << " destinations and " << e_exact
+                                << " edges, more than 32-bit local indices can address");
+      bound = n_exact;
+      edge_bound = e_exact;
     }
-    n_dst = host_info[1];
-    WM_EXPECTS(n_dst >= 0 && n_dst <= bound,
-               "sample: hop " << h << " has " << n_dst << " destinations, bound " << bound);
-    if (h > 0) blocks.back().num_src = n_dst;
-    const std::int64_t n_edges = host_info[2];
-    const std::int64_t total = n_dst + n_edges;
-    WM_EXPECTS(n_edges >= 0 && total < std::numeric_limits<std::int32_t>::max(),
-               "sample: hop " << h << " has " << n_dst << " destinations and " << n_edges
-                              << " edges, more than 32-bit local indices can address");
-    const std::size_t ne = static_cast<std::size_t>(n_edges);
+    const std::size_t ne = static_cast<std::size_t>(edge_bound);
+    const std::int64_t* n_edges = offsets + static_cast<std::size_t>(nb);  // on the device
 
     // 3. the sampled positions as global edge ids.
     std::int64_t* eids = options.edge_ids ? out.edge_ids.get<std::int64_t>(ne, device, stream)
                                           : eid.get<std::int64_t>(ne, device, stream);
-    tmp.get<std::int64_t>(ne, device, stream);
-    if (weighted && fanout >= 0) {
+    std::int64_t* tm = tmp.get<std::int64_t>(ne, device, stream);
+    if (race) {
       if (distributed) {
-        fill(dst, n_dst, offsets, options, h, gpu::gathered_weights{wb, wbs}, eids, stream);
+        fill(dst, n_dst, bound, offsets, options, h, gpu::gathered_weights{wb, wbs}, big, big_count,
+             eids, tm, stream);
       } else if (chunked) {
         using wg = wm::PtrGen<const wm::chunked_view, const float>;
-        fill(dst, n_dst, offsets, options, h,
-             gpu::direct_weights<wg>{wg(static_cast<const wm::chunked_view*>(w_ptr))}, eids,
-             stream);
+        fill(dst, n_dst, bound, offsets, options, h,
+             gpu::direct_weights<wg>{wg(static_cast<const wm::chunked_view*>(w_ptr))}, big,
+             big_count, eids, tm, stream);
       } else {
         using wg = wm::PtrGen<const float, const float>;
-        fill(dst, n_dst, offsets, options, h,
-             gpu::direct_weights<wg>{wg(static_cast<const float*>(w_ptr))}, eids, stream);
+        fill(dst, n_dst, bound, offsets, options, h,
+             gpu::direct_weights<wg>{wg(static_cast<const float*>(w_ptr))}, big, big_count, eids,
+             tm, stream);
       }
     } else {
       // Weights are never read: any accessor type will do.
-      fill(dst, n_dst, offsets, options, h, gpu::gathered_weights{nullptr, nullptr}, eids, stream);
+      fill(dst, n_dst, bound, offsets, options, h, gpu::gathered_weights{nullptr, nullptr}, nullptr,
+           nullptr, eids, tm, stream);
     }
 
     // 4. relabel: entries are the dst nodes, then the neighbors in edge order.
-    std::int64_t* src_nodes = out.src_nodes.get<std::int64_t>(total, device, stream);
+    const std::int64_t entries = bound + edge_bound;
+    const std::size_t nt = static_cast<std::size_t>(entries);
+    std::int64_t* src_nodes = out.src_nodes.get<std::int64_t>(nt, device, stream);
     std::int32_t* src_index = out.src_index.get<std::int32_t>(ne, device, stream);
-    K* ka = static_cast<K*>(
-        keys_a.reserve(static_cast<std::size_t>(total) * sizeof(K), device, stream));
-    std::int32_t* va = static_cast<std::int32_t*>(
-        vals_a.reserve(static_cast<std::size_t>(total) * 4, device, stream));
     const std::int64_t* gathered = nullptr;
     if (distributed) {
       std::int64_t* gc = gathered_cols.get<std::int64_t>(ne, device, stream);
@@ -460,56 +535,59 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
                  wm::dense_matrix{gc, wm::dtype::int64, ne, 1, 1}, stream);
       gathered = gc;
     }
-    if (total > 0) {
-      const unsigned grid = grid_for(total);
-      if (distributed) {
-        gpu::hop_keys_kernel<<<grid, kThreads, 0, stream>>>(
-            dst, n_dst, eids, gathered, ro_direct(static_cast<const std::int64_t*>(nullptr)), total,
-            ka, va);
-      } else if (g.col_type == wm::dtype::int32) {
-        if (chunked) {
-          using cg = wm::PtrGen<const wm::chunked_view, const std::int32_t>;
-          gpu::hop_keys_kernel<<<grid, kThreads, 0, stream>>>(
-              dst, n_dst, eids, gathered, cg(static_cast<const wm::chunked_view*>(col_ptr)), total,
-              ka, va);
-        } else {
-          using cg = wm::PtrGen<const std::int32_t, const std::int32_t>;
-          gpu::hop_keys_kernel<<<grid, kThreads, 0, stream>>>(
-              dst, n_dst, eids, gathered, cg(static_cast<const std::int32_t*>(col_ptr)), total, ka,
-              va);
-        }
+    gpu::key_table<K> t = fresh_table<K>(entries, stream);
+    std::uint32_t* sl = slot.get<std::uint32_t>(nt, device, stream);
+    const unsigned ig = grid(entries);
+    if (distributed) {
+      gpu::entry_insert_kernel<K><<<ig, kThreads, 0, stream>>>(
+          dst, eids, gathered, ro_direct(static_cast<const std::int64_t*>(nullptr)), n_dst, n_edges,
+          t, sl);
+    } else if (g.col_type == wm::dtype::int32) {
+      if (chunked) {
+        using cg = wm::PtrGen<const wm::chunked_view, const std::int32_t>;
+        gpu::entry_insert_kernel<K><<<ig, kThreads, 0, stream>>>(
+            dst, eids, gathered, cg(static_cast<const wm::chunked_view*>(col_ptr)), n_dst, n_edges,
+            t, sl);
       } else {
-        if (chunked) {
-          using cg = wm::PtrGen<const wm::chunked_view, const std::int64_t>;
-          gpu::hop_keys_kernel<<<grid, kThreads, 0, stream>>>(
-              dst, n_dst, eids, gathered, cg(static_cast<const wm::chunked_view*>(col_ptr)), total,
-              ka, va);
-        } else {
-          using cg = wm::PtrGen<const std::int64_t, const std::int64_t>;
-          gpu::hop_keys_kernel<<<grid, kThreads, 0, stream>>>(
-              dst, n_dst, eids, gathered, cg(static_cast<const std::int64_t*>(col_ptr)), total, ka,
-              va);
-        }
+        using cg = wm::PtrGen<const std::int32_t, const std::int32_t>;
+        gpu::entry_insert_kernel<K><<<ig, kThreads, 0, stream>>>(
+            dst, eids, gathered, cg(static_cast<const std::int32_t*>(col_ptr)), n_dst, n_edges, t,
+            sl);
       }
-      WM_CUDA_CHECK_LAUNCH();
+    } else {
+      if (chunked) {
+        using cg = wm::PtrGen<const wm::chunked_view, const std::int64_t>;
+        gpu::entry_insert_kernel<K><<<ig, kThreads, 0, stream>>>(
+            dst, eids, gathered, cg(static_cast<const wm::chunked_view*>(col_ptr)), n_dst, n_edges,
+            t, sl);
+      } else {
+        using cg = wm::PtrGen<const std::int64_t, const std::int64_t>;
+        gpu::entry_insert_kernel<K><<<ig, kThreads, 0, stream>>>(
+            dst, eids, gathered, cg(static_cast<const std::int64_t*>(col_ptr)), n_dst, n_edges, t,
+            sl);
+      }
     }
-    relabel<K>(n_dst, total, src_index, src_nodes, stream);  // info[1]: the src count
+    WM_CUDA_CHECK_LAUNCH();
+    const gpu::new_node_flag<K> f{t, sl, n_dst, n_edges, 0};
+    relabel<K>(f, entries, src_index, src_nodes, level + h + 1, edge_words + h, stream);
 
     device_block b;
-    b.num_dst = n_dst;
-    b.num_src = -1;  // known at the next sync
-    b.num_edges = n_edges;
     b.src_nodes = src_nodes;
     b.offsets = offsets;
     b.src_index = src_index;
     b.edge_ids = options.edge_ids ? eids : nullptr;
     blocks.push_back(b);
     dst = src_nodes;
-    bound = total;
+    bound = std::min(entries, num_nodes);
   }
-  if (num_hops > 0) {
-    fetch_info(2, stream);
-    blocks.back().num_src = host_info[1];
+  // The one wait of the call: every count, and the seed check.
+  fetch_info(words, stream);
+  if (!checked) check_seeds(seeds, stream);
+  for (int h = 0; h < num_hops; ++h) {
+    device_block& b = blocks[static_cast<std::size_t>(h)];
+    b.num_dst = host_info[1 + h];
+    b.num_src = host_info[2 + h];
+    b.num_edges = host_info[2 + num_hops + h];
   }
   return blocks;
 }
@@ -538,11 +616,12 @@ gpu_sampler::gpu_sampler(const csr_graph& graph) : impl_(std::make_unique<impl>(
     s.col_ptr = graph.col_indices.data();
     if (graph.has_weights()) s.w_ptr = graph.edge_weights.data();
   }
-  s.bits = graph.num_nodes > 0 ? key_bits(graph.num_nodes) : 1;
-  s.wide_keys = graph.num_nodes > (std::uint64_t{1} << 32);
-  void* host = nullptr;
-  WM_CUDA_TRY(cudaHostAlloc(&host, 64, cudaHostAllocDefault));
-  s.host_info = static_cast<long long*>(host);
+  // 32-bit keys hold ids below 2^32 - 1 (all ones marks a free table slot).
+  s.wide_keys = graph.num_nodes >= (std::uint64_t{1} << 32) - 1;
+  WM_CUDA_TRY(cudaDeviceGetAttribute(&s.num_sms, cudaDevAttrMultiProcessorCount, s.device));
+  int per_sm = 0;
+  WM_CUDA_TRY(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, s.device));
+  s.max_blocks = std::max(1, s.num_sms * (per_sm / kThreads));
 }
 
 gpu_sampler::~gpu_sampler() = default;
@@ -559,8 +638,8 @@ std::vector<device_block> gpu_sampler::sample(const std::int64_t* seeds, std::si
   }
   WM_EXPECTS(count == 0 || seeds != nullptr, "sample: null seeds with " << count << " seeds");
   wm::detail::device_guard guard(s.device);
-  if (s.wide_keys) return s.run<std::uint64_t>(seeds, count, options, stream);
-  return s.run<std::uint32_t>(seeds, count, options, stream);
+  if (s.wide_keys) return s.run<unsigned long long>(seeds, count, options, stream);
+  return s.run<unsigned int>(seeds, count, options, stream);
 }
 
 }  // namespace wholestore::graph

@@ -1,20 +1,21 @@
 /*
  * Kernels of the GPU sampler (sampling_gpu.cu).  Internal.
  *
- * A hop runs: node_info (start and degree of every dst node), count (positions per node,
- * detail::max_sample_count, exact for weighted), an exclusive scan into the block's offsets,
- * fill (one warp per dst node, or a tile of 4, 8 or 16 lanes for small uniform fanouts, writes
- * the global edge ids of its sampled positions), then the relabel of (dst nodes, sampled
- * neighbors) into src_nodes and src_index:
- *   keys      = node ids of the entries (dst nodes, then neighbors in edge order), values =
- *               their positions;
- *   radix sort by id over the bits num_nodes needs (stable: in each run of equal ids the first
- *               value is the first occurrence);
- *   mark_heads: new_flag[first position of every run] = 1 when that position is a neighbor
- *               (dst nodes keep their own index); head_index = index of the run start;
- *   inclusive max scan of head_index, exclusive sum of new_flag (new nodes in order of first
- *               position);
- *   assign:     local id of every entry, written to src_index, and src_nodes by run heads.
+ * A hop runs: dst_info (start and degree of every dst node, its count of positions,
+ * detail::max_sample_count, and its entry in the hop's key table), for weighted hops the
+ * count of positive weights (a warp per node; nodes above kBigDegree edges get blocks), an
+ * exclusive scan into the block's offsets, fill (a tile of 4, 8 or 16 lanes per node for
+ * small uniform fanouts, else a warp; weighted nodes above kBigDegree a block each) writing
+ * the global edge ids of the sampled positions, then the relabel:
+ *   entries   = the dst nodes (positions 0..n_dst-1), then the neighbors in edge order;
+ *   insert    = every entry's node id goes into an open-addressing table whose slot keeps the
+ *               smallest position holding that id (atomicMin), so the first occurrence wins
+ *               whatever the thread order; slot[x] remembers where entry x landed;
+ *   scan      = exclusive sum of "x is the first occurrence of a neighbor not among the dst
+ *               nodes" gives new nodes their rank in order of first position;
+ *   assign    = local id of every entry (src_index) and src_nodes, from the table.
+ * The counts of a hop (dst nodes, edges) live on the device; kernels read them there and run
+ * grid-stride loops sized by host-side upper bounds, so hops need no host round trip.
  */
 #pragma once
 
@@ -23,6 +24,8 @@
 
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
 
 #include <cstdint>
 
@@ -32,6 +35,126 @@ namespace d = ::wholestore::graph::detail;
 
 constexpr int kWarp = 32;
 constexpr unsigned kFull = 0xffffffffu;
+/// Weighted hops: nodes with more edges than this are counted and filled by whole blocks.
+constexpr std::int64_t kBigDegree = 2048;
+constexpr int kBigThreads = 512;
+/// Edges per block when a big node's positive weights are counted by several blocks.
+constexpr std::int64_t kCountChunk = 8192;
+
+__device__ __forceinline__ std::int64_t thread_id() {
+  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ std::int64_t thread_count() {
+  return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+}
+
+/// A count known on the device (`live`) or, when live is null, on the host (`value`).
+struct device_count {
+  const long long* live;
+  std::int64_t value;
+  __host__ __device__ __forceinline__ std::int64_t get() const {
+    return live != nullptr ? static_cast<std::int64_t>(*live) : value;
+  }
+};
+
+// ---- the key table -----------------------------------------------------------------------------
+
+/// Open addressing with linear probing; keys[s] == empty marks a free slot, first[s] the
+/// smallest entry position holding keys[s] (0xffffffff while none).
+template <typename K>
+struct key_table {
+  K* keys;
+  unsigned* first;
+  std::uint32_t mask;
+  static constexpr K empty = ~K(0);
+};
+
+__device__ __forceinline__ std::uint32_t slot_hash(unsigned long long key) {
+  return static_cast<std::uint32_t>(d::mix64(key) >> 32);
+}
+
+/// Inserts `key` seen at entry position `pos`; returns its slot.
+template <typename K>
+__device__ __forceinline__ std::uint32_t table_insert(key_table<K> t, K key, unsigned pos) {
+  std::uint32_t s = slot_hash(key) & t.mask;
+  for (;;) {
+    const K cur = __ldcg(&t.keys[s]);
+    if (cur == key) break;
+    if (cur == key_table<K>::empty) {
+      const K prev = atomicCAS(&t.keys[s], key_table<K>::empty, key);
+      if (prev == key_table<K>::empty || prev == key) break;
+    }
+    s = (s + 1) & t.mask;
+  }
+  atomicMin(&t.first[s], pos);
+  return s;
+}
+
+/// Hop 0 entries: the seeds.  A seed outside the graph is recorded in *bad (as ~position, the
+/// largest for the first one) and replaced by node 0; the call throws before returning.
+template <typename K>
+__global__ void seed_insert_kernel(const std::int64_t* seeds, std::int64_t n,
+                                   std::int64_t num_nodes, key_table<K> table, std::uint32_t* slot,
+                                   unsigned long long* bad) {
+  for (std::int64_t i = thread_id(); i < n; i += thread_count()) {
+    std::int64_t s = seeds[i];
+    if (s < 0 || s >= num_nodes) {
+      atomicMax(bad, ~static_cast<unsigned long long>(i));
+      s = 0;
+    }
+    slot[i] = table_insert(table, static_cast<K>(s), static_cast<unsigned>(i));
+  }
+}
+
+/// Row offsets of dst node i (id v), read through a PtrGen.
+template <typename Gen>
+struct ro_direct {
+  Gen gen;
+  __device__ __forceinline__ void operator()(std::int64_t /*i*/, std::int64_t v, std::int64_t& s,
+                                             std::int64_t& e) const {
+    s = *gen.At(v);
+    e = *gen.At(v + 1);
+  }
+};
+
+/// Row offsets gathered for the frontier (distributed memory): ro2[2i], ro2[2i + 1].
+struct ro_gathered {
+  const std::int64_t* ro2;
+  __device__ __forceinline__ void operator()(std::int64_t i, std::int64_t /*v*/, std::int64_t& s,
+                                             std::int64_t& e) const {
+    s = ro2[2 * i];
+    e = ro2[2 * i + 1];
+  }
+};
+
+/// start, degree and count of every dst node (counts[i] = 0 for n_dst <= i <= bound, so that
+/// the scan over bound + 1 items ends with the edge total).
+template <typename Ro>
+__global__ void dst_info_kernel(const std::int64_t* dst, device_count n_dst, std::int64_t bound,
+                                Ro ro, sample_method method, int fanout, std::int64_t* start,
+                                std::int64_t* deg, std::int64_t* counts) {
+  const std::int64_t n = n_dst.get();
+  for (std::int64_t i = thread_id(); i <= bound; i += thread_count()) {
+    if (i >= n) {
+      counts[i] = 0;
+      continue;
+    }
+    const std::int64_t v = dst[i];
+    std::int64_t s, e;
+    ro(i, v, s, e);
+    start[i] = s;
+    deg[i] = e - s;
+    counts[i] = d::max_sample_count(method, e - s, fanout);
+  }
+}
+
+/// Index list for gathering row_offsets at v and v + 1 of every dst node.
+__global__ void row_index_kernel(const std::int64_t* dst, std::int64_t n, std::int64_t* idx) {
+  for (std::int64_t i = thread_id(); i < n; i += thread_count()) {
+    idx[2 * i] = dst[i];
+    idx[2 * i + 1] = dst[i] + 1;
+  }
+}
 
 /// Reads the weight of position p of dst node i (whose edges start at `start`).
 template <typename Gen>
@@ -53,96 +176,79 @@ struct gathered_weights {
   }
 };
 
-/// Hop 0 entries: the seeds.  Records the first out-of-range position with atomicMin.
-template <typename K>
-__global__ void seed_keys_kernel(const std::int64_t* seeds, std::int64_t n, std::int64_t num_nodes,
-                                 K* keys, std::int32_t* values, unsigned long long* bad_pos) {
-  std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  std::int64_t s = seeds[i];
-  if (s < 0 || s >= num_nodes) {
-    atomicMin(bad_pos, static_cast<unsigned long long>(i));
-    s = 0;  // harmless key; the call throws before anything reads the graph
-  }
-  keys[i] = static_cast<K>(s);
-  values[i] = static_cast<std::int32_t>(i);
-}
-
-/// The number of dst nodes: *live when given (known on the device only; `bound` is an upper
-/// bound of it), else `bound`.
-__device__ __forceinline__ std::int64_t live_count(std::int64_t bound, const long long* live) {
-  return live != nullptr ? static_cast<std::int64_t>(*live) : bound;
-}
-
-/// start and degree of every dst node, reading row_offsets through `ro`.
-template <typename RoGen>
-__global__ void node_info_kernel(const std::int64_t* dst, std::int64_t bound, const long long* live,
-                                 RoGen ro, std::int64_t* start, std::int64_t* deg) {
-  std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= bound || i >= live_count(bound, live)) return;
-  std::int64_t v = dst[i];
-  std::int64_t s = *ro.At(v);
-  std::int64_t e = *ro.At(v + 1);
-  start[i] = s;
-  deg[i] = e - s;
-}
-
-/// The same from gathered row offsets: ro2[2i] = row_offsets[v], ro2[2i + 1] = row_offsets[v+1].
-__global__ void node_info_gathered_kernel(const std::int64_t* ro2, std::int64_t n,
-                                          std::int64_t* start, std::int64_t* deg) {
-  std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  start[i] = ro2[2 * i];
-  deg[i] = ro2[2 * i + 1] - ro2[2 * i];
-}
-
-/// Index list for gathering row_offsets at v and v + 1 of every dst node.
-__global__ void row_index_kernel(const std::int64_t* dst, std::int64_t n, std::int64_t* idx) {
-  std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  idx[2 * i] = dst[i];
-  idx[2 * i + 1] = dst[i] + 1;
-}
-
-/// counts[i] for i < n, 0 for n <= i <= bound (so that the exclusive scan over bound + 1 items
-/// holds the offsets and then the total).
-__global__ void count_kernel(const std::int64_t* deg, std::int64_t bound, const long long* live,
-                             sample_method m, int fanout, std::int64_t* counts) {
-  std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i > bound) return;
-  counts[i] = i >= live_count(bound, live) ? 0 : d::max_sample_count(m, deg[i], fanout);
-}
-
-/// Weighted counts (fanout >= 0): one warp per node counts the positive weights.
+/// Weighted hops (fanout >= 0): npos[i] = the number of positive weights of dst node i.  A
+/// warp per node; nodes above kBigDegree edges are listed for count_big_kernel instead (their
+/// npos starts at 0 and collects its blocks' sums).
 template <typename W>
 __global__ void count_weighted_kernel(const std::int64_t* start, const std::int64_t* deg,
-                                      std::int64_t bound, const long long* live, int fanout, W w,
-                                      std::int64_t* counts, std::int64_t* npos) {
+                                      device_count n_dst, W w, std::int64_t* npos,
+                                      std::int32_t* big_list, unsigned long long* big_count) {
   const int lane = threadIdx.x % kWarp;
-  std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
-  if (i > bound) return;  // whole warps leave together
-  if (i >= live_count(bound, live)) {
-    if (lane == 0) counts[i] = 0;
-    return;
-  }
-  const std::int64_t s = start[i], dg = deg[i];
-  std::int64_t c = 0;
-  for (std::int64_t p = lane; p < dg; p += kWarp) c += w(i, s, p) > 0.0f ? 1 : 0;
-  for (int o = kWarp / 2; o > 0; o /= 2) c += __shfl_xor_sync(kFull, c, o);
-  if (lane == 0) {
-    npos[i] = c;
-    counts[i] = c < fanout ? c : fanout;
+  const std::int64_t n = n_dst.get();
+  for (std::int64_t i = thread_id() / kWarp; i < n; i += thread_count() / kWarp) {
+    const std::int64_t s = start[i], dg = deg[i];
+    if (dg > kBigDegree) {
+      if (lane == 0) {
+        npos[i] = 0;
+        big_list[atomicAdd(big_count, 1ull)] = static_cast<std::int32_t>(i);
+      }
+      continue;
+    }
+    std::int64_t c = 0;
+    for (std::int64_t p = lane; p < dg; p += kWarp) c += w(i, s, p) > 0.0f ? 1 : 0;
+    for (int o = kWarp / 2; o > 0; o /= 2) c += __shfl_xor_sync(kFull, c, o);
+    if (lane == 0) npos[i] = c;
   }
 }
+
+/// Positive weights of the listed big nodes: block (x, y) adds chunk y (kCountChunk edges) of
+/// every gridDim.x-th listed node.
+template <typename W>
+__global__ void __launch_bounds__(kBigThreads)
+    count_big_kernel(const std::int32_t* big_list, const unsigned long long* big_count,
+                     const std::int64_t* start, const std::int64_t* deg, W w, std::int64_t* npos) {
+  using block_reduce = cub::BlockReduce<std::int64_t, kBigThreads>;
+  __shared__ typename block_reduce::TempStorage storage;
+  const std::int64_t nbig = static_cast<std::int64_t>(*big_count);
+  for (std::int64_t b = blockIdx.x; b < nbig; b += gridDim.x) {
+    const std::int64_t i = big_list[b];
+    const std::int64_t s = start[i], dg = deg[i];
+    const std::int64_t lo = static_cast<std::int64_t>(blockIdx.y) * kCountChunk;
+    if (lo >= dg) continue;  // the whole block leaves together
+    const std::int64_t hi = lo + kCountChunk < dg ? lo + kCountChunk : dg;
+    std::int64_t c = 0;
+    for (std::int64_t p = lo + threadIdx.x; p < hi; p += kBigThreads) {
+      c += w(i, s, p) > 0.0f ? 1 : 0;
+    }
+    c = block_reduce(storage).Sum(c);
+    if (threadIdx.x == 0 && c > 0)
+      atomicAdd(reinterpret_cast<unsigned long long*>(npos + i),
+                static_cast<unsigned long long>(c));
+    __syncthreads();
+  }
+}
+
+/// The count of positions of a node for the offsets scan: min(counts[i], cap) (weighted hops
+/// keep the positive-weight count in counts and cap it by the fanout).
+struct capped_count {
+  const std::int64_t* counts;
+  std::int64_t cap;
+  std::int64_t n;  ///< items past n count 0
+  __host__ __device__ __forceinline__ std::int64_t operator()(std::int64_t i) const {
+    if (i >= n) return 0;
+    const std::int64_t c = counts[i];
+    return c < cap ? c : cap;
+  }
+};
 
 /// Edge ids of every position of the frontier (gathering weights of distributed memory).
 __global__ void frontier_edges_kernel(const std::int64_t* start, const std::int64_t* deg,
                                       const std::int64_t* base, std::int64_t n, std::int64_t* out) {
   const int lane = threadIdx.x % kWarp;
-  std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
-  if (i >= n) return;
-  const std::int64_t s = start[i], dg = deg[i], b = base[i];
-  for (std::int64_t p = lane; p < dg; p += kWarp) out[b + p] = s + p;
+  for (std::int64_t i = thread_id() / kWarp; i < n; i += thread_count() / kWarp) {
+    const std::int64_t s = start[i], dg = deg[i], b = base[i];
+    for (std::int64_t p = lane; p < dg; p += kWarp) out[b + p] = s + p;
+  }
 }
 
 // ---- selection helpers (one warp) ------------------------------------------------------------
@@ -163,6 +269,20 @@ __device__ __forceinline__ bool before(const race_entry& a, const race_entry& b)
 }
 __device__ __forceinline__ race_entry none_entry() {
   return {__longlong_as_double(0x7ff0000000000000ll), INT64_MAX};
+}
+
+/// Edge p (weight wv) as a race entry of the current round, or none_entry when it is never
+/// taken (weight not > 0), certainly later than `bar`, or not after `last` (the last entry of
+/// the previous rounds; have_last false in the first round).
+__device__ __forceinline__ race_entry race_candidate(std::uint64_t key, std::int64_t p, float wv,
+                                                     const race_entry& bar, bool have_last,
+                                                     const race_entry& last) {
+  if (!(wv > 0.0f)) return none_entry();
+  const std::uint64_t x = d::draw(key, static_cast<std::uint64_t>(p));
+  if (!d::race_may_beat(x, wv, bar.t)) return none_entry();
+  const race_entry c{d::race_time_of_draw(x, wv), p};
+  if (have_last && !before(last, c)) return none_entry();
+  return c;
 }
 
 /// Bitonic sort of one entry per lane, ascending in race order across lanes.
@@ -191,144 +311,223 @@ __device__ __forceinline__ race_entry warp_merge(race_entry e, int lane) {
   return e;
 }
 
-/// Writes `count` global edge ids for the ascending-ordered ranks of the `count` distinct
-/// positions in tmp[0, count) (one warp).
+/// Folds the ascending list `other` (one entry per lane) into the ascending list `best`,
+/// keeping the 32 earliest of both.
+__device__ __forceinline__ race_entry merge_lists(race_entry best, race_entry other, int lane) {
+  const race_entry rev = shfl_entry(other, kWarp - 1 - lane);
+  if (before(rev, best)) best = rev;  // bitonic: the 32 smallest of both
+  return warp_merge(best, lane);
+}
+
+/// One warp's pass of a race round over positions first, first + step, ... (in chunks of 32):
+/// returns the 32 earliest candidates (ascending across lanes), pruning with the need-th.
+template <typename W>
+__device__ __forceinline__ race_entry race_pass(std::uint64_t key, std::int64_t i,
+                                                std::int64_t start, std::int64_t deg,
+                                                std::int64_t first, std::int64_t step, int need,
+                                                bool have_last, const race_entry& last, W w,
+                                                int lane) {
+  race_entry best = none_entry();
+  race_entry bar = none_entry();  // the need-th earliest so far: what a candidate must beat
+  for (std::int64_t b = first; b < deg; b += step) {
+    const std::int64_t p = b + lane;
+    race_entry e = none_entry();
+    if (p < deg) e = race_candidate(key, p, w(i, start, p), bar, have_last, last);
+    if (__ballot_sync(kFull, before(e, bar)) == 0) continue;
+    best = merge_lists(best, warp_sort(e, lane), lane);
+    bar = shfl_entry(best, need - 1);
+  }
+  return best;
+}
+
+/// Writes the global edge ids of the `count` distinct positions in tmp[0, count) in ascending
+/// order (threads `rank` of `threads`).
 __device__ __forceinline__ void emit_sorted(const std::int64_t* tmp, std::int64_t count,
-                                            std::int64_t start, std::int64_t* eid, int lane) {
-  for (std::int64_t a = lane; a < count; a += kWarp) {
+                                            std::int64_t start, std::int64_t* eid, int rank,
+                                            int threads) {
+  for (std::int64_t a = rank; a < count; a += threads) {
     const std::int64_t v = tmp[a];
-    std::int64_t rank = 0;
-    for (std::int64_t b = 0; b < count; ++b) rank += tmp[b] < v ? 1 : 0;
-    eid[rank] = start + v;
+    std::int64_t r = 0;
+    for (std::int64_t b = 0; b < count; ++b) r += tmp[b] < v ? 1 : 0;
+    eid[r] = start + v;
   }
 }
 
 /// One warp per dst node: the global edge ids of its sampled positions, in the method's order,
 /// at eid[offsets[i] ...].  tmp (same indexing) holds positions for the paths that sort through
-/// memory.  W reads weights (weighted only).
+/// memory.  W reads weights (weighted only); weighted nodes above kBigDegree edges are left to
+/// fill_big_kernel.
 template <typename W>
 __global__ void fill_kernel(const std::int64_t* dst, const std::int64_t* start_arr,
                             const std::int64_t* deg_arr, const std::int64_t* npos_arr,
-                            const std::int64_t* offsets, std::int64_t n, sample_method method,
+                            const std::int64_t* offsets, device_count n_dst, sample_method method,
                             int fanout, std::uint64_t random_seed, int hop, W w,
                             std::int64_t* eid_all, std::int64_t* tmp_all) {
   const int lane = threadIdx.x % kWarp;
-  const std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
-  if (i >= n) return;  // whole warps leave together: every shuffle below has all 32 lanes
-  const std::int64_t start = start_arr[i], deg = deg_arr[i], off = offsets[i];
-  std::int64_t* eid = eid_all + off;
-  std::int64_t* tmp = tmp_all + off;
-  const int k = fanout;
-  const std::uint64_t key = d::node_key(random_seed, hop, dst[i]);
+  const std::int64_t n = n_dst.get();
+  // Whole warps share i: every shuffle below has all 32 lanes.
+  for (std::int64_t i = thread_id() / kWarp; i < n; i += thread_count() / kWarp) {
+    const std::int64_t start = start_arr[i], deg = deg_arr[i], off = offsets[i];
+    std::int64_t* eid = eid_all + off;
+    std::int64_t* tmp = tmp_all + off;
+    const int k = fanout;
+    const std::uint64_t key = d::node_key(random_seed, hop, dst[i]);
 
-  if (k < 0 || (method == sample_method::uniform && deg <= k)) {
-    for (std::int64_t p = lane; p < deg; p += kWarp) eid[p] = start + p;
-    return;
-  }
-  if (method == sample_method::uniform_with_replacement) {
-    if (deg == 0) return;
-    for (int c = lane; c < k; c += kWarp) {
-      eid[c] = start +
-               static_cast<std::int64_t>(d::rand_below(d::draw(key, static_cast<std::uint64_t>(c)),
-                                                       static_cast<std::uint64_t>(deg)));
+    if (k < 0 || (method == sample_method::uniform && deg <= k)) {
+      for (std::int64_t p = lane; p < deg; p += kWarp) eid[p] = start + p;
+      continue;
     }
-    return;
-  }
-  if (method == sample_method::uniform) {
-    // Floyd, deg > k >= 0.  Lane c draws t_c for j_c = deg - k + c at once; the results are
-    // then resolved in order: r_c = j_c when t_c equals an earlier result, else t_c.
-    if (k <= kWarp) {
-      const bool active = lane < k;
-      const std::int64_t j = deg - k + lane;
-      const std::int64_t t = active ? static_cast<std::int64_t>(d::rand_below(
-                                          d::draw(key, static_cast<std::uint64_t>(lane)),
-                                          static_cast<std::uint64_t>(j + 1)))
-                                    : -1;
-      bool seen = false;
-      std::int64_t r = -1;
-      for (int c = 0; c < k; ++c) {
-        const std::int64_t rc = __shfl_sync(kFull, seen ? j : t, c);
-        if (lane == c) r = rc;
-        if (lane > c) seen |= (t == rc);
+    if (method == sample_method::uniform_with_replacement) {
+      if (deg == 0) continue;
+      for (int c = lane; c < k; c += kWarp) {
+        eid[c] = start +
+                 static_cast<std::int64_t>(d::rand_below(
+                     d::draw(key, static_cast<std::uint64_t>(c)), static_cast<std::uint64_t>(deg)));
       }
-      int rank = 0;
-      for (int c = 0; c < k; ++c) rank += __shfl_sync(kFull, r, c) < r ? 1 : 0;
-      if (active) eid[rank] = start + r;
-      return;
+      continue;
     }
-    for (int base = 0; base < k; base += kWarp) {
-      const int c = base + lane;
-      const bool active = c < k;
-      const std::int64_t j = deg - k + c;
-      const std::int64_t t =
-          active
-              ? static_cast<std::int64_t>(d::rand_below(d::draw(key, static_cast<std::uint64_t>(c)),
-                                                        static_cast<std::uint64_t>(j + 1)))
-              : -1;
-      bool seen = false;
-      if (active) {
-        for (int q = 0; q < base; ++q) seen |= (tmp[q] == t);
-      }
-      const int chunk = k - base < kWarp ? k - base : kWarp;
-      std::int64_t r = -1;
-      for (int cc = 0; cc < chunk; ++cc) {
-        const std::int64_t rc = __shfl_sync(kFull, seen ? j : t, cc);
-        if (lane == cc) r = rc;
-        if (lane > cc) seen |= (t == rc);
-      }
-      if (active) tmp[c] = r;
-      __syncwarp();
-    }
-    emit_sorted(tmp, k, start, eid, lane);
-    return;
-  }
-  // Weighted, k >= 0.
-  const std::int64_t npos = npos_arr[i];
-  if (npos <= k) {  // every positive-weight edge, ascending
-    std::int64_t written = 0;
-    for (std::int64_t b = 0; b < deg; b += kWarp) {
-      const std::int64_t p = b + lane;
-      const bool take = p < deg && w(i, start, p) > 0.0f;
-      const unsigned m = __ballot_sync(kFull, take);
-      if (take) eid[written + __popc(m & ((1u << lane) - 1u))] = start + p;
-      written += __popc(m);
-    }
-    return;
-  }
-  // The k smallest race times, 32 per round: each round keeps the 32 smallest entries that
-  // come after the last one taken (bitonic sort of each chunk of 32 edges, merged into the
-  // running best 32).
-  race_entry last{0.0, -1};
-  bool have_last = false;
-  for (std::int64_t taken = 0; taken < k;) {
-    race_entry best = none_entry();
-    race_entry worst = none_entry();  // best of lane 31, the bar a chunk must beat
-    for (std::int64_t b = 0; b < deg; b += kWarp) {
-      const std::int64_t p = b + lane;
-      race_entry e = none_entry();
-      if (p < deg) {
-        const double rt = d::race_time(key, p, w(i, start, p));
-        if (rt >= 0.0) {
-          race_entry c{rt, p};
-          if (!have_last || before(last, c)) e = c;
+    if (method == sample_method::uniform) {
+      // Floyd, deg > k >= 0.  Lane c draws t_c for j_c = deg - k + c at once; the results are
+      // then resolved in order: r_c = j_c when t_c equals an earlier result, else t_c.
+      if (k <= kWarp) {
+        const bool active = lane < k;
+        const std::int64_t j = deg - k + lane;
+        const std::int64_t t = active ? static_cast<std::int64_t>(d::rand_below(
+                                            d::draw(key, static_cast<std::uint64_t>(lane)),
+                                            static_cast<std::uint64_t>(j + 1)))
+                                      : -1;
+        bool seen = false;
+        std::int64_t r = -1;
+        for (int c = 0; c < k; ++c) {
+          const std::int64_t rc = __shfl_sync(kFull, seen ? j : t, c);
+          if (lane == c) r = rc;
+          if (lane > c) seen |= (t == rc);
         }
+        int rank = 0;
+        for (int c = 0; c < k; ++c) rank += __shfl_sync(kFull, r, c) < r ? 1 : 0;
+        if (active) eid[rank] = start + r;
+        continue;
       }
-      if (__ballot_sync(kFull, before(e, worst)) == 0) continue;
-      e = warp_sort(e, lane);
-      race_entry rev = shfl_entry(e, kWarp - 1 - lane);
-      if (before(rev, best)) best = rev;  // bitonic: the 32 smallest of both
-      best = warp_merge(best, lane);
-      worst = shfl_entry(best, kWarp - 1);
+      for (int base = 0; base < k; base += kWarp) {
+        const int c = base + lane;
+        const bool active = c < k;
+        const std::int64_t j = deg - k + c;
+        const std::int64_t t = active ? static_cast<std::int64_t>(d::rand_below(
+                                            d::draw(key, static_cast<std::uint64_t>(c)),
+                                            static_cast<std::uint64_t>(j + 1)))
+                                      : -1;
+        bool seen = false;
+        if (active) {
+          for (int q = 0; q < base; ++q) seen |= (tmp[q] == t);
+        }
+        const int chunk = k - base < kWarp ? k - base : kWarp;
+        std::int64_t r = -1;
+        for (int cc = 0; cc < chunk; ++cc) {
+          const std::int64_t rc = __shfl_sync(kFull, seen ? j : t, cc);
+          if (lane == cc) r = rc;
+          if (lane > cc) seen |= (t == rc);
+        }
+        if (active) tmp[c] = r;
+        __syncwarp();
+      }
+      emit_sorted(tmp, k, start, eid, lane, kWarp);
+      __syncwarp();
+      continue;
     }
-    const std::int64_t left = k - taken;
-    const int need = left < kWarp ? static_cast<int>(left) : kWarp;
-    if (lane < need) tmp[taken + lane] = best.i;
-    last = shfl_entry(best, need - 1);
-    have_last = true;
-    taken += need;
+    // Weighted, k >= 0.
+    if (deg > kBigDegree) continue;  // fill_big_kernel's
+    const std::int64_t npos = npos_arr[i];
+    if (npos <= k) {  // every positive-weight edge, ascending
+      std::int64_t written = 0;
+      for (std::int64_t b = 0; b < deg; b += kWarp) {
+        const std::int64_t p = b + lane;
+        const bool take = p < deg && w(i, start, p) > 0.0f;
+        const unsigned m = __ballot_sync(kFull, take);
+        if (take) eid[written + __popc(m & ((1u << lane) - 1u))] = start + p;
+        written += __popc(m);
+      }
+      continue;
+    }
+    // The k earliest race times, 32 per round: each round keeps the 32 earliest entries that
+    // come after the last one taken.
+    race_entry last{0.0, -1};
+    bool have_last = false;
+    for (std::int64_t taken = 0; taken < k;) {
+      const std::int64_t left = k - taken;
+      const int need = left < kWarp ? static_cast<int>(left) : kWarp;
+      const race_entry best =
+          race_pass(key, i, start, deg, 0, kWarp, need, have_last, last, w, lane);
+      if (lane < need) tmp[taken + lane] = best.i;
+      last = shfl_entry(best, need - 1);
+      have_last = true;
+      taken += need;
+    }
+    __syncwarp();
+    emit_sorted(tmp, k, start, eid, lane, kWarp);
+    __syncwarp();
   }
-  __syncwarp();
-  emit_sorted(tmp, k, start, eid, lane);
+}
+
+/// Weighted fill of the listed big nodes (more than kBigDegree edges), a block each: every
+/// warp runs the race over its share of the edges, warp 0 merges the warps' lists.
+template <typename W>
+__global__ void __launch_bounds__(kBigThreads)
+    fill_big_kernel(const std::int64_t* dst, const std::int64_t* start_arr,
+                    const std::int64_t* deg_arr, const std::int64_t* npos_arr,
+                    const std::int64_t* offsets, const std::int32_t* big_list,
+                    const unsigned long long* big_count, int fanout, std::uint64_t random_seed,
+                    int hop, W w, std::int64_t* eid_all, std::int64_t* tmp_all) {
+  constexpr int kWarps = kBigThreads / kWarp;
+  using block_scan = cub::BlockScan<int, kBigThreads>;
+  __shared__ race_entry lists[kWarps][kWarp];
+  __shared__ race_entry round_last;
+  __shared__ typename block_scan::TempStorage scan_storage;
+  const int lane = threadIdx.x % kWarp;
+  const int warp = threadIdx.x / kWarp;
+  const int k = fanout;
+  const std::int64_t nbig = static_cast<std::int64_t>(*big_count);
+  for (std::int64_t b = blockIdx.x; b < nbig; b += gridDim.x) {
+    const std::int64_t i = big_list[b];
+    const std::int64_t start = start_arr[i], deg = deg_arr[i], npos = npos_arr[i];
+    std::int64_t* eid = eid_all + offsets[i];
+    std::int64_t* tmp = tmp_all + offsets[i];
+    if (npos <= k) {  // every positive-weight edge, ascending, a block-wide chunk at a time
+      std::int64_t written = 0;
+      for (std::int64_t base = 0; base < deg; base += kBigThreads) {
+        const std::int64_t p = base + threadIdx.x;
+        const int take = (p < deg && w(i, start, p) > 0.0f) ? 1 : 0;
+        int before_me = 0, chunk_total = 0;
+        block_scan(scan_storage).ExclusiveSum(take, before_me, chunk_total);
+        if (take) eid[written + before_me] = start + p;
+        written += chunk_total;
+        __syncthreads();
+      }
+      continue;
+    }
+    const std::uint64_t key = d::node_key(random_seed, hop, dst[i]);
+    race_entry last{0.0, -1};
+    bool have_last = false;
+    for (std::int64_t taken = 0; taken < k;) {
+      const std::int64_t left = k - taken;
+      const int need = left < kWarp ? static_cast<int>(left) : kWarp;
+      race_entry best = race_pass(key, i, start, deg, static_cast<std::int64_t>(warp) * kWarp,
+                                  kBigThreads, need, have_last, last, w, lane);
+      lists[warp][lane] = best;
+      __syncthreads();
+      if (warp == 0) {
+        for (int o = 1; o < kWarps; ++o) best = merge_lists(best, lists[o][lane], lane);
+        if (lane < need) tmp[taken + lane] = best.i;
+        const race_entry l = shfl_entry(best, need - 1);
+        if (lane == 0) round_last = l;
+      }
+      __syncthreads();
+      last = round_last;
+      have_last = true;
+      taken += need;
+    }
+    emit_sorted(tmp, k, start, eid, static_cast<int>(threadIdx.x), kBigThreads);
+    __syncthreads();  // lists and round_last are reused by the next node
+  }
 }
 
 /// fill_kernel for small fanouts of the uniform methods (0 <= fanout <= G): a tile of G
@@ -336,109 +535,125 @@ __global__ void fill_kernel(const std::int64_t* dst, const std::int64_t* start_a
 template <int G>
 __global__ void fill_small_kernel(const std::int64_t* dst, const std::int64_t* start_arr,
                                   const std::int64_t* deg_arr, const std::int64_t* offsets,
-                                  std::int64_t n, sample_method method, int fanout,
+                                  device_count n_dst, sample_method method, int fanout,
                                   std::uint64_t random_seed, int hop, std::int64_t* eid_all) {
   namespace cg = cooperative_groups;
   const cg::thread_block_tile<G> tile = cg::tiled_partition<G>(cg::this_thread_block());
   const int lane = static_cast<int>(tile.thread_rank());
-  const std::int64_t i = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / G;
-  if (i >= n) return;  // whole tiles leave together
-  const std::int64_t start = start_arr[i], deg = deg_arr[i];
-  std::int64_t* eid = eid_all + offsets[i];
-  const int k = fanout;
-  if (method == sample_method::uniform && deg <= k) {
-    for (std::int64_t p = lane; p < deg; p += G) eid[p] = start + p;
-    return;
-  }
-  const std::uint64_t key = d::node_key(random_seed, hop, dst[i]);
-  if (method == sample_method::uniform_with_replacement) {
-    if (deg == 0) return;
-    for (int c = lane; c < k; c += G) {
-      eid[c] = start +
-               static_cast<std::int64_t>(d::rand_below(d::draw(key, static_cast<std::uint64_t>(c)),
-                                                       static_cast<std::uint64_t>(deg)));
+  const std::int64_t n = n_dst.get();
+  // Whole tiles share i.
+  for (std::int64_t i = thread_id() / G; i < n; i += thread_count() / G) {
+    const std::int64_t start = start_arr[i], deg = deg_arr[i];
+    std::int64_t* eid = eid_all + offsets[i];
+    const int k = fanout;
+    if (method == sample_method::uniform && deg <= k) {
+      for (std::int64_t p = lane; p < deg; p += G) eid[p] = start + p;
+      continue;
     }
-    return;
+    const std::uint64_t key = d::node_key(random_seed, hop, dst[i]);
+    if (method == sample_method::uniform_with_replacement) {
+      if (deg == 0) continue;
+      for (int c = lane; c < k; c += G) {
+        eid[c] = start +
+                 static_cast<std::int64_t>(d::rand_below(
+                     d::draw(key, static_cast<std::uint64_t>(c)), static_cast<std::uint64_t>(deg)));
+      }
+      continue;
+    }
+    // Floyd, deg > k, k <= G: as fill_kernel's register path.
+    const bool active = lane < k;
+    const std::int64_t j = deg - k + lane;
+    const std::int64_t t = active ? static_cast<std::int64_t>(d::rand_below(
+                                        d::draw(key, static_cast<std::uint64_t>(lane)),
+                                        static_cast<std::uint64_t>(j + 1)))
+                                  : -1;
+    bool seen = false;
+    std::int64_t r = -1;
+    for (int c = 0; c < k; ++c) {
+      const std::int64_t rc = tile.shfl(seen ? j : t, c);
+      if (lane == c) r = rc;
+      if (lane > c) seen |= (t == rc);
+    }
+    int rank = 0;
+    for (int c = 0; c < k; ++c) rank += tile.shfl(r, c) < r ? 1 : 0;
+    if (active) eid[rank] = start + r;
   }
-  // Floyd, deg > k, k <= G: as fill_kernel's register path.
-  const bool active = lane < k;
-  const std::int64_t j = deg - k + lane;
-  const std::int64_t t =
-      active
-          ? static_cast<std::int64_t>(d::rand_below(d::draw(key, static_cast<std::uint64_t>(lane)),
-                                                    static_cast<std::uint64_t>(j + 1)))
-          : -1;
-  bool seen = false;
-  std::int64_t r = -1;
-  for (int c = 0; c < k; ++c) {
-    const std::int64_t rc = tile.shfl(seen ? j : t, c);
-    if (lane == c) r = rc;
-    if (lane > c) seen |= (t == rc);
-  }
-  int rank = 0;
-  for (int c = 0; c < k; ++c) rank += tile.shfl(r, c) < r ? 1 : 0;
-  if (active) eid[rank] = start + r;
 }
 
-/// Relabel entries of a hop: keys = dst ids (positions < n_dst), then the neighbors' ids read
-/// from col at the edge ids (or from gathered values when `gathered` is set).
-template <typename ColGen, typename K>
-__global__ void hop_keys_kernel(const std::int64_t* dst, std::int64_t n_dst,
-                                const std::int64_t* eid, const std::int64_t* gathered, ColGen col,
-                                std::int64_t total, K* keys, std::int32_t* values) {
-  std::int64_t x = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (x >= total) return;
-  std::int64_t id;
-  if (x < n_dst) {
-    id = dst[x];
-  } else if (gathered != nullptr) {
-    id = gathered[x - n_dst];
-  } else {
-    id = static_cast<std::int64_t>(*col.At(eid[x - n_dst]));
+/// The hop's table entries: entry x < n_dst is dst node x, entry n_dst + e the node id at edge
+/// eids[e], read from col (or from `gathered` values, distributed memory), for e < *n_edges.
+template <typename K, typename ColGen>
+__global__ void entry_insert_kernel(const std::int64_t* dst, const std::int64_t* eids,
+                                    const std::int64_t* gathered, ColGen col, device_count n_dst,
+                                    const std::int64_t* n_edges, key_table<K> table,
+                                    std::uint32_t* slot) {
+  const std::int64_t nd = n_dst.get();
+  const std::int64_t total = nd + *n_edges;
+  for (std::int64_t x = thread_id(); x < total; x += thread_count()) {
+    std::int64_t id;
+    if (x < nd) {
+      id = dst[x];
+    } else if (gathered != nullptr) {
+      id = gathered[x - nd];
+    } else {
+      id = static_cast<std::int64_t>(*col.At(eids[x - nd]));
+    }
+    slot[x] = table_insert(table, static_cast<K>(id), static_cast<unsigned>(x));
   }
-  keys[x] = static_cast<K>(id);
-  values[x] = static_cast<std::int32_t>(x);
 }
 
+/// 1 for entry x when it is the first occurrence of a node that is not a dst node (x past
+/// the entries: 0), the input of the new-node rank scan.
 template <typename K>
-__global__ void mark_heads_kernel(const K* keys, const std::int32_t* values, std::int64_t total,
-                                  std::int64_t n_dst, std::int32_t* new_flag,
-                                  std::int32_t* head_index) {
-  std::int64_t x = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (x >= total) return;
-  const bool head = x == 0 || keys[x] != keys[x - 1];
-  const std::int32_t pos = values[x];
-  new_flag[pos] = (head && pos >= n_dst) ? 1 : 0;
-  head_index[x] = head ? static_cast<std::int32_t>(x) : 0;
-}
-
-struct max_op {
-  __device__ __forceinline__ std::int32_t operator()(std::int32_t a, std::int32_t b) const {
-    return a > b ? a : b;
+struct new_node_flag {
+  key_table<K> table;
+  const std::uint32_t* slot;
+  device_count n_dst;
+  const std::int64_t* n_edges;  ///< null: no edges (hop 0: every entry counts from n_dst = 0)
+  std::int64_t n_entries;       ///< entries when n_edges is null
+  __host__ __device__ __forceinline__ std::int32_t operator()(std::int64_t x) const {
+    const std::int64_t nd = n_dst.get();
+    const std::int64_t total = n_edges != nullptr ? nd + *n_edges : n_entries;
+    if (x < nd || x >= total) return 0;
+    return table.first[slot[x]] == static_cast<unsigned>(x) ? 1 : 0;
   }
 };
 
-/// Local ids: src_index (entries past n_dst; may be null for the seeds), src_nodes, and the
-/// number of src nodes in *num_src.
+/// Local ids: src_index (entries past n_dst; null for the seeds), src_nodes, the src count
+/// (n_dst + new nodes, rank[bound]) in *num_src and the edge count in *edges_out.
 template <typename K>
-__global__ void assign_kernel(const K* keys, const std::int32_t* values,
-                              const std::int32_t* head_of, const std::int32_t* new_flag,
-                              const std::int32_t* new_rank, std::int64_t total, std::int64_t n_dst,
-                              std::int32_t* src_index, std::int64_t* src_nodes,
-                              long long* num_src) {
-  std::int64_t x = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (x >= total) return;
-  const std::int32_t h = head_of[x];
-  const std::int64_t first = values[h];
-  const std::int64_t local = first < n_dst ? first : n_dst + new_rank[first];
-  const std::int64_t pos = values[x];
-  if (pos >= n_dst && src_index != nullptr) {
-    src_index[pos - n_dst] = static_cast<std::int32_t>(local);
+__global__ void assign_kernel(new_node_flag<K> f, const std::int32_t* rank, std::int64_t bound,
+                              std::int32_t* src_index, std::int64_t* src_nodes, long long* num_src,
+                              long long* edges_out) {
+  const std::int64_t nd = f.n_dst.get();
+  const std::int64_t ne = f.n_edges != nullptr ? *f.n_edges : f.n_entries;
+  const std::int64_t total = nd + ne;
+  if (thread_id() == 0) {
+    *num_src = static_cast<long long>(nd + rank[bound]);
+    if (edges_out != nullptr) *edges_out = static_cast<long long>(ne);
   }
-  if (h == x) src_nodes[local] = static_cast<std::int64_t>(keys[x]);
-  if (x == total - 1) {
-    *num_src = static_cast<long long>(n_dst + new_rank[total - 1] + new_flag[total - 1]);
+  for (std::int64_t x = thread_id(); x < total; x += thread_count()) {
+    const std::uint32_t s = f.slot[x];
+    const std::int64_t first = f.table.first[s];
+    const std::int64_t local = first < nd ? first : nd + rank[first];
+    if (x >= nd && src_index != nullptr) src_index[x - nd] = static_cast<std::int32_t>(local);
+    if (first == x) src_nodes[local] = static_cast<std::int64_t>(f.table.keys[s]);
   }
+}
+
+/// The largest degree of rows [0, n) read through ro, into *out (atomicMax).
+template <typename Gen>
+__global__ void max_degree_kernel(Gen ro, std::int64_t n, unsigned long long* out) {
+  unsigned long long m = 0;
+  for (std::int64_t v = thread_id(); v < n; v += thread_count()) {
+    const std::int64_t dg = *ro.At(v + 1) - *ro.At(v);
+    if (static_cast<unsigned long long>(dg) > m) m = static_cast<unsigned long long>(dg);
+  }
+  for (int o = kWarp / 2; o > 0; o /= 2) {
+    const unsigned long long other = __shfl_xor_sync(kFull, m, o);
+    m = other > m ? other : m;
+  }
+  if (threadIdx.x % kWarp == 0) atomicMax(out, m);
 }
 
 }  // namespace wholestore::graph::gpu

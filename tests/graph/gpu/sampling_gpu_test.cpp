@@ -199,6 +199,39 @@ std::vector<std::int64_t> test_seeds(const host_csr& g, std::size_t n, std::uint
   return seeds;
 }
 
+/// A graph whose hubs take the sampler's block paths for weighted hops (more than 2048
+/// edges): node 0 has 30,000 edges (several count chunks), node 1 5,000, node 2 10,000 with
+/// only 3 positive weights (fewer than the fanout), node 3 9,000 with 40 positive weights
+/// (more than 32: several race rounds at fanout 35).  The other nodes have 0 to 20 edges,
+/// many of them to the hubs, so hubs fill later hops too.
+host_csr hub_graph() {
+  const std::uint64_t n = 3000;
+  host_csr g;
+  g.num_nodes = n;
+  g.row_offsets.push_back(0);
+  std::uint64_t x = 12345;
+  auto next = [&x]() { return x = detail::mix64(x); };
+  for (std::uint64_t v = 0; v < n; ++v) {
+    std::int64_t d = v == 0   ? 30000
+                     : v == 1 ? 5000
+                     : v == 2 ? 10000
+                     : v == 3 ? 9000
+                              : static_cast<std::int64_t>(next() % 21);
+    for (std::int64_t e = 0; e < d; ++e) {
+      const std::uint64_t r = next();
+      g.col_indices.push_back(r % 3 == 0 ? static_cast<std::int64_t>(r % 4)
+                                         : static_cast<std::int64_t>(r % n));
+      float w = static_cast<float>((r >> 40) % 1000 + 1) / 1000.0f;
+      if (v == 2) w = e % 3001 == 7 ? w : 0.0f;
+      if (v == 3) w = e % 225 == 11 ? w : -1.0f;
+      if (v > 3 && r % 11 == 0) w = 0.0f;
+      g.edge_weights.push_back(w);
+    }
+    g.row_offsets.push_back(static_cast<std::int64_t>(g.col_indices.size()));
+  }
+  return g;
+}
+
 struct seed_buffer {
   device_buffer buf;
   seed_buffer(const std::vector<std::int64_t>& seeds, int device)
@@ -368,6 +401,45 @@ TEST(GpuSamplingEdge, EmptyBatchSeedsInHostMemoryAndRepeatedCalls) {
   });
 }
 
+TEST(GpuSamplingEdge, WeightedHubsMatchTheReferenceAndSampleHost) {
+  WHOLESTORE_REQUIRE_GPUS(1);
+  run_on_gpus(1, [](std::shared_ptr<wm::bootstrap> bs) {
+    const int device = start_device(bs);
+    auto comm = wm::make_host_communicator(bs);
+    const host_csr hg = hub_graph();
+    csr_graph host_copy =
+        make_graph(comm, hg, wm::memory_type::continuous, wm::memory_location::host);
+    cuda_stream stream;
+    for (auto [type, loc] : {layout{wm::memory_type::continuous, wm::memory_location::device},
+                             layout{wm::memory_type::chunked, wm::memory_location::host}}) {
+      csr_graph g = make_graph(comm, hg, type, loc);
+      gpu_sampler sampler(g);
+      std::uint64_t rs = 77;
+      for (const std::vector<int>& f : {std::vector<int>{5, 10}, std::vector<int>{35, 3},
+                                        std::vector<int>{2, 2, 2}, std::vector<int>{-1, 4}}) {
+        for (std::size_t n : {std::size_t{4}, std::size_t{300}}) {
+          sample_options o{f};
+          o.method = sample_method::weighted;
+          o.random_seed = rs++;
+          o.edge_ids = (rs % 2) == 0;
+          std::vector<std::int64_t> seeds = {0, 1, 2, 3};
+          for (std::size_t i = seeds.size(); i < n; ++i) {
+            seeds.push_back(static_cast<std::int64_t>(detail::mix64(rs + i) % hg.num_nodes));
+          }
+          const std::string what = describe(type, loc, o.method, f, o.edge_ids) + " hubs, " +
+                                   std::to_string(n) + " seeds";
+          auto got = gpu_sample(sampler, seeds, o, device, stream.get());
+          expect_same(got, reference_sample(hg, seeds, o), what + " vs reference");
+          check_properties(hg, got, o, what);
+          sample_result want = sample_host(host_copy, seeds.data(), seeds.size(), o, 2);
+          expect_same(got, want.blocks, what + " vs sample_host");
+          if (::testing::Test::HasFailure()) return;
+        }
+      }
+    }
+  });
+}
+
 TEST(GpuSamplingEdge, OutOfRangeSeedNamesValuePositionAndSize) {
   WHOLESTORE_REQUIRE_GPUS(1);
   run_on_gpus(1, [](std::shared_ptr<wm::bootstrap> bs) {
@@ -442,6 +514,20 @@ TEST_P(GpuSamplingDistributed, TwoRanksMatchTheReference) {
         expect_same(got, reference_sample(hg, seeds, o), what);
         check_properties(hg, got, o, what);
       }
+    }
+    // Hubs on the block paths of weighted hops, their weights gathered from both ranks.
+    const host_csr hubs = hub_graph();
+    csr_graph hg2 = make_graph(comm, hubs, wm::memory_type::distributed, loc);
+    gpu_sampler hub_sampler(hg2);
+    for (const std::vector<int>& f : {std::vector<int>{5, 10}, std::vector<int>{35, 3}}) {
+      sample_options o{f};
+      o.method = sample_method::weighted;
+      o.random_seed = rs++;
+      std::vector<std::int64_t> seeds = {rank, 2 + rank, 100 + rank};
+      auto got = gpu_sample(hub_sampler, seeds, o, device, stream.get());
+      const std::string what = describe(wm::memory_type::distributed, loc, o.method, f, false) +
+                               " hubs, rank " + std::to_string(rank);
+      expect_same(got, reference_sample(hubs, seeds, o), what);
     }
     // A bad seed on one rank makes both throw.
     sample_options o{{2}};

@@ -27,6 +27,7 @@
  */
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -137,13 +138,37 @@ WS_HD double det_log(double x) {
   return d_add(d_mul(static_cast<double>(e), 0.6931471805599453094), log_m);
 }
 
+/// The race time of an edge of weight w > 0 whose draw is x.
+WS_HD double race_time_of_draw(std::uint64_t x, float w) {
+  double u = d_mul(static_cast<double>(x >> 11) + 0.5, 1.0 / 9007199254740992.0);
+  return d_div(-det_log(u), static_cast<double>(w));
+}
+
 /// The race time of edge i (weight w) of a node with key `key`; +infinity-like (never taken)
 /// is signalled by returning a negative value for weights that are not > 0.
 WS_HD double race_time(std::uint64_t key, std::int64_t i, float w) {
   if (!(w > 0.0f)) return -1.0;
-  double u = d_mul(static_cast<double>(draw(key, static_cast<std::uint64_t>(i)) >> 11) + 0.5,
-                   1.0 / 9007199254740992.0);
-  return d_div(-det_log(u), static_cast<double>(w));
+  return race_time_of_draw(draw(key, static_cast<std::uint64_t>(i)), w);
+}
+
+/// A cheap pre-test of the race for an edge of weight w > 0 with draw x: false only when its
+/// race time is certainly above `bar`, so it cannot be among entries at or before `bar`.
+/// Selections skip det_log for such edges; the exact comparisons still use race_time, so the
+/// test changes speed, never the sample.  It bounds -log(u) from below with the draw's top 24
+/// bits (u < u_hi = (top + 1) / 2^24): first by 1 - u_hi (exact in float, no log; it already
+/// rejects nearly every edge that a hub's tight bar rejects), then by a float log with margins
+/// far above float error.
+WS_HD bool race_may_beat(std::uint64_t x, float w, double bar) {
+  const float u_hi = static_cast<float>((x >> 40) + 1) * 5.9604644775390625e-8f;  // 2^-24
+  const float rhs = static_cast<float>(bar) * w * (1.0f + 1e-5f);
+  if (1.0f - u_hi > rhs) return false;
+#if defined(__CUDA_ARCH__)
+  const float e_lo = -__logf(u_hi);
+#else
+  const float e_lo = -std::log(u_hi);
+#endif
+  const float lhs = e_lo * (1.0f - 1e-5f) - 1e-4f;
+  return !(lhs > rhs);
 }
 
 /// True when (ta, a) is taken before (tb, b) in the race.
@@ -160,7 +185,8 @@ WS_HD std::int64_t max_sample_count(sample_method m, std::int64_t d, int fanout)
 
 /// Uniform without replacement (Floyd).  Writes the positions, ascending, to out (room for
 /// max_sample_count) and returns their number.  O(k^2) for k < d.
-WS_HD std::int64_t select_uniform(std::uint64_t key, std::int64_t d, int fanout, std::int64_t* out) {
+WS_HD std::int64_t select_uniform(std::uint64_t key, std::int64_t d, int fanout,
+                                  std::int64_t* out) {
   if (fanout < 0 || d <= fanout) {
     for (std::int64_t i = 0; i < d; ++i) out[i] = i;
     return d;
@@ -188,7 +214,7 @@ WS_HD std::int64_t select_uniform(std::uint64_t key, std::int64_t d, int fanout,
 
 /// Uniform with replacement: positions in draw order.
 WS_HD std::int64_t select_with_replacement(std::uint64_t key, std::int64_t d, int fanout,
-                                  std::int64_t* out) {
+                                           std::int64_t* out) {
   if (fanout < 0) {
     for (std::int64_t i = 0; i < d; ++i) out[i] = i;
     return d;
