@@ -14,6 +14,7 @@
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -28,6 +29,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
+/// Bumped whenever a sampler buffer moves: CUDA graphs captured before hold stale pointers.
+std::atomic<std::uint64_t> buffer_epoch{0};
+
 /// Grow-only device scratch.  Growing waits for `stream` first: the old buffer may still be
 /// read by work queued before.
 class scratch {
@@ -35,6 +39,7 @@ class scratch {
   void* reserve(std::size_t bytes, int device, cudaStream_t stream) {
     bytes = std::max<std::size_t>(bytes, 16);
     if (bytes > bytes_) {
+      ++buffer_epoch;
       const std::size_t want = std::max(bytes, bytes_ + bytes_ / 2);
       if (owner_) WM_CUDA_TRY(cudaStreamSynchronize(stream));
       owner_.reset();
@@ -103,7 +108,7 @@ struct gpu_sampler::impl {
   std::vector<std::unique_ptr<hop_buffers>> hops;
   scratch seeds_unique;
   // Shared scratch.
-  scratch table, slot, rank, start, deg, counts, eid, tmp, cub_temp, big_list;
+  scratch table, slot, new_flags, rank, start, deg, counts, eid, tmp, cub_temp, big_list;
   scratch ro2, row_idx, wbase, wbuf, widx, gathered_cols, flag;
   // The call's counts, on the device and (after a fetch) in pinned host memory:
   // [0] ~first bad seed position (0: none), [1 + h] the dst count of hop h (h = hops: the last
@@ -111,8 +116,26 @@ struct gpu_sampler::impl {
   scratch info;
   long long* host_info = nullptr;
   std::size_t host_words = 0;
+  scratch seeds_copy;  // the call's seeds, then its random seed: captured graphs read them here
+  std::uint64_t* host_seed = nullptr;  // pinned staging of the random seed
+
+  // Calls whose every hop is sized by bounds issue the same work for the same (batch size,
+  // options): after the first such call the work is captured once as a CUDA graph and
+  // replayed, which saves the launch costs of its ~10 kernels per hop.
+  struct captured {
+    std::size_t count = 0;
+    sample_options options;
+    std::uint64_t epoch = 0;
+    cudaGraphExec_t exec = nullptr;
+    std::vector<device_block> blocks;  // pointers; counts filled per replay
+  };
+  std::vector<captured> graphs;
+  cudaStream_t capture_stream = nullptr;
 
   ~impl() {
+    for (captured& c : graphs) WM_CUDA_WARN(cudaGraphExecDestroy(c.exec));
+    if (capture_stream != nullptr) WM_CUDA_WARN(cudaStreamDestroy(capture_stream));
+    if (host_seed != nullptr) WM_CUDA_WARN(cudaFreeHost(host_seed));
     if (host_info != nullptr) WM_CUDA_WARN(cudaFreeHost(host_info));
   }
 
@@ -128,6 +151,7 @@ struct gpu_sampler::impl {
 
   long long* device_info(std::size_t words, cudaStream_t stream) {
     if (words > host_words) {
+      ++buffer_epoch;
       WM_CUDA_TRY(cudaStreamSynchronize(stream));
       if (host_info != nullptr) WM_CUDA_TRY(cudaFreeHost(host_info));
       host_info = nullptr;
@@ -168,14 +192,24 @@ struct gpu_sampler::impl {
   void relabel(const gpu::new_node_flag<K>& f, std::int64_t entries_bound, std::int32_t* src_index,
                std::int64_t* src_nodes, long long* num_src, long long* edges_out,
                cudaStream_t stream);
+  /// The sample of `seeds` (count of them).  `capture`: the stream is capturing a graph, so
+  /// the final copy of the counts is queued without a wait and the blocks keep no counts.
+  /// *bounded tells whether every hop was sized by bounds (no wait before the end).
   template <typename K>
   std::vector<device_block> run(const std::int64_t* seeds, std::size_t count,
-                                const sample_options& options, cudaStream_t stream);
+                                const sample_options& options, const std::uint64_t* seed_word,
+                                cudaStream_t stream, bool capture, bool* bounded);
+  /// Counts of the blocks from host_info, after the final copy; throws for a bad seed.
+  void finish(std::vector<device_block>& blocks, const std::int64_t* seeds, cudaStream_t stream);
+  template <typename K>
+  void capture_graph(const std::int64_t* seeds, std::size_t count, const sample_options& options,
+                     const std::uint64_t* seed_word);
   template <typename W>
   void fill(const std::int64_t* dst, gpu::device_count n_dst, std::int64_t bound,
-            const std::int64_t* offsets, const sample_options& options, int hop, W w,
-            const std::int32_t* big, const unsigned long long* big_count, std::int64_t* eid_out,
-            std::int64_t* tmp_out, cudaStream_t stream);
+            const std::int64_t* offsets, const sample_options& options,
+            const std::uint64_t* seed_word, int hop, W w, const std::int32_t* big,
+            const unsigned long long* big_count, std::int64_t* eid_out, std::int64_t* tmp_out,
+            cudaStream_t stream);
   template <typename W>
   void count_weighted(gpu::device_count n_dst, std::int64_t bound, std::int64_t degree_bound, W w,
                       std::int32_t* big, unsigned long long* big_count, cudaStream_t stream);
@@ -216,9 +250,14 @@ template <typename K>
 void gpu_sampler::impl::relabel(const gpu::new_node_flag<K>& f, std::int64_t entries_bound,
                                 std::int32_t* src_index, std::int64_t* src_nodes,
                                 long long* num_src, long long* edges_out, cudaStream_t stream) {
-  std::int32_t* rk =
-      rank.get<std::int32_t>(static_cast<std::size_t>(entries_bound) + 1, device, stream);
-  auto flags = thrust::make_transform_iterator(thrust::counting_iterator<std::int64_t>(0), f);
+  const std::size_t items = static_cast<std::size_t>(entries_bound) + 1;
+  std::int32_t* rk = rank.get<std::int32_t>(items, device, stream);
+  // The flags go through memory: a scan that computed them while loading would wait on two
+  // dependent random reads per item.
+  std::int32_t* flags = new_flags.get<std::int32_t>(items, device, stream);
+  gpu::mark_new_kernel<K>
+      <<<grid(entries_bound + 1), kThreads, 0, stream>>>(f, entries_bound, flags);
+  WM_CUDA_CHECK_LAUNCH();
   std::size_t bytes = 0;
   WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, flags, rk, entries_bound + 1, stream));
   WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(cub(bytes, stream), bytes, flags, rk, entries_bound + 1,
@@ -249,9 +288,10 @@ void gpu_sampler::impl::count_weighted(gpu::device_count n_dst, std::int64_t bou
 
 template <typename W>
 void gpu_sampler::impl::fill(const std::int64_t* dst, gpu::device_count n_dst, std::int64_t bound,
-                             const std::int64_t* offsets, const sample_options& options, int hop,
-                             W w, const std::int32_t* big, const unsigned long long* big_count,
-                             std::int64_t* eid_out, std::int64_t* tmp_out, cudaStream_t stream) {
+                             const std::int64_t* offsets, const sample_options& options,
+                             const std::uint64_t* seed_word, int hop, W w, const std::int32_t* big,
+                             const unsigned long long* big_count, std::int64_t* eid_out,
+                             std::int64_t* tmp_out, cudaStream_t stream) {
   if (bound == 0) return;
   const int fanout = options.fanouts[static_cast<std::size_t>(hop)];
   const std::int64_t* st = start.get<std::int64_t>(0, device, stream);
@@ -260,26 +300,24 @@ void gpu_sampler::impl::fill(const std::int64_t* dst, gpu::device_count n_dst, s
   if (options.method != sample_method::weighted && fanout >= 0 && fanout <= 16) {
     if (fanout <= 4) {
       gpu::fill_small_kernel<4><<<grid(bound, 4), kThreads, 0, stream>>>(
-          dst, st, dg, offsets, n_dst, options.method, fanout, options.random_seed, hop, eid_out);
+          dst, st, dg, offsets, n_dst, options.method, fanout, seed_word, hop, eid_out);
     } else if (fanout <= 8) {
       gpu::fill_small_kernel<8><<<grid(bound, 8), kThreads, 0, stream>>>(
-          dst, st, dg, offsets, n_dst, options.method, fanout, options.random_seed, hop, eid_out);
+          dst, st, dg, offsets, n_dst, options.method, fanout, seed_word, hop, eid_out);
     } else {
       gpu::fill_small_kernel<16><<<grid(bound, 16), kThreads, 0, stream>>>(
-          dst, st, dg, offsets, n_dst, options.method, fanout, options.random_seed, hop, eid_out);
+          dst, st, dg, offsets, n_dst, options.method, fanout, seed_word, hop, eid_out);
     }
     WM_CUDA_CHECK_LAUNCH();
     return;
   }
   gpu::fill_kernel<W><<<grid(bound, kWarp), kThreads, 0, stream>>>(
-      dst, st, dg, np, offsets, n_dst, options.method, fanout, options.random_seed, hop, w, eid_out,
-      tmp_out);
+      dst, st, dg, np, offsets, n_dst, options.method, fanout, seed_word, hop, w, eid_out, tmp_out);
   WM_CUDA_CHECK_LAUNCH();
   if (big != nullptr) {
-    const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(bound, 2 * num_sms));
-    gpu::fill_big_kernel<W>
-        <<<blocks, gpu::kBigThreads, 0, stream>>>(dst, st, dg, np, offsets, big, big_count, fanout,
-                                                  options.random_seed, hop, w, eid_out, tmp_out);
+    const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(bound, 4 * num_sms));
+    gpu::fill_big_kernel<W><<<blocks, gpu::kBigFillThreads, 0, stream>>>(
+        dst, st, dg, np, offsets, big, big_count, fanout, seed_word, hop, w, eid_out, tmp_out);
     WM_CUDA_CHECK_LAUNCH();
   }
 }
@@ -292,6 +330,13 @@ using ro_chunked = wm::PtrGen<const wm::chunked_view, const std::int64_t>;
 /// Above this many entries (dst nodes + edge bound) a hop learns its exact counts from the
 /// device instead of sizing its buffers and grids by the bound.
 constexpr std::int64_t kBoundCap = std::int64_t{1} << 24;
+
+/// Captured graphs kept per sampler (shapes of a training loop: the full and the last batch).
+constexpr std::size_t kMaxGraphs = 4;
+
+bool same_options(const sample_options& a, const sample_options& b) {
+  return a.fanouts == b.fanouts && a.method == b.method && a.edge_ids == b.edge_ids;
+}
 
 }  // namespace
 
@@ -318,7 +363,9 @@ std::int64_t gpu_sampler::impl::graph_max_degree(cudaStream_t stream) {
 template <typename K>
 std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std::size_t count,
                                                  const sample_options& options,
-                                                 cudaStream_t stream) {
+                                                 const std::uint64_t* seed_word,
+                                                 cudaStream_t stream, bool capture, bool* bounded) {
+  *bounded = !distributed;
   const csr_graph& g = *graph;
   const std::int64_t num_nodes = static_cast<std::int64_t>(g.num_nodes);
   const bool weighted = options.method == sample_method::weighted;
@@ -376,6 +423,8 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
     }
     const bool exact = distributed || fanout < 0 ||
                        bound + bound * static_cast<std::int64_t>(std::max(fanout, 0)) > kBoundCap;
+    if (exact) *bounded = false;
+    WM_EXPECTS(!(exact && capture), "sample: a hop with exact counts cannot be captured");
     const gpu::device_count n_dst{level + h, 0};
     const std::size_t nb = static_cast<std::size_t>(bound);
     std::int64_t* offsets = out.offsets.get<std::int64_t>(nb + 1, device, stream);
@@ -503,23 +552,23 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
     std::int64_t* tm = tmp.get<std::int64_t>(ne, device, stream);
     if (race) {
       if (distributed) {
-        fill(dst, n_dst, bound, offsets, options, h, gpu::gathered_weights{wb, wbs}, big, big_count,
-             eids, tm, stream);
+        fill(dst, n_dst, bound, offsets, options, seed_word, h, gpu::gathered_weights{wb, wbs}, big,
+             big_count, eids, tm, stream);
       } else if (chunked) {
         using wg = wm::PtrGen<const wm::chunked_view, const float>;
-        fill(dst, n_dst, bound, offsets, options, h,
+        fill(dst, n_dst, bound, offsets, options, seed_word, h,
              gpu::direct_weights<wg>{wg(static_cast<const wm::chunked_view*>(w_ptr))}, big,
              big_count, eids, tm, stream);
       } else {
         using wg = wm::PtrGen<const float, const float>;
-        fill(dst, n_dst, bound, offsets, options, h,
+        fill(dst, n_dst, bound, offsets, options, seed_word, h,
              gpu::direct_weights<wg>{wg(static_cast<const float*>(w_ptr))}, big, big_count, eids,
              tm, stream);
       }
     } else {
       // Weights are never read: any accessor type will do.
-      fill(dst, n_dst, bound, offsets, options, h, gpu::gathered_weights{nullptr, nullptr}, nullptr,
-           nullptr, eids, tm, stream);
+      fill(dst, n_dst, bound, offsets, options, seed_word, h,
+           gpu::gathered_weights{nullptr, nullptr}, nullptr, nullptr, eids, tm, stream);
     }
 
     // 4. relabel: entries are the dst nodes, then the neighbors in edge order.
@@ -581,15 +630,67 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
     bound = std::min(entries, num_nodes);
   }
   // The one wait of the call: every count, and the seed check.
+  if (capture) {
+    WM_CUDA_TRY(cudaMemcpyAsync(host_info, d_info, sizeof(long long) * words,
+                                cudaMemcpyDeviceToHost, stream));
+    return blocks;
+  }
   fetch_info(words, stream);
-  if (!checked) check_seeds(seeds, stream);
-  for (int h = 0; h < num_hops; ++h) {
-    device_block& b = blocks[static_cast<std::size_t>(h)];
+  if (!checked)
+    finish(blocks, seeds, stream);
+  else
+    finish(blocks, nullptr, stream);
+  return blocks;
+}
+
+void gpu_sampler::impl::finish(std::vector<device_block>& blocks, const std::int64_t* seeds,
+                               cudaStream_t stream) {
+  if (seeds != nullptr) check_seeds(seeds, stream);
+  const std::size_t num_hops = blocks.size();
+  for (std::size_t h = 0; h < num_hops; ++h) {
+    device_block& b = blocks[h];
     b.num_dst = host_info[1 + h];
     b.num_src = host_info[2 + h];
     b.num_edges = host_info[2 + num_hops + h];
   }
-  return blocks;
+}
+
+template <typename K>
+void gpu_sampler::impl::capture_graph(const std::int64_t* seeds, std::size_t count,
+                                      const sample_options& options,
+                                      const std::uint64_t* seed_word) {
+  if (capture_stream == nullptr) {
+    WM_CUDA_TRY(cudaStreamCreateWithFlags(&capture_stream, cudaStreamNonBlocking));
+  }
+  const std::uint64_t epoch = buffer_epoch.load();
+  captured c;
+  c.count = count;
+  c.options = options;
+  WM_CUDA_TRY(cudaStreamBeginCapture(capture_stream, cudaStreamCaptureModeThreadLocal));
+  cudaGraph_t graph = nullptr;
+  try {
+    bool bounded = false;
+    c.blocks = run<K>(seeds, count, options, seed_word, capture_stream, true, &bounded);
+  } catch (...) {
+    WM_CUDA_WARN(cudaStreamEndCapture(capture_stream, &graph));
+    if (graph != nullptr) WM_CUDA_WARN(cudaGraphDestroy(graph));
+    throw;
+  }
+  WM_CUDA_TRY(cudaStreamEndCapture(capture_stream, &graph));
+  const cudaError_t inst = cudaGraphInstantiate(&c.exec, graph, 0);
+  WM_CUDA_WARN(cudaGraphDestroy(graph));
+  WM_CUDA_TRY(inst);
+  // The capture must not have moved a buffer (it would hold stale pointers).
+  if (buffer_epoch.load() != epoch) {
+    WM_CUDA_WARN(cudaGraphExecDestroy(c.exec));
+    return;
+  }
+  c.epoch = epoch;
+  if (graphs.size() >= kMaxGraphs) {
+    WM_CUDA_WARN(cudaGraphExecDestroy(graphs.front().exec));
+    graphs.erase(graphs.begin());
+  }
+  graphs.push_back(std::move(c));
 }
 
 gpu_sampler::gpu_sampler(const csr_graph& graph) : impl_(std::make_unique<impl>()) {
@@ -622,6 +723,9 @@ gpu_sampler::gpu_sampler(const csr_graph& graph) : impl_(std::make_unique<impl>(
   int per_sm = 0;
   WM_CUDA_TRY(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, s.device));
   s.max_blocks = std::max(1, s.num_sms * (per_sm / kThreads));
+  void* staging = nullptr;
+  WM_CUDA_TRY(cudaHostAlloc(&staging, sizeof(std::uint64_t), cudaHostAllocDefault));
+  s.host_seed = static_cast<std::uint64_t*>(staging);
 }
 
 gpu_sampler::~gpu_sampler() = default;
@@ -638,8 +742,50 @@ std::vector<device_block> gpu_sampler::sample(const std::int64_t* seeds, std::si
   }
   WM_EXPECTS(count == 0 || seeds != nullptr, "sample: null seeds with " << count << " seeds");
   wm::detail::device_guard guard(s.device);
-  if (s.wide_keys) return s.run<unsigned long long>(seeds, count, options, stream);
-  return s.run<unsigned int>(seeds, count, options, stream);
+  // The sampler works from its own copy of the seeds and the random seed, where a captured
+  // graph reads them.
+  std::int64_t* own = s.seeds_copy.get<std::int64_t>(count + 1, s.device, stream);
+  if (count > 0) {
+    WM_CUDA_TRY(
+        cudaMemcpyAsync(own, seeds, count * sizeof(std::int64_t), cudaMemcpyDefault, stream));
+  }
+  auto* seed_word = reinterpret_cast<std::uint64_t*>(own + count);
+  *s.host_seed = options.random_seed;  // the previous call's copy has completed: calls wait
+  WM_CUDA_TRY(cudaMemcpyAsync(seed_word, s.host_seed, sizeof(std::uint64_t), cudaMemcpyHostToDevice,
+                              stream));
+  for (impl::captured& c : s.graphs) {
+    if (c.count != count || !same_options(c.options, options)) continue;
+    if (c.epoch != buffer_epoch.load()) break;  // buffers moved since: capture again
+    WM_CUDA_TRY(cudaGraphLaunch(c.exec, stream));
+    WM_CUDA_TRY(cudaStreamSynchronize(stream));
+    std::vector<device_block> blocks = c.blocks;
+    s.finish(blocks, s.host_info[0] != 0 ? seeds : nullptr, stream);
+    return blocks;
+  }
+  bool bounded = false;
+  std::vector<device_block> blocks =
+      s.wide_keys
+          ? s.run<unsigned long long>(own, count, options, seed_word, stream, false, &bounded)
+          : s.run<unsigned int>(own, count, options, seed_word, stream, false, &bounded);
+#if defined(NDEBUG)  // debug builds synchronize after every launch, which a capture forbids
+  if (bounded && count > 0 && !options.fanouts.empty() && s.graph->num_nodes > 0) {
+    // Drop graphs of this shape captured before a buffer moved.
+    for (auto it = s.graphs.begin(); it != s.graphs.end();) {
+      if (it->count == count && same_options(it->options, options)) {
+        WM_CUDA_WARN(cudaGraphExecDestroy(it->exec));
+        it = s.graphs.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (s.wide_keys) {
+      s.capture_graph<unsigned long long>(own, count, options, seed_word);
+    } else {
+      s.capture_graph<unsigned int>(own, count, options, seed_word);
+    }
+  }
+#endif
+  return blocks;
 }
 
 }  // namespace wholestore::graph

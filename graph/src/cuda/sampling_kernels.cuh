@@ -37,7 +37,8 @@ constexpr int kWarp = 32;
 constexpr unsigned kFull = 0xffffffffu;
 /// Weighted hops: nodes with more edges than this are counted and filled by whole blocks.
 constexpr std::int64_t kBigDegree = 2048;
-constexpr int kBigThreads = 512;
+constexpr int kBigThreads = 512;      // count_big_kernel
+constexpr int kBigFillThreads = 256;  // fill_big_kernel
 /// Edges per block when a big node's positive weights are counted by several blocks.
 constexpr std::int64_t kCountChunk = 8192;
 
@@ -195,6 +196,7 @@ __global__ void count_weighted_kernel(const std::int64_t* start, const std::int6
       continue;
     }
     std::int64_t c = 0;
+#pragma unroll 8
     for (std::int64_t p = lane; p < dg; p += kWarp) c += w(i, s, p) > 0.0f ? 1 : 0;
     for (int o = kWarp / 2; o > 0; o /= 2) c += __shfl_xor_sync(kFull, c, o);
     if (lane == 0) npos[i] = c;
@@ -217,6 +219,7 @@ __global__ void __launch_bounds__(kBigThreads)
     if (lo >= dg) continue;  // the whole block leaves together
     const std::int64_t hi = lo + kCountChunk < dg ? lo + kCountChunk : dg;
     std::int64_t c = 0;
+#pragma unroll 8
     for (std::int64_t p = lo + threadIdx.x; p < hi; p += kBigThreads) {
       c += w(i, s, p) > 0.0f ? 1 : 0;
     }
@@ -271,20 +274,6 @@ __device__ __forceinline__ race_entry none_entry() {
   return {__longlong_as_double(0x7ff0000000000000ll), INT64_MAX};
 }
 
-/// Edge p (weight wv) as a race entry of the current round, or none_entry when it is never
-/// taken (weight not > 0), certainly later than `bar`, or not after `last` (the last entry of
-/// the previous rounds; have_last false in the first round).
-__device__ __forceinline__ race_entry race_candidate(std::uint64_t key, std::int64_t p, float wv,
-                                                     const race_entry& bar, bool have_last,
-                                                     const race_entry& last) {
-  if (!(wv > 0.0f)) return none_entry();
-  const std::uint64_t x = d::draw(key, static_cast<std::uint64_t>(p));
-  if (!d::race_may_beat(x, wv, bar.t)) return none_entry();
-  const race_entry c{d::race_time_of_draw(x, wv), p};
-  if (have_last && !before(last, c)) return none_entry();
-  return c;
-}
-
 /// Bitonic sort of one entry per lane, ascending in race order across lanes.
 __device__ __forceinline__ race_entry warp_sort(race_entry e, int lane) {
   for (int k = 2; k <= kWarp; k <<= 1) {
@@ -319,6 +308,37 @@ __device__ __forceinline__ race_entry merge_lists(race_entry best, race_entry ot
   return warp_merge(best, lane);
 }
 
+/// Candidates of a chunk above which race_pass sorts the chunk instead of inserting them.
+constexpr int kInsertMax = 6;
+/// Chunks whose weights race_pass loads ahead.
+constexpr int kAhead = 4;
+
+/// The exact race time, out of line: few edges get this far, and the hot loop stays small
+/// (with it inlined, and the loop unrolled, the fill kernels were bound by instruction fetch).
+__device__ __noinline__ double exact_race_time(std::uint64_t x, float w) {
+  return d::race_time_of_draw(x, w);
+}
+
+/// best (ascending across lanes) with the lanes' entries folded in, out of line for the same
+/// reason: a chunk needs it only while the bar is high.
+__device__ __noinline__ race_entry fold_chunk(race_entry best, race_entry e, int lane) {
+  return merge_lists(best, warp_sort(e, lane), lane);
+}
+
+/// Edge p (weight wv) as a race entry of the current round, or none_entry when it is never
+/// taken (weight not > 0), certainly later than `bar`, or not after `last` (the last entry of
+/// the previous rounds; have_last false in the first round).
+__device__ __forceinline__ race_entry race_candidate(std::uint64_t key, std::int64_t p, float wv,
+                                                     const race_entry& bar, bool have_last,
+                                                     const race_entry& last) {
+  if (!(wv > 0.0f)) return none_entry();
+  const std::uint64_t x = d::draw(key, static_cast<std::uint64_t>(p));
+  if (!d::race_may_beat(x, wv, bar.t)) return none_entry();
+  const race_entry c{exact_race_time(x, wv), p};
+  if (have_last && !before(last, c)) return none_entry();
+  return c;
+}
+
 /// One warp's pass of a race round over positions first, first + step, ... (in chunks of 32):
 /// returns the 32 earliest candidates (ascending across lanes), pruning with the need-th.
 template <typename W>
@@ -329,13 +349,44 @@ __device__ __forceinline__ race_entry race_pass(std::uint64_t key, std::int64_t 
                                                 int lane) {
   race_entry best = none_entry();
   race_entry bar = none_entry();  // the need-th earliest so far: what a candidate must beat
+  // The weights of the next chunks are loaded ahead, a queue of kAhead: the loop is otherwise
+  // bound by one memory latency per chunk.
+  float ahead[kAhead];
+#pragma unroll
+  for (int u = 0; u < kAhead; ++u) {
+    const std::int64_t q = first + u * step + lane;
+    ahead[u] = q < deg ? w(i, start, q) : 0.0f;
+  }
   for (std::int64_t b = first; b < deg; b += step) {
+    const float wv = ahead[0];
+#pragma unroll
+    for (int u = 0; u + 1 < kAhead; ++u) ahead[u] = ahead[u + 1];
+    const std::int64_t q = b + kAhead * step + lane;
+    ahead[kAhead - 1] = q < deg ? w(i, start, q) : 0.0f;
     const std::int64_t p = b + lane;
     race_entry e = none_entry();
-    if (p < deg) e = race_candidate(key, p, w(i, start, p), bar, have_last, last);
-    if (__ballot_sync(kFull, before(e, bar)) == 0) continue;
-    best = merge_lists(best, warp_sort(e, lane), lane);
-    bar = shfl_entry(best, need - 1);
+    if (p < deg) e = race_candidate(key, p, wv, bar, have_last, last);
+    unsigned m = __ballot_sync(kFull, before(e, bar));
+    if (m == 0) continue;
+    if (__popc(m) > kInsertMax) {
+      best = fold_chunk(best, e, lane);
+      bar = shfl_entry(best, need - 1);
+      continue;
+    }
+    // Few candidates (the usual case once the bar is low): insert them one by one.
+    while (m != 0) {
+      const race_entry c = shfl_entry(e, __ffs(m) - 1);
+      m &= m - 1;
+      if (!before(c, bar)) continue;  // an earlier insertion raised the bar past it
+      const int pos = __popc(__ballot_sync(kFull, before(best, c)));
+      const race_entry up{__shfl_up_sync(kFull, best.t, 1), __shfl_up_sync(kFull, best.i, 1)};
+      if (lane == pos) {
+        best = c;
+      } else if (lane > pos) {
+        best = up;
+      }
+      bar = shfl_entry(best, need - 1);
+    }
   }
   return best;
 }
@@ -361,7 +412,7 @@ template <typename W>
 __global__ void fill_kernel(const std::int64_t* dst, const std::int64_t* start_arr,
                             const std::int64_t* deg_arr, const std::int64_t* npos_arr,
                             const std::int64_t* offsets, device_count n_dst, sample_method method,
-                            int fanout, std::uint64_t random_seed, int hop, W w,
+                            int fanout, const std::uint64_t* random_seed, int hop, W w,
                             std::int64_t* eid_all, std::int64_t* tmp_all) {
   const int lane = threadIdx.x % kWarp;
   const std::int64_t n = n_dst.get();
@@ -371,7 +422,7 @@ __global__ void fill_kernel(const std::int64_t* dst, const std::int64_t* start_a
     std::int64_t* eid = eid_all + off;
     std::int64_t* tmp = tmp_all + off;
     const int k = fanout;
-    const std::uint64_t key = d::node_key(random_seed, hop, dst[i]);
+    const std::uint64_t key = d::node_key(*random_seed, hop, dst[i]);
 
     if (k < 0 || (method == sample_method::uniform && deg <= k)) {
       for (std::int64_t p = lane; p < deg; p += kWarp) eid[p] = start + p;
@@ -471,14 +522,15 @@ __global__ void fill_kernel(const std::int64_t* dst, const std::int64_t* start_a
 /// Weighted fill of the listed big nodes (more than kBigDegree edges), a block each: every
 /// warp runs the race over its share of the edges, warp 0 merges the warps' lists.
 template <typename W>
-__global__ void __launch_bounds__(kBigThreads)
+__global__ void __launch_bounds__(kBigFillThreads)
     fill_big_kernel(const std::int64_t* dst, const std::int64_t* start_arr,
                     const std::int64_t* deg_arr, const std::int64_t* npos_arr,
                     const std::int64_t* offsets, const std::int32_t* big_list,
-                    const unsigned long long* big_count, int fanout, std::uint64_t random_seed,
-                    int hop, W w, std::int64_t* eid_all, std::int64_t* tmp_all) {
-  constexpr int kWarps = kBigThreads / kWarp;
-  using block_scan = cub::BlockScan<int, kBigThreads>;
+                    const unsigned long long* big_count, int fanout,
+                    const std::uint64_t* random_seed, int hop, W w, std::int64_t* eid_all,
+                    std::int64_t* tmp_all) {
+  constexpr int kWarps = kBigFillThreads / kWarp;
+  using block_scan = cub::BlockScan<int, kBigFillThreads>;
   __shared__ race_entry lists[kWarps][kWarp];
   __shared__ race_entry round_last;
   __shared__ typename block_scan::TempStorage scan_storage;
@@ -493,7 +545,7 @@ __global__ void __launch_bounds__(kBigThreads)
     std::int64_t* tmp = tmp_all + offsets[i];
     if (npos <= k) {  // every positive-weight edge, ascending, a block-wide chunk at a time
       std::int64_t written = 0;
-      for (std::int64_t base = 0; base < deg; base += kBigThreads) {
+      for (std::int64_t base = 0; base < deg; base += kBigFillThreads) {
         const std::int64_t p = base + threadIdx.x;
         const int take = (p < deg && w(i, start, p) > 0.0f) ? 1 : 0;
         int before_me = 0, chunk_total = 0;
@@ -504,14 +556,14 @@ __global__ void __launch_bounds__(kBigThreads)
       }
       continue;
     }
-    const std::uint64_t key = d::node_key(random_seed, hop, dst[i]);
+    const std::uint64_t key = d::node_key(*random_seed, hop, dst[i]);
     race_entry last{0.0, -1};
     bool have_last = false;
     for (std::int64_t taken = 0; taken < k;) {
       const std::int64_t left = k - taken;
       const int need = left < kWarp ? static_cast<int>(left) : kWarp;
       race_entry best = race_pass(key, i, start, deg, static_cast<std::int64_t>(warp) * kWarp,
-                                  kBigThreads, need, have_last, last, w, lane);
+                                  kBigFillThreads, need, have_last, last, w, lane);
       lists[warp][lane] = best;
       __syncthreads();
       if (warp == 0) {
@@ -525,7 +577,7 @@ __global__ void __launch_bounds__(kBigThreads)
       have_last = true;
       taken += need;
     }
-    emit_sorted(tmp, k, start, eid, static_cast<int>(threadIdx.x), kBigThreads);
+    emit_sorted(tmp, k, start, eid, static_cast<int>(threadIdx.x), kBigFillThreads);
     __syncthreads();  // lists and round_last are reused by the next node
   }
 }
@@ -536,7 +588,8 @@ template <int G>
 __global__ void fill_small_kernel(const std::int64_t* dst, const std::int64_t* start_arr,
                                   const std::int64_t* deg_arr, const std::int64_t* offsets,
                                   device_count n_dst, sample_method method, int fanout,
-                                  std::uint64_t random_seed, int hop, std::int64_t* eid_all) {
+                                  const std::uint64_t* random_seed, int hop,
+                                  std::int64_t* eid_all) {
   namespace cg = cooperative_groups;
   const cg::thread_block_tile<G> tile = cg::tiled_partition<G>(cg::this_thread_block());
   const int lane = static_cast<int>(tile.thread_rank());
@@ -550,7 +603,7 @@ __global__ void fill_small_kernel(const std::int64_t* dst, const std::int64_t* s
       for (std::int64_t p = lane; p < deg; p += G) eid[p] = start + p;
       continue;
     }
-    const std::uint64_t key = d::node_key(random_seed, hop, dst[i]);
+    const std::uint64_t key = d::node_key(*random_seed, hop, dst[i]);
     if (method == sample_method::uniform_with_replacement) {
       if (deg == 0) continue;
       for (int c = lane; c < k; c += G) {
@@ -618,6 +671,12 @@ struct new_node_flag {
     return table.first[slot[x]] == static_cast<unsigned>(x) ? 1 : 0;
   }
 };
+
+/// flags[x] = f(x) for x <= bound.
+template <typename K>
+__global__ void mark_new_kernel(new_node_flag<K> f, std::int64_t bound, std::int32_t* flags) {
+  for (std::int64_t x = thread_id(); x <= bound; x += thread_count()) flags[x] = f(x);
+}
 
 /// Local ids: src_index (entries past n_dst; null for the seeds), src_nodes, the src count
 /// (n_dst + new nodes, rank[bound]) in *num_src and the edge count in *edges_out.

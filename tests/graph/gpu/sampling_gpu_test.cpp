@@ -440,6 +440,44 @@ TEST(GpuSamplingEdge, WeightedHubsMatchTheReferenceAndSampleHost) {
   });
 }
 
+/// Repeated calls of one shape replay a captured CUDA graph: each must still sample its own
+/// seeds with its own random seed, report its own counts, and catch a bad seed; other shapes
+/// in between, and buffers growing, must not disturb it.
+TEST(GpuSamplingEdge, RepeatedShapesMatchTheReference) {
+  WHOLESTORE_REQUIRE_GPUS(1);
+  run_on_gpus(1, [](std::shared_ptr<wm::bootstrap> bs) {
+    const int device = start_device(bs);
+    auto comm = wm::make_host_communicator(bs);
+    host_csr hg = test_graph(3000, 40000, 8);
+    csr_graph g = make_graph(comm, hg, wm::memory_type::continuous, wm::memory_location::device);
+    cuda_stream stream;
+    gpu_sampler sampler(g);
+    for (sample_method m : methods) {
+      sample_options o{{6, 4, 3}};
+      o.method = m;
+      o.random_seed = 31;
+      o.edge_ids = m == sample_method::uniform;
+      for (int call = 0; call < 6; ++call) {
+        const std::size_t n = call == 3 ? 500 : 200;  // call 3: another shape, larger buffers
+        o.random_seed = 31 + static_cast<std::uint64_t>(call % 2);  // a replay takes a new one
+        auto seeds = test_seeds(hg, n, static_cast<std::uint64_t>(call) * 17 + 1);
+        const std::string what = describe(wm::memory_type::continuous, wm::memory_location::device,
+                                          m, o.fanouts, o.edge_ids) +
+                                 " call " + std::to_string(call);
+        auto got = gpu_sample(sampler, seeds, o, device, stream.get());
+        expect_same(got, reference_sample(hg, seeds, o), what);
+        if (::testing::Test::HasFailure()) return;
+      }
+      auto seeds = test_seeds(hg, 200, 99);
+      seeds[150] = 3000;
+      EXPECT_THROW(gpu_sample(sampler, seeds, o, device, stream.get()), wm::logic_error);
+      seeds[150] = 5;
+      expect_same(gpu_sample(sampler, seeds, o, device, stream.get()),
+                  reference_sample(hg, seeds, o), "after the error");
+    }
+  });
+}
+
 TEST(GpuSamplingEdge, OutOfRangeSeedNamesValuePositionAndSize) {
   WHOLESTORE_REQUIRE_GPUS(1);
   run_on_gpus(1, [](std::shared_ptr<wm::bootstrap> bs) {
