@@ -99,7 +99,8 @@ struct gpu_sampler::impl {
   const void* col_ptr = nullptr;
   const void* w_ptr = nullptr;
   bool wide_keys = false;        // 64-bit keys (num_nodes >= 2^32 - 1)
-  std::int64_t max_degree = -1;  // continuous/chunked weighted hops: found at first use
+  std::int64_t max_degree = -1;  // continuous/chunked weighted hops: found at first use,
+  std::int64_t big_nodes = 0;    // with the number of nodes above gpu::kBigDegree edges
 
   // Per-hop outputs, kept until the next call.
   struct hop_buffers {
@@ -109,6 +110,7 @@ struct gpu_sampler::impl {
   scratch seeds_unique;
   // Shared scratch.
   scratch table, slot, new_flags, rank, start, deg, counts, eid, tmp, cub_temp, big_list;
+  scratch seg_base, candidates;
   scratch ro2, row_idx, wbase, wbuf, widx, gathered_cols, flag;
   // The call's counts, on the device and (after a fetch) in pinned host memory:
   // [0] ~first bad seed position (0: none), [1 + h] the dst count of hop h (h = hops: the last
@@ -208,8 +210,8 @@ struct gpu_sampler::impl {
   void fill(const std::int64_t* dst, gpu::device_count n_dst, std::int64_t bound,
             const std::int64_t* offsets, const sample_options& options,
             const std::uint64_t* seed_word, int hop, W w, const std::int32_t* big,
-            const unsigned long long* big_count, std::int64_t* eid_out, std::int64_t* tmp_out,
-            cudaStream_t stream);
+            const unsigned long long* big_count, std::int64_t segment_bound, std::int64_t* eid_out,
+            std::int64_t* tmp_out, cudaStream_t stream);
   template <typename W>
   void count_weighted(gpu::device_count n_dst, std::int64_t bound, std::int64_t degree_bound, W w,
                       std::int32_t* big, unsigned long long* big_count, cudaStream_t stream);
@@ -290,8 +292,8 @@ template <typename W>
 void gpu_sampler::impl::fill(const std::int64_t* dst, gpu::device_count n_dst, std::int64_t bound,
                              const std::int64_t* offsets, const sample_options& options,
                              const std::uint64_t* seed_word, int hop, W w, const std::int32_t* big,
-                             const unsigned long long* big_count, std::int64_t* eid_out,
-                             std::int64_t* tmp_out, cudaStream_t stream) {
+                             const unsigned long long* big_count, std::int64_t segment_bound,
+                             std::int64_t* eid_out, std::int64_t* tmp_out, cudaStream_t stream) {
   if (bound == 0) return;
   const int fanout = options.fanouts[static_cast<std::size_t>(hop)];
   const std::int64_t* st = start.get<std::int64_t>(0, device, stream);
@@ -314,12 +316,33 @@ void gpu_sampler::impl::fill(const std::int64_t* dst, gpu::device_count n_dst, s
   gpu::fill_kernel<W><<<grid(bound, kWarp), kThreads, 0, stream>>>(
       dst, st, dg, np, offsets, n_dst, options.method, fanout, seed_word, hop, w, eid_out, tmp_out);
   WM_CUDA_CHECK_LAUNCH();
-  if (big != nullptr) {
-    const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(bound, 4 * num_sms));
-    gpu::fill_big_kernel<W><<<blocks, gpu::kBigFillThreads, 0, stream>>>(
-        dst, st, dg, np, offsets, big, big_count, fanout, seed_word, hop, w, eid_out, tmp_out);
-    WM_CUDA_CHECK_LAUNCH();
-  }
+  if (big == nullptr) return;
+  const bool segmented = segment_bound > 0;
+  const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(bound, 4 * num_sms));
+  gpu::fill_big_kernel<W><<<blocks, gpu::kBigFillThreads, 0, stream>>>(
+      dst, st, dg, np, offsets, big, big_count, fanout, seed_word, hop, w, segmented, eid_out,
+      tmp_out);
+  WM_CUDA_CHECK_LAUNCH();
+  if (!segmented) return;
+  // Big nodes raced by segments of gpu::kSegment edges, a block each, then merged.
+  std::int64_t* base =
+      seg_base.get<std::int64_t>(static_cast<std::size_t>(bound) + 1, device, stream);
+  auto segments = thrust::make_transform_iterator(thrust::counting_iterator<std::int64_t>(0),
+                                                  gpu::big_segments{big, big_count, dg});
+  std::size_t bytes = 0;
+  WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, segments, base, bound + 1, stream));
+  WM_CUDA_TRY(
+      cub::DeviceScan::ExclusiveSum(cub(bytes, stream), bytes, segments, base, bound + 1, stream));
+  auto* cand = static_cast<gpu::race_entry*>(candidates.reserve(
+      static_cast<std::size_t>(segment_bound) * kWarp * sizeof(gpu::race_entry), device, stream));
+  const unsigned seg_blocks =
+      static_cast<unsigned>(std::min<std::int64_t>(segment_bound, 8 * num_sms));
+  gpu::race_segments_kernel<W><<<seg_blocks, gpu::kBigFillThreads, 0, stream>>>(
+      dst, st, dg, np, big, big_count, base, fanout, seed_word, hop, w, cand);
+  WM_CUDA_CHECK_LAUNCH();
+  gpu::merge_segments_kernel<<<grid(bound, kWarp), kThreads, 0, stream>>>(
+      st, np, offsets, big, big_count, base, fanout, cand, eid_out, tmp_out);
+  WM_CUDA_CHECK_LAUNCH();
 }
 
 namespace {
@@ -342,21 +365,22 @@ bool same_options(const sample_options& a, const sample_options& b) {
 
 std::int64_t gpu_sampler::impl::graph_max_degree(cudaStream_t stream) {
   if (max_degree >= 0) return max_degree;
-  auto* word = reinterpret_cast<unsigned long long*>(flag.get<long long>(2, device, stream));
-  WM_CUDA_TRY(cudaMemsetAsync(word, 0, sizeof(unsigned long long), stream));
+  auto* words = reinterpret_cast<unsigned long long*>(flag.get<long long>(2, device, stream));
+  WM_CUDA_TRY(cudaMemsetAsync(words, 0, 2 * sizeof(unsigned long long), stream));
   const std::int64_t n = static_cast<std::int64_t>(graph->num_nodes);
   if (chunked) {
-    gpu::max_degree_kernel<<<grid(n), kThreads, 0, stream>>>(
-        ro_chunked(static_cast<const wm::chunked_view*>(ro_ptr)), n, word);
+    gpu::degree_stats_kernel<<<grid(n), kThreads, 0, stream>>>(
+        ro_chunked(static_cast<const wm::chunked_view*>(ro_ptr)), n, words);
   } else {
-    gpu::max_degree_kernel<<<grid(n), kThreads, 0, stream>>>(
-        ro_direct(static_cast<const std::int64_t*>(ro_ptr)), n, word);
+    gpu::degree_stats_kernel<<<grid(n), kThreads, 0, stream>>>(
+        ro_direct(static_cast<const std::int64_t*>(ro_ptr)), n, words);
   }
   WM_CUDA_CHECK_LAUNCH();
-  unsigned long long value = 0;
-  WM_CUDA_TRY(cudaMemcpyAsync(&value, word, sizeof value, cudaMemcpyDeviceToHost, stream));
+  unsigned long long values[2] = {0, 0};
+  WM_CUDA_TRY(cudaMemcpyAsync(values, words, sizeof values, cudaMemcpyDeviceToHost, stream));
   WM_CUDA_TRY(cudaStreamSynchronize(stream));
-  max_degree = static_cast<std::int64_t>(value);
+  max_degree = static_cast<std::int64_t>(values[0]);
+  big_nodes = static_cast<std::int64_t>(values[1]);
   return max_degree;
 }
 
@@ -436,6 +460,13 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
     auto* big_count = reinterpret_cast<unsigned long long*>(big_words + h);
     const float* wb = nullptr;
     const std::int64_t* wbs = nullptr;
+    // Race hops of fanout 1..32 spread big nodes over blocks: a bound of their segments.
+    const bool segmentable = race && fanout >= 1 && fanout <= kWarp;
+    std::int64_t segments = 0;
+    if (segmentable && degree_bound > gpu::kBigDegree) {
+      segments =
+          std::min(bound, big_nodes) + static_cast<std::int64_t>(g.num_edges) / gpu::kSegment + 1;
+    }
 
     // 1. start, degree and count of every dst node.
     if (distributed) {
@@ -480,6 +511,10 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
         wbs = base;
         count_weighted(n_dst, bound, static_cast<std::int64_t>(frontier),
                        gpu::gathered_weights{wb, wbs}, big, big_count, stream);
+        const auto fe = static_cast<std::int64_t>(frontier);
+        if (segmentable && fe > gpu::kBigDegree) {
+          segments = std::min(bound, fe / (gpu::kBigDegree + 1)) + fe / gpu::kSegment + 1;
+        }
       }
     } else {
       if (chunked) {
@@ -553,22 +588,22 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
     if (race) {
       if (distributed) {
         fill(dst, n_dst, bound, offsets, options, seed_word, h, gpu::gathered_weights{wb, wbs}, big,
-             big_count, eids, tm, stream);
+             big_count, segments, eids, tm, stream);
       } else if (chunked) {
         using wg = wm::PtrGen<const wm::chunked_view, const float>;
         fill(dst, n_dst, bound, offsets, options, seed_word, h,
              gpu::direct_weights<wg>{wg(static_cast<const wm::chunked_view*>(w_ptr))}, big,
-             big_count, eids, tm, stream);
+             big_count, segments, eids, tm, stream);
       } else {
         using wg = wm::PtrGen<const float, const float>;
         fill(dst, n_dst, bound, offsets, options, seed_word, h,
-             gpu::direct_weights<wg>{wg(static_cast<const float*>(w_ptr))}, big, big_count, eids,
-             tm, stream);
+             gpu::direct_weights<wg>{wg(static_cast<const float*>(w_ptr))}, big, big_count,
+             segments, eids, tm, stream);
       }
     } else {
       // Weights are never read: any accessor type will do.
       fill(dst, n_dst, bound, offsets, options, seed_word, h,
-           gpu::gathered_weights{nullptr, nullptr}, nullptr, nullptr, eids, tm, stream);
+           gpu::gathered_weights{nullptr, nullptr}, nullptr, nullptr, 0, eids, tm, stream);
     }
 
     // 4. relabel: entries are the dst nodes, then the neighbors in edge order.

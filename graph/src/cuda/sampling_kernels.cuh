@@ -35,8 +35,10 @@ namespace d = ::wholestore::graph::detail;
 
 constexpr int kWarp = 32;
 constexpr unsigned kFull = 0xffffffffu;
-/// Weighted hops: nodes with more edges than this are counted and filled by whole blocks.
+/// Weighted hops: nodes with more edges than this are counted and raced by whole blocks.
 constexpr std::int64_t kBigDegree = 2048;
+/// Edges per block when a big node is raced by several blocks (fanouts 1 to 32).
+constexpr std::int64_t kSegment = 16384;
 constexpr int kBigThreads = 512;      // count_big_kernel
 constexpr int kBigFillThreads = 256;  // fill_big_kernel
 /// Edges per block when a big node's positive weights are counted by several blocks.
@@ -339,45 +341,63 @@ __device__ __forceinline__ race_entry race_candidate(std::uint64_t key, std::int
   return c;
 }
 
-/// One warp's pass of a race round over positions first, first + step, ... (in chunks of 32):
-/// returns the 32 earliest candidates (ascending across lanes), pruning with the need-th.
+/// One warp's pass of a race round over positions first, first + step, ... below `end` (in
+/// chunks of 32): returns the 32 earliest candidates (ascending across lanes), pruning with
+/// the need-th.  Warps racing parts of one edge range may share `shared_bar` (the bits of a
+/// race time, in shared memory; null: none): each warp's need-th earliest bounds the range's
+/// need-th earliest from above, so all of them prune with the lowest.
 template <typename W>
 __device__ __forceinline__ race_entry race_pass(std::uint64_t key, std::int64_t i,
-                                                std::int64_t start, std::int64_t deg,
+                                                std::int64_t start, std::int64_t end,
                                                 std::int64_t first, std::int64_t step, int need,
                                                 bool have_last, const race_entry& last, W w,
-                                                int lane) {
+                                                unsigned long long* shared_bar, int lane) {
   race_entry best = none_entry();
-  race_entry bar = none_entry();  // the need-th earliest so far: what a candidate must beat
+  race_entry bar = none_entry();  // what a candidate must beat
+  // The own need-th earliest becomes the bar, lowered to the shared one, which it may lower.
+  auto settle = [&]() {
+    bar = shfl_entry(best, need - 1);
+    if (shared_bar == nullptr) return;
+    const auto bits = static_cast<unsigned long long>(__double_as_longlong(bar.t));
+    if (lane == 0) atomicMin(shared_bar, bits);  // race times are >= 0: bits order as values
+    const double common = __longlong_as_double(
+        static_cast<long long>(*static_cast<volatile unsigned long long*>(shared_bar)));
+    if (common < bar.t) bar = race_entry{common, INT64_MAX};
+  };
   // The weights of the next chunks are loaded ahead, a queue of kAhead: the loop is otherwise
   // bound by one memory latency per chunk.
   float ahead[kAhead];
 #pragma unroll
   for (int u = 0; u < kAhead; ++u) {
     const std::int64_t q = first + u * step + lane;
-    ahead[u] = q < deg ? w(i, start, q) : 0.0f;
+    ahead[u] = q < end ? w(i, start, q) : 0.0f;
   }
-  for (std::int64_t b = first; b < deg; b += step) {
+  for (std::int64_t b = first; b < end; b += step) {
     const float wv = ahead[0];
 #pragma unroll
     for (int u = 0; u + 1 < kAhead; ++u) ahead[u] = ahead[u + 1];
     const std::int64_t q = b + kAhead * step + lane;
-    ahead[kAhead - 1] = q < deg ? w(i, start, q) : 0.0f;
+    ahead[kAhead - 1] = q < end ? w(i, start, q) : 0.0f;
+    if (shared_bar != nullptr) {
+      const double common = __longlong_as_double(
+          static_cast<long long>(*static_cast<volatile unsigned long long*>(shared_bar)));
+      if (common < bar.t) bar = race_entry{common, INT64_MAX};
+    }
     const std::int64_t p = b + lane;
     race_entry e = none_entry();
-    if (p < deg) e = race_candidate(key, p, wv, bar, have_last, last);
+    if (p < end) e = race_candidate(key, p, wv, bar, have_last, last);
     unsigned m = __ballot_sync(kFull, before(e, bar));
     if (m == 0) continue;
     if (__popc(m) > kInsertMax) {
       best = fold_chunk(best, e, lane);
-      bar = shfl_entry(best, need - 1);
+      settle();
       continue;
     }
     // Few candidates (the usual case once the bar is low): insert them one by one.
     while (m != 0) {
       const race_entry c = shfl_entry(e, __ffs(m) - 1);
       m &= m - 1;
-      if (!before(c, bar)) continue;  // an earlier insertion raised the bar past it
+      if (!before(c, bar)) continue;  // an earlier insertion lowered the bar below it
       const int pos = __popc(__ballot_sync(kFull, before(best, c)));
       const race_entry up{__shfl_up_sync(kFull, best.t, 1), __shfl_up_sync(kFull, best.i, 1)};
       if (lane == pos) {
@@ -385,7 +405,7 @@ __device__ __forceinline__ race_entry race_pass(std::uint64_t key, std::int64_t 
       } else if (lane > pos) {
         best = up;
       }
-      bar = shfl_entry(best, need - 1);
+      settle();
     }
   }
   return best;
@@ -507,7 +527,7 @@ __global__ void fill_kernel(const std::int64_t* dst, const std::int64_t* start_a
       const std::int64_t left = k - taken;
       const int need = left < kWarp ? static_cast<int>(left) : kWarp;
       const race_entry best =
-          race_pass(key, i, start, deg, 0, kWarp, need, have_last, last, w, lane);
+          race_pass(key, i, start, deg, 0, kWarp, need, have_last, last, w, nullptr, lane);
       if (lane < need) tmp[taken + lane] = best.i;
       last = shfl_entry(best, need - 1);
       have_last = true;
@@ -527,8 +547,8 @@ __global__ void __launch_bounds__(kBigFillThreads)
                     const std::int64_t* deg_arr, const std::int64_t* npos_arr,
                     const std::int64_t* offsets, const std::int32_t* big_list,
                     const unsigned long long* big_count, int fanout,
-                    const std::uint64_t* random_seed, int hop, W w, std::int64_t* eid_all,
-                    std::int64_t* tmp_all) {
+                    const std::uint64_t* random_seed, int hop, W w, bool segmented,
+                    std::int64_t* eid_all, std::int64_t* tmp_all) {
   constexpr int kWarps = kBigFillThreads / kWarp;
   using block_scan = cub::BlockScan<int, kBigFillThreads>;
   __shared__ race_entry lists[kWarps][kWarp];
@@ -556,6 +576,7 @@ __global__ void __launch_bounds__(kBigFillThreads)
       }
       continue;
     }
+    if (segmented) continue;  // race_segments_kernel's
     const std::uint64_t key = d::node_key(*random_seed, hop, dst[i]);
     race_entry last{0.0, -1};
     bool have_last = false;
@@ -563,7 +584,7 @@ __global__ void __launch_bounds__(kBigFillThreads)
       const std::int64_t left = k - taken;
       const int need = left < kWarp ? static_cast<int>(left) : kWarp;
       race_entry best = race_pass(key, i, start, deg, static_cast<std::int64_t>(warp) * kWarp,
-                                  kBigFillThreads, need, have_last, last, w, lane);
+                                  kBigFillThreads, need, have_last, last, w, nullptr, lane);
       lists[warp][lane] = best;
       __syncthreads();
       if (warp == 0) {
@@ -579,6 +600,91 @@ __global__ void __launch_bounds__(kBigFillThreads)
     }
     emit_sorted(tmp, k, start, eid, static_cast<int>(threadIdx.x), kBigFillThreads);
     __syncthreads();  // lists and round_last are reused by the next node
+  }
+}
+
+/// Segments of listed big node j (0 past the list): the input of the segment offsets scan.
+struct big_segments {
+  const std::int32_t* big_list;
+  const unsigned long long* big_count;
+  const std::int64_t* deg;
+  __host__ __device__ __forceinline__ std::int64_t operator()(std::int64_t j) const {
+    if (j >= static_cast<std::int64_t>(*big_count)) return 0;
+    return (deg[big_list[j]] + kSegment - 1) / kSegment;
+  }
+};
+
+/// The race of big nodes (fanout 1 to 32) spread over blocks: block-iteration s takes segment
+/// s (kSegment edges) of listed node j, where seg_base[j] <= s < seg_base[j + 1], and writes
+/// the segment's 32 earliest race entries to cand[32 s ...].  Nodes with at most `fanout`
+/// positive weights are fill_big_kernel's.
+template <typename W>
+__global__ void __launch_bounds__(kBigFillThreads)
+    race_segments_kernel(const std::int64_t* dst, const std::int64_t* start_arr,
+                         const std::int64_t* deg_arr, const std::int64_t* npos_arr,
+                         const std::int32_t* big_list, const unsigned long long* big_count,
+                         const std::int64_t* seg_base, int fanout, const std::uint64_t* random_seed,
+                         int hop, W w, race_entry* cand) {
+  constexpr int kWarps = kBigFillThreads / kWarp;
+  __shared__ race_entry lists[kWarps][kWarp];
+  __shared__ unsigned long long segment_bar;
+  const int lane = threadIdx.x % kWarp;
+  const int warp = threadIdx.x / kWarp;
+  const std::int64_t nbig = static_cast<std::int64_t>(*big_count);
+  const std::int64_t total = seg_base[nbig];
+  const race_entry no_last{0.0, -1};
+  for (std::int64_t s = blockIdx.x; s < total; s += gridDim.x) {
+    std::int64_t lo = 0, hi = nbig;  // seg_base[lo] <= s < seg_base[hi]
+    while (hi - lo > 1) {
+      const std::int64_t mid = (lo + hi) / 2;
+      if (seg_base[mid] <= s) {
+        lo = mid;
+      } else {
+        hi = mid;
+      }
+    }
+    const std::int64_t i = big_list[lo];
+    if (npos_arr[i] <= fanout) continue;
+    const std::int64_t start = start_arr[i];
+    const std::int64_t seg_lo = (s - seg_base[lo]) * kSegment;
+    const std::int64_t seg_hi = seg_lo + kSegment < deg_arr[i] ? seg_lo + kSegment : deg_arr[i];
+    const std::uint64_t key = d::node_key(*random_seed, hop, dst[i]);
+    if (threadIdx.x == 0) segment_bar = 0x7ff0000000000000ull;  // +infinity
+    __syncthreads();
+    race_entry best = race_pass(key, i, start, seg_hi, seg_lo + warp * kWarp, kBigFillThreads,
+                                fanout, false, no_last, w, &segment_bar, lane);
+    lists[warp][lane] = best;
+    __syncthreads();
+    if (warp == 0) {
+      for (int o = 1; o < kWarps; ++o) best = merge_lists(best, lists[o][lane], lane);
+      cand[s * kWarp + lane] = best;
+    }
+    __syncthreads();
+  }
+}
+
+/// One warp per listed big node raced by segments: merges its segments' lists and writes the
+/// `fanout` earliest positions, ascending, as edge ids.
+__global__ void merge_segments_kernel(const std::int64_t* start_arr, const std::int64_t* npos_arr,
+                                      const std::int64_t* offsets, const std::int32_t* big_list,
+                                      const unsigned long long* big_count,
+                                      const std::int64_t* seg_base, int fanout,
+                                      const race_entry* cand, std::int64_t* eid_all,
+                                      std::int64_t* tmp_all) {
+  const int lane = threadIdx.x % kWarp;
+  const std::int64_t nbig = static_cast<std::int64_t>(*big_count);
+  for (std::int64_t j = thread_id() / kWarp; j < nbig; j += thread_count() / kWarp) {
+    const std::int64_t i = big_list[j];
+    if (npos_arr[i] <= fanout) continue;
+    race_entry best = none_entry();
+    for (std::int64_t s = seg_base[j]; s < seg_base[j + 1]; ++s) {
+      best = merge_lists(best, cand[s * kWarp + lane], lane);
+    }
+    std::int64_t* tmp = tmp_all + offsets[i];
+    if (lane < fanout) tmp[lane] = best.i;
+    __syncwarp();
+    emit_sorted(tmp, fanout, start_arr[i], eid_all + offsets[i], lane, kWarp);
+    __syncwarp();
   }
 }
 
@@ -700,19 +806,25 @@ __global__ void assign_kernel(new_node_flag<K> f, const std::int32_t* rank, std:
   }
 }
 
-/// The largest degree of rows [0, n) read through ro, into *out (atomicMax).
+/// The largest degree of rows [0, n) read through ro into out[0] (atomicMax), and the number
+/// of rows above kBigDegree into out[1].
 template <typename Gen>
-__global__ void max_degree_kernel(Gen ro, std::int64_t n, unsigned long long* out) {
-  unsigned long long m = 0;
+__global__ void degree_stats_kernel(Gen ro, std::int64_t n, unsigned long long* out) {
+  unsigned long long m = 0, big = 0;
   for (std::int64_t v = thread_id(); v < n; v += thread_count()) {
     const std::int64_t dg = *ro.At(v + 1) - *ro.At(v);
     if (static_cast<unsigned long long>(dg) > m) m = static_cast<unsigned long long>(dg);
+    big += dg > kBigDegree ? 1 : 0;
   }
   for (int o = kWarp / 2; o > 0; o /= 2) {
     const unsigned long long other = __shfl_xor_sync(kFull, m, o);
     m = other > m ? other : m;
+    big += __shfl_xor_sync(kFull, big, o);
   }
-  if (threadIdx.x % kWarp == 0) atomicMax(out, m);
+  if (threadIdx.x % kWarp == 0) {
+    atomicMax(out, m);
+    atomicAdd(out + 1, big);
+  }
 }
 
 }  // namespace wholestore::graph::gpu
