@@ -3,6 +3,7 @@
 // themselves are the launchers of gather_rows.cu, scatter_rows.cu and convert_*.cu.
 #include <wholememory/communicator.hpp>
 #include <wholememory/detail/cuda_check.hpp>
+#include <wholememory/detail/cuda_memory.hpp>
 #include <wholememory/detail/dtype_dispatch.hpp>
 #include <wholememory/detail/gather_common.hpp>
 #include <wholememory/detail/gather_launch.hpp>
@@ -86,7 +87,7 @@ int blocks_for_items(std::int64_t n) {
   return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(needed, sms * 8LL)));
 }
 
-// result[0]: smallest bad position (all ones when none), result[1]: the index there.
+// result[0]: the smallest bad position (all ones when none).
 template <typename IndexT>
 __global__ void find_bad_index_kernel(const IndexT* __restrict__ idx, std::int64_t n,
                                       std::int64_t rows, unsigned long long* result) {
@@ -101,6 +102,7 @@ __global__ void find_bad_index_kernel(const IndexT* __restrict__ idx, std::int64
   }
 }
 
+/// result[1] = the index at position result[0], when that names one (distributed memory).
 template <typename IndexT>
 __global__ void record_bad_value_kernel(const IndexT* idx, unsigned long long* result) {
   if (result[0] != ~0ull)
@@ -246,24 +248,50 @@ rows_ref table_rows(const wm_tensor& t, const gather_geometry& g) {
   return r;
 }
 
-/// Checks the indices on the device; one 16-byte copy back and a stream synchronization.
+/// The calling thread's word for the index check on the current device, and its pinned
+/// host copy: allocated once, kept for the thread's life (like side_stream), so a check costs
+/// no allocation and its copy back is a plain DMA.
+struct check_word {
+  unsigned long long* device = nullptr;
+  unsigned long long* host = nullptr;
+};
+check_word& thread_check_word() {
+  thread_local std::vector<check_word> words;
+  int device = 0;
+  WM_CUDA_TRY(cudaGetDevice(&device));
+  if (static_cast<int>(words.size()) <= device) words.resize(device + 1);
+  check_word& w = words[device];
+  if (w.device == nullptr) {
+    void* d = nullptr;
+    allocate_device_buffer(sizeof(unsigned long long), device, &d).release();  // kept
+    void* h = nullptr;
+    WM_CUDA_TRY(cudaHostAlloc(&h, sizeof(unsigned long long), cudaHostAllocDefault));
+    w.device = static_cast<unsigned long long*>(d);
+    w.host = static_cast<unsigned long long*>(h);
+  }
+  return w;
+}
+
+/// Checks the indices on the device; one 8-byte copy back and a stream synchronization (a
+/// bad index costs one more copy, of its value).
 template <typename IndexT>
 bad_index check_indices(const IndexT* idx, std::size_t n, std::size_t rows, cudaStream_t stream) {
   if (n == 0) return {};
-  stream_buffer result(2 * sizeof(unsigned long long), stream);
-  auto* res = result.as<unsigned long long>();
-  WM_CUDA_TRY(cudaMemsetAsync(res, 0xff, 2 * sizeof(unsigned long long), stream));
+  check_word& w = thread_check_word();
+  WM_CUDA_TRY(cudaMemsetAsync(w.device, 0xff, sizeof(unsigned long long), stream));
   const auto sn = static_cast<std::int64_t>(n);
   find_bad_index_kernel<<<blocks_for_items(sn), kBlock, 0, stream>>>(
-      idx, sn, static_cast<std::int64_t>(rows), res);
+      idx, sn, static_cast<std::int64_t>(rows), w.device);
   WM_CUDA_CHECK_LAUNCH();
-  record_bad_value_kernel<<<1, 1, 0, stream>>>(idx, res);
-  WM_CUDA_CHECK_LAUNCH();
-  unsigned long long host[2] = {0, 0};
-  WM_CUDA_TRY(cudaMemcpyAsync(host, res, sizeof(host), cudaMemcpyDeviceToHost, stream));
+  WM_CUDA_TRY(cudaMemcpyAsync(w.host, w.device, sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                              stream));
   WM_CUDA_TRY(cudaStreamSynchronize(stream));
-  if (host[0] == ~0ull) return {};
-  return bad_index{static_cast<std::int64_t>(host[0]), static_cast<std::int64_t>(host[1])};
+  if (*w.host == ~0ull) return {};
+  const auto position = static_cast<std::int64_t>(*w.host);
+  IndexT value = 0;
+  WM_CUDA_TRY(cudaMemcpyAsync(&value, idx + position, sizeof value, cudaMemcpyDefault, stream));
+  WM_CUDA_TRY(cudaStreamSynchronize(stream));
+  return bad_index{position, static_cast<std::int64_t>(value)};
 }
 
 bool sorts_host(const wm_tensor& t, std::size_t n, const gather_options& options) {
