@@ -98,10 +98,13 @@ class gpu_sampler {
   gpu_sampler(const gpu_sampler&) = delete;
   gpu_sampler& operator=(const gpu_sampler&) = delete;
 
-  /// seeds: device (or GPU-readable host) array of count node ids.  Returns one device_block
-  /// per hop; their arrays stay valid until the next sample call.  Synchronizes `stream`
-  /// once per hop and once more at the end (each hop's sizes decide the next launch); graphs
-  /// in distributed memory add the gathers' own synchronizations.
+  /// seeds: device (or GPU-readable host) array of count node ids, read before the call
+  /// returns.  Returns one device_block per hop; their arrays stay valid until the next
+  /// sample call.  Synchronizes `stream` once, at the end (hop sizes stay on the device and
+  /// kernels are sized by bounds); a hop with fanout -1 or more than 2^24 entries in its
+  /// bound waits once more for its exact sizes, and graphs in distributed memory wait per
+  /// hop and add the gathers' own synchronizations.  Calls that repeat a shape (seed count,
+  /// fanouts, method, edge_ids) replay a CUDA graph captured at the first one.
   std::vector<device_block> sample(const std::int64_t* seeds, std::size_t count,
                                    const sample_options& options, cudaStream_t stream);
 

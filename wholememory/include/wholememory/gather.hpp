@@ -92,7 +92,7 @@ inline unsigned default_host_threads() {
 /// Copies rows `indices` of `table` into `out` (out.rows == indices.count, out.cols ==
 /// table.cols) on `stream`.  Continuous and chunked memory of either location; distributed
 /// memory needs an NCCL communicator (collective over it).  The call synchronizes `stream`
-/// once after the index check (a 16-byte device-to-host copy) and, for distributed memory,
+/// once after the index check (an 8-byte device-to-host copy) and, for distributed memory,
 /// once more for the exchanged counts; the copies themselves are asynchronous.
 /// Throws logic_error for bad shapes, dtype pairs, out-of-range indices (nothing written),
 /// a build without CUDA, and a host communicator on distributed memory; cuda_error,
