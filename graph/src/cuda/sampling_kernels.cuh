@@ -424,6 +424,45 @@ __device__ __forceinline__ void emit_sorted(const std::int64_t* tmp, std::int64_
   }
 }
 
+/// Uniform with replacement: draw c of a node of degree deg > 0, for c = lane, lane + step,
+/// ... below k (draw order).
+__device__ __forceinline__ void draw_with_replacement(std::uint64_t key, std::int64_t deg, int k,
+                                                      std::int64_t start, int lane, int step,
+                                                      std::int64_t* eid) {
+  for (int c = lane; c < k; c += step) {
+    eid[c] =
+        start + static_cast<std::int64_t>(d::rand_below(d::draw(key, static_cast<std::uint64_t>(c)),
+                                                        static_cast<std::uint64_t>(deg)));
+  }
+}
+
+/// Floyd's algorithm for deg > k with k no larger than the tile, a draw per lane (as
+/// detail::select_uniform): lane c draws t_c for j_c = deg - k + c, then the results are
+/// resolved in order (r_c = j_c when t_c equals an earlier result, else t_c) and written
+/// ascending.  Every lane of the tile takes part.
+template <typename Tile>
+__device__ __forceinline__ void floyd_in_tile(const Tile& tile, std::uint64_t key, std::int64_t deg,
+                                              int k, std::int64_t start, std::int64_t* eid) {
+  const int lane = static_cast<int>(tile.thread_rank());
+  const bool active = lane < k;
+  const std::int64_t j = deg - k + lane;
+  const std::int64_t t =
+      active
+          ? static_cast<std::int64_t>(d::rand_below(d::draw(key, static_cast<std::uint64_t>(lane)),
+                                                    static_cast<std::uint64_t>(j + 1)))
+          : -1;
+  bool seen = false;
+  std::int64_t r = -1;
+  for (int c = 0; c < k; ++c) {
+    const std::int64_t rc = tile.shfl(seen ? j : t, c);
+    if (lane == c) r = rc;
+    if (lane > c) seen |= (t == rc);
+  }
+  int rank = 0;
+  for (int c = 0; c < k; ++c) rank += tile.shfl(r, c) < r ? 1 : 0;
+  if (active) eid[rank] = start + r;
+}
+
 /// One warp per dst node: the global edge ids of its sampled positions, in the method's order,
 /// at eid[offsets[i] ...].  tmp (same indexing) holds positions for the paths that sort through
 /// memory.  W reads weights (weighted only); weighted nodes above kBigDegree edges are left to
@@ -450,33 +489,16 @@ __global__ void fill_kernel(const std::int64_t* dst, const std::int64_t* start_a
     }
     if (method == sample_method::uniform_with_replacement) {
       if (deg == 0) continue;
-      for (int c = lane; c < k; c += kWarp) {
-        eid[c] = start +
-                 static_cast<std::int64_t>(d::rand_below(
-                     d::draw(key, static_cast<std::uint64_t>(c)), static_cast<std::uint64_t>(deg)));
-      }
+      draw_with_replacement(key, deg, k, start, lane, kWarp, eid);
       continue;
     }
     if (method == sample_method::uniform) {
-      // Floyd, deg > k >= 0.  Lane c draws t_c for j_c = deg - k + c at once; the results are
-      // then resolved in order: r_c = j_c when t_c equals an earlier result, else t_c.
+      // Floyd, deg > k >= 0: a draw per lane, resolved in draw order (floyd_in_tile), in
+      // rounds of 32 through memory for larger fanouts.
       if (k <= kWarp) {
-        const bool active = lane < k;
-        const std::int64_t j = deg - k + lane;
-        const std::int64_t t = active ? static_cast<std::int64_t>(d::rand_below(
-                                            d::draw(key, static_cast<std::uint64_t>(lane)),
-                                            static_cast<std::uint64_t>(j + 1)))
-                                      : -1;
-        bool seen = false;
-        std::int64_t r = -1;
-        for (int c = 0; c < k; ++c) {
-          const std::int64_t rc = __shfl_sync(kFull, seen ? j : t, c);
-          if (lane == c) r = rc;
-          if (lane > c) seen |= (t == rc);
-        }
-        int rank = 0;
-        for (int c = 0; c < k; ++c) rank += __shfl_sync(kFull, r, c) < r ? 1 : 0;
-        if (active) eid[rank] = start + r;
+        floyd_in_tile(
+            cooperative_groups::tiled_partition<kWarp>(cooperative_groups::this_thread_block()),
+            key, deg, k, start, eid);
         continue;
       }
       for (int base = 0; base < k; base += kWarp) {
@@ -712,30 +734,10 @@ __global__ void fill_small_kernel(const std::int64_t* dst, const std::int64_t* s
     const std::uint64_t key = d::node_key(*random_seed, hop, dst[i]);
     if (method == sample_method::uniform_with_replacement) {
       if (deg == 0) continue;
-      for (int c = lane; c < k; c += G) {
-        eid[c] = start +
-                 static_cast<std::int64_t>(d::rand_below(
-                     d::draw(key, static_cast<std::uint64_t>(c)), static_cast<std::uint64_t>(deg)));
-      }
+      draw_with_replacement(key, deg, k, start, lane, G, eid);
       continue;
     }
-    // Floyd, deg > k, k <= G: as fill_kernel's register path.
-    const bool active = lane < k;
-    const std::int64_t j = deg - k + lane;
-    const std::int64_t t = active ? static_cast<std::int64_t>(d::rand_below(
-                                        d::draw(key, static_cast<std::uint64_t>(lane)),
-                                        static_cast<std::uint64_t>(j + 1)))
-                                  : -1;
-    bool seen = false;
-    std::int64_t r = -1;
-    for (int c = 0; c < k; ++c) {
-      const std::int64_t rc = tile.shfl(seen ? j : t, c);
-      if (lane == c) r = rc;
-      if (lane > c) seen |= (t == rc);
-    }
-    int rank = 0;
-    for (int c = 0; c < k; ++c) rank += tile.shfl(r, c) < r ? 1 : 0;
-    if (active) eid[rank] = start + r;
+    floyd_in_tile(tile, key, deg, k, start, eid);  // deg > k, k <= G
   }
 }
 
