@@ -101,6 +101,7 @@ struct gpu_sampler::impl {
   bool wide_keys = false;        // 64-bit keys (num_nodes >= 2^32 - 1)
   std::int64_t max_degree = -1;  // continuous/chunked weighted hops: found at first use,
   std::int64_t big_nodes = 0;    // with the number of nodes above gpu::kBigDegree edges
+  bool all_positive = false;     // and whether every weight is > 0 (no counting pass needed)
 
   // Per-hop outputs, kept until the next call.
   struct hop_buffers {
@@ -365,8 +366,8 @@ bool same_options(const sample_options& a, const sample_options& b) {
 
 std::int64_t gpu_sampler::impl::graph_max_degree(cudaStream_t stream) {
   if (max_degree >= 0) return max_degree;
-  auto* words = reinterpret_cast<unsigned long long*>(flag.get<long long>(2, device, stream));
-  WM_CUDA_TRY(cudaMemsetAsync(words, 0, 2 * sizeof(unsigned long long), stream));
+  auto* words = reinterpret_cast<unsigned long long*>(flag.get<long long>(3, device, stream));
+  WM_CUDA_TRY(cudaMemsetAsync(words, 0, 3 * sizeof(unsigned long long), stream));
   const std::int64_t n = static_cast<std::int64_t>(graph->num_nodes);
   if (chunked) {
     gpu::degree_stats_kernel<<<grid(n), kThreads, 0, stream>>>(
@@ -376,11 +377,23 @@ std::int64_t gpu_sampler::impl::graph_max_degree(cudaStream_t stream) {
         ro_direct(static_cast<const std::int64_t*>(ro_ptr)), n, words);
   }
   WM_CUDA_CHECK_LAUNCH();
-  unsigned long long values[2] = {0, 0};
+  const std::int64_t ne = static_cast<std::int64_t>(graph->num_edges);
+  if (chunked) {
+    using wg = wm::PtrGen<const wm::chunked_view, const float>;
+    gpu::count_nonpositive_kernel<<<grid(ne), kThreads, 0, stream>>>(
+        wg(static_cast<const wm::chunked_view*>(w_ptr)), ne, words + 2);
+  } else {
+    using wg = wm::PtrGen<const float, const float>;
+    gpu::count_nonpositive_kernel<<<grid(ne), kThreads, 0, stream>>>(
+        wg(static_cast<const float*>(w_ptr)), ne, words + 2);
+  }
+  WM_CUDA_CHECK_LAUNCH();
+  unsigned long long values[3] = {0, 0, 0};
   WM_CUDA_TRY(cudaMemcpyAsync(values, words, sizeof values, cudaMemcpyDeviceToHost, stream));
   WM_CUDA_TRY(cudaStreamSynchronize(stream));
   max_degree = static_cast<std::int64_t>(values[0]);
   big_nodes = static_cast<std::int64_t>(values[1]);
+  all_positive = values[2] == 0;
   return max_degree;
 }
 
@@ -480,7 +493,8 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
       wm::gather(t, wm::index_array{idx, wm::dtype::int64, 2 * nb},
                  wm::dense_matrix{r2, wm::dtype::int64, 2 * nb, 1, 1}, stream);
       gpu::dst_info_kernel<<<grid(bound + 1), kThreads, 0, stream>>>(
-          dst, n_dst, bound, gpu::ro_gathered{r2}, options.method, fanout, st, dg, cnt);
+          dst, n_dst, bound, gpu::ro_gathered{r2}, options.method, fanout, st, dg, cnt, nullptr,
+          nullptr);
       WM_CUDA_CHECK_LAUNCH();
       if (race) {
         // Weights of every frontier edge: scan the degrees, then gather them.
@@ -517,19 +531,22 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
         }
       }
     } else {
+      // Every weight positive: the positive-weight counts are the degrees, no counting pass.
+      const bool counted_by_degree = race && all_positive;
+      std::int32_t* info_big = counted_by_degree ? big : nullptr;
       if (chunked) {
         gpu::dst_info_kernel<<<grid(bound + 1), kThreads, 0, stream>>>(
             dst, n_dst, bound,
             gpu::ro_direct<ro_chunked>{ro_chunked(static_cast<const wm::chunked_view*>(ro_ptr))},
-            options.method, fanout, st, dg, cnt);
+            options.method, fanout, st, dg, cnt, info_big, big_count);
       } else {
         gpu::dst_info_kernel<<<grid(bound + 1), kThreads, 0, stream>>>(
             dst, n_dst, bound,
             gpu::ro_direct<ro_direct>{ro_direct(static_cast<const std::int64_t*>(ro_ptr))},
-            options.method, fanout, st, dg, cnt);
+            options.method, fanout, st, dg, cnt, info_big, big_count);
       }
       WM_CUDA_CHECK_LAUNCH();
-      if (race) {
+      if (race && !counted_by_degree) {
         if (chunked) {
           using wg = wm::PtrGen<const wm::chunked_view, const float>;
           count_weighted(n_dst, bound, degree_bound,

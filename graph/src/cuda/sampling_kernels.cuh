@@ -131,11 +131,15 @@ struct ro_gathered {
 };
 
 /// start, degree and count of every dst node (counts[i] = 0 for n_dst <= i <= bound, so that
-/// the scan over bound + 1 items ends with the edge total).
+/// the scan over bound + 1 items ends with the edge total).  With big_list (weighted hops on
+/// graphs whose weights are all positive, where no counting pass runs): counts[i] is the
+/// degree, the positive-weight count that pass would find, and nodes above kBigDegree edges
+/// are listed.
 template <typename Ro>
 __global__ void dst_info_kernel(const std::int64_t* dst, device_count n_dst, std::int64_t bound,
                                 Ro ro, sample_method method, int fanout, std::int64_t* start,
-                                std::int64_t* deg, std::int64_t* counts) {
+                                std::int64_t* deg, std::int64_t* counts, std::int32_t* big_list,
+                                unsigned long long* big_count) {
   const std::int64_t n = n_dst.get();
   for (std::int64_t i = thread_id(); i <= bound; i += thread_count()) {
     if (i >= n) {
@@ -147,7 +151,12 @@ __global__ void dst_info_kernel(const std::int64_t* dst, device_count n_dst, std
     ro(i, v, s, e);
     start[i] = s;
     deg[i] = e - s;
-    counts[i] = d::max_sample_count(method, e - s, fanout);
+    if (big_list == nullptr) {
+      counts[i] = d::max_sample_count(method, e - s, fanout);
+      continue;
+    }
+    counts[i] = e - s;
+    if (e - s > kBigDegree) big_list[atomicAdd(big_count, 1ull)] = static_cast<std::int32_t>(i);
   }
 }
 
@@ -806,6 +815,15 @@ __global__ void assign_kernel(new_node_flag<K> f, const std::int32_t* rank, std:
     if (x >= nd && src_index != nullptr) src_index[x - nd] = static_cast<std::int32_t>(local);
     if (first == x) src_nodes[local] = static_cast<std::int64_t>(f.table.keys[s]);
   }
+}
+
+/// The number of weights in [0, n) that are not > 0 (NaN included), added to *out.
+template <typename Gen>
+__global__ void count_nonpositive_kernel(Gen w, std::int64_t n, unsigned long long* out) {
+  unsigned long long c = 0;
+  for (std::int64_t e = thread_id(); e < n; e += thread_count()) c += *w.At(e) > 0.0f ? 0 : 1;
+  for (int o = kWarp / 2; o > 0; o /= 2) c += __shfl_xor_sync(kFull, c, o);
+  if (threadIdx.x % kWarp == 0 && c > 0) atomicAdd(out, c);
 }
 
 /// The largest degree of rows [0, n) read through ro into out[0] (atomicMax), and the number

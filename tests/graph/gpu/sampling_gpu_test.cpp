@@ -406,37 +406,41 @@ TEST(GpuSamplingEdge, WeightedHubsMatchTheReferenceAndSampleHost) {
   run_on_gpus(1, [](std::shared_ptr<wm::bootstrap> bs) {
     const int device = start_device(bs);
     auto comm = wm::make_host_communicator(bs);
-    const host_csr hg = hub_graph();
-    csr_graph host_copy =
-        make_graph(comm, hg, wm::memory_type::continuous, wm::memory_location::host);
+    // As built (some weights zero or negative: the sampler counts positive weights), and with
+    // every weight positive (it takes the degrees as those counts).
+    host_csr positive = hub_graph();
+    for (float& w : positive.edge_weights) w = w > 0.0f ? w : 0.25f;
     cuda_stream stream;
-    for (auto [type, loc] : {layout{wm::memory_type::continuous, wm::memory_location::device},
-                             layout{wm::memory_type::chunked, wm::memory_location::host}}) {
-      csr_graph g = make_graph(comm, hg, type, loc);
-      gpu_sampler sampler(g);
-      std::uint64_t rs = 77;
-      for (const std::vector<int>& f : {std::vector<int>{5, 10}, std::vector<int>{35, 3},
-                                        std::vector<int>{2, 2, 2}, std::vector<int>{-1, 4}}) {
-        for (std::size_t n : {std::size_t{4}, std::size_t{300}}) {
-          sample_options o{f};
-          o.method = sample_method::weighted;
-          o.random_seed = rs++;
-          o.edge_ids = (rs % 2) == 0;
-          std::vector<std::int64_t> seeds = {0, 1, 2, 3};
-          for (std::size_t i = seeds.size(); i < n; ++i) {
-            seeds.push_back(static_cast<std::int64_t>(detail::mix64(rs + i) % hg.num_nodes));
+    for (const host_csr& hg : {hub_graph(), positive})
+      for (auto [type, loc] : {layout{wm::memory_type::continuous, wm::memory_location::device},
+                               layout{wm::memory_type::chunked, wm::memory_location::host}}) {
+        csr_graph host_copy =
+            make_graph(comm, hg, wm::memory_type::continuous, wm::memory_location::host);
+        csr_graph g = make_graph(comm, hg, type, loc);
+        gpu_sampler sampler(g);
+        std::uint64_t rs = 77;
+        for (const std::vector<int>& f : {std::vector<int>{5, 10}, std::vector<int>{35, 3},
+                                          std::vector<int>{2, 2, 2}, std::vector<int>{-1, 4}}) {
+          for (std::size_t n : {std::size_t{4}, std::size_t{300}}) {
+            sample_options o{f};
+            o.method = sample_method::weighted;
+            o.random_seed = rs++;
+            o.edge_ids = (rs % 2) == 0;
+            std::vector<std::int64_t> seeds = {0, 1, 2, 3};
+            for (std::size_t i = seeds.size(); i < n; ++i) {
+              seeds.push_back(static_cast<std::int64_t>(detail::mix64(rs + i) % hg.num_nodes));
+            }
+            const std::string what = describe(type, loc, o.method, f, o.edge_ids) + " hubs, " +
+                                     std::to_string(n) + " seeds";
+            auto got = gpu_sample(sampler, seeds, o, device, stream.get());
+            expect_same(got, reference_sample(hg, seeds, o), what + " vs reference");
+            check_properties(hg, got, o, what);
+            sample_result want = sample_host(host_copy, seeds.data(), seeds.size(), o, 2);
+            expect_same(got, want.blocks, what + " vs sample_host");
+            if (::testing::Test::HasFailure()) return;
           }
-          const std::string what = describe(type, loc, o.method, f, o.edge_ids) + " hubs, " +
-                                   std::to_string(n) + " seeds";
-          auto got = gpu_sample(sampler, seeds, o, device, stream.get());
-          expect_same(got, reference_sample(hg, seeds, o), what + " vs reference");
-          check_properties(hg, got, o, what);
-          sample_result want = sample_host(host_copy, seeds.data(), seeds.size(), o, 2);
-          expect_same(got, want.blocks, what + " vs sample_host");
-          if (::testing::Test::HasFailure()) return;
         }
       }
-    }
   });
 }
 
