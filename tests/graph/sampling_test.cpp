@@ -278,6 +278,32 @@ TEST(SamplingSpec, DetLogMatchesStdLog) {
   EXPECT_NEAR(detail::det_log(0x1p-54), -54 * std::log(2.0), 1e-12);
 }
 
+// The weighted samplers skip the exact race time of an edge when race_may_beat says it
+// cannot beat the bar: that must never drop an edge whose exact time is at or below the bar.
+TEST(SamplingSpec, RaceMayBeatIsConservative) {
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  int rejected = 0;
+  for (int i = 0; i < 400000; ++i) {
+    std::uint64_t x = rng();
+    if (i % 7 == 0) x >>= 40 + i % 24;            // tiny u: the top 24 bits are zero or few
+    if (i % 11 == 0) x |= 0xFFFFFF0000000000ull;  // u next to 1
+    float w = unit(rng) * (i % 3 == 0 ? 1e-3f : i % 3 == 1 ? 1.0f : 1e3f);
+    if (!(w > 0.0f)) w = 1e-30f;
+    const double t = detail::race_time_of_draw(x, w);
+    // Bars at, just below and just above the exact time, and far from it.
+    for (double bar : {t, std::nextafter(t, 0.0), std::nextafter(t, 1e300), t * 0.5, t * 2.0,
+                       t * (1 - 1e-7), 0.0}) {
+      const bool may = detail::race_may_beat(x, w, bar);
+      if (!may) {
+        ++rejected;
+        ASSERT_GT(t, bar) << "x " << x << " w " << w << " bar " << bar;
+      }
+    }
+  }
+  EXPECT_GT(rejected, 100000);  // and it does reject: bars far below the time
+}
+
 TEST(SamplingSpec, MethodNames) {
   for (sample_method m : all_methods) EXPECT_EQ(parse_sample_method(sample_method_name(m)), m);
   EXPECT_EQ(parse_sample_method("replacement"), sample_method::uniform_with_replacement);
