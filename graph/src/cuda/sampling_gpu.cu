@@ -99,7 +99,7 @@ struct gpu_sampler::impl {
   const void* col_ptr = nullptr;
   const void* w_ptr = nullptr;
   bool wide_keys = false;        // 64-bit keys (num_nodes >= 2^32 - 1)
-  std::int64_t max_degree = -1;  // continuous/chunked weighted hops: found at first use,
+  std::int64_t max_degree = -1;  // weight_stats, at the first weighted call (not distributed):
   std::int64_t big_nodes = 0;    // with the number of nodes above gpu::kBigDegree edges
   bool all_positive = false;     // and whether every weight is > 0 (no counting pass needed)
 
@@ -216,7 +216,9 @@ struct gpu_sampler::impl {
   template <typename W>
   void count_weighted(gpu::device_count n_dst, std::int64_t bound, std::int64_t degree_bound, W w,
                       std::int32_t* big, unsigned long long* big_count, cudaStream_t stream);
-  std::int64_t graph_max_degree(cudaStream_t stream);
+  /// The graph's largest degree (returned), its nodes above gpu::kBigDegree edges and whether
+  /// every weight is positive, found once (one pass over row offsets and weights, one wait).
+  std::int64_t weight_stats(cudaStream_t stream);
 };
 
 void gpu_sampler::impl::check_seeds(const std::int64_t* seeds, cudaStream_t stream) {
@@ -364,7 +366,7 @@ bool same_options(const sample_options& a, const sample_options& b) {
 
 }  // namespace
 
-std::int64_t gpu_sampler::impl::graph_max_degree(cudaStream_t stream) {
+std::int64_t gpu_sampler::impl::weight_stats(cudaStream_t stream) {
   if (max_degree >= 0) return max_degree;
   auto* words = reinterpret_cast<unsigned long long*>(flag.get<long long>(3, device, stream));
   WM_CUDA_TRY(cudaMemsetAsync(words, 0, 3 * sizeof(unsigned long long), stream));
@@ -415,7 +417,7 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
   long long* edge_words = d_info + 2 + num_hops;
   long long* big_words = d_info + 2 + 2 * num_hops;
   const std::int64_t degree_bound =
-      weighted && !distributed && g.has_weights() ? graph_max_degree(stream) : 0;
+      weighted && !distributed && g.has_weights() ? weight_stats(stream) : 0;
 
   // Hop 0 destinations: the unique seeds, in order of first occurrence.  An out-of-range
   // seed became node 0, so nothing reads outside the graph before the check.

@@ -1,12 +1,13 @@
 /*
  * Kernels of the GPU sampler (sampling_gpu.cu).  Internal.
  *
- * A hop runs: dst_info (start and degree of every dst node, its count of positions,
- * detail::max_sample_count, and its entry in the hop's key table), for weighted hops the
- * count of positive weights (a warp per node; nodes above kBigDegree edges get blocks), an
- * exclusive scan into the block's offsets, fill (a tile of 4, 8 or 16 lanes per node for
- * small uniform fanouts, else a warp; weighted nodes above kBigDegree a block each) writing
- * the global edge ids of the sampled positions, then the relabel:
+ * A hop runs: dst_info (start, degree and count of positions of every dst node,
+ * detail::max_sample_count), for weighted hops the count of positive weights (a warp per node;
+ * nodes above kBigDegree edges get several blocks; skipped when every weight of the graph is
+ * positive, the degrees being those counts), an exclusive scan into the block's offsets, fill
+ * (a tile of 4, 8 or 16 lanes per node for small uniform fanouts, else a warp; weighted nodes
+ * above kBigDegree edges raced in segments of kSegment edges, a block each, then merged)
+ * writing the global edge ids of the sampled positions, then the relabel:
  *   entries   = the dst nodes (positions 0..n_dst-1), then the neighbors in edge order;
  *   insert    = every entry's node id goes into an open-addressing table whose slot keeps the
  *               smallest position holding that id (atomicMin), so the first occurrence wins
