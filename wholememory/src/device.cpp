@@ -1,7 +1,10 @@
 // Device utilities usable without CUDA headers in the caller (device.hpp).
+#include <wholememory/detail/cuda_memory.hpp>
 #include <wholememory/device.hpp>
+#include <wholememory/device_buffer.hpp>
 #include <wholememory/error.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 #if defined(WHOLESTORE_HAS_CUDA)
@@ -34,6 +37,8 @@ void set_device(int device) {
 #endif
 }
 
+int current_device() { return detail::current_device(); }
+
 int default_device(const communicator& comm) {
   int count = device_count();
   WM_EXPECTS(count > 0, "rank " << comm.rank() << " needs a CUDA device and none is visible");
@@ -51,6 +56,60 @@ void copy_bytes(void* dst, const void* src, std::size_t bytes) {
   }
 #endif
   std::memcpy(dst, src, bytes);
+}
+
+host_registration::host_registration() noexcept = default;
+host_registration::host_registration(void* ptr, std::size_t bytes)
+    : owner_(detail::register_host_memory(ptr, bytes)) {}
+host_registration::host_registration(host_registration&&) noexcept = default;
+host_registration& host_registration::operator=(host_registration&&) noexcept = default;
+host_registration::~host_registration() = default;
+
+device_buffer::device_buffer() noexcept = default;
+
+device_buffer::device_buffer(std::size_t bytes, int device) : bytes_(bytes), device_(device) {
+  owner_ = detail::allocate_device_buffer(bytes, device, &ptr_);
+}
+
+device_buffer::device_buffer(device_buffer&& other) noexcept
+    : owner_(std::move(other.owner_)),
+      ptr_(other.ptr_),
+      bytes_(other.bytes_),
+      device_(other.device_) {
+  other.ptr_ = nullptr;
+  other.bytes_ = 0;
+  other.device_ = -1;
+}
+
+device_buffer& device_buffer::operator=(device_buffer&& other) noexcept {
+  if (this != &other) {
+    reset();
+    owner_ = std::move(other.owner_);
+    ptr_ = other.ptr_;
+    bytes_ = other.bytes_;
+    device_ = other.device_;
+    other.ptr_ = nullptr;
+    other.bytes_ = 0;
+    other.device_ = -1;
+  }
+  return *this;
+}
+
+device_buffer::~device_buffer() = default;
+
+void* device_buffer::reserve_discard(std::size_t bytes, int device) {
+  if (bytes <= bytes_ && device == device_ && owner_ != nullptr) return ptr_;
+  const std::size_t want = device == device_ ? std::max(bytes, 2 * bytes_) : bytes;
+  reset();
+  *this = device_buffer(want, device);
+  return ptr_;
+}
+
+void device_buffer::reset() noexcept {
+  owner_.reset();
+  ptr_ = nullptr;
+  bytes_ = 0;
+  device_ = -1;
 }
 
 }  // namespace wholememory

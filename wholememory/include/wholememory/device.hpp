@@ -7,11 +7,20 @@
 #include <wholememory/communicator.hpp>
 
 #include <cstddef>
+#include <memory>
 
 namespace wholememory {
 
+namespace detail {
+class resource;
+}
+
 /// Number of visible CUDA devices; 0 without CUDA or when the query fails.
 int device_count();
+
+/// The calling thread's current CUDA device.  Throws logic_error in a build without CUDA,
+/// cuda_error when the query fails.
+int current_device();
 
 /// Makes `device` the calling thread's current CUDA device.  Throws logic_error when it does
 /// not exist (or in a build without CUDA).
@@ -20,6 +29,27 @@ void set_device(int device);
 /// The device a rank should use by default: its local rank modulo the visible devices.
 /// Throws logic_error when no device is visible.
 int default_device(const communicator& comm);
+
+/// Host memory registered with CUDA (page-locked and mapped at the same address on the device)
+/// for as long as the object lives, so kernels and copies read it directly.  Does nothing when
+/// no device is present (or in a build without CUDA).  Move-only; unregisters on destruction
+/// (never throws).
+class host_registration {
+ public:
+  host_registration() noexcept;
+  /// Registers [ptr, ptr + bytes).  Throws out_of_memory or cuda_error when CUDA refuses.
+  host_registration(void* ptr, std::size_t bytes);
+  host_registration(host_registration&&) noexcept;
+  host_registration& operator=(host_registration&&) noexcept;
+  host_registration(const host_registration&) = delete;
+  host_registration& operator=(const host_registration&) = delete;
+  ~host_registration();
+  /// True when the memory is registered (a device was present).
+  bool active() const noexcept { return owner_ != nullptr; }
+
+ private:
+  std::unique_ptr<detail::resource> owner_;
+};
 
 /// Copies `bytes` bytes between any two addresses this process can reach (host, device, or
 /// WholeMemory); synchronous.

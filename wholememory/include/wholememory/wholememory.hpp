@@ -22,6 +22,8 @@
 #pragma once
 
 #include <wholememory/communicator.hpp>
+#include <wholememory/memory_type.hpp>
+#include <wholememory/partition.hpp>
 #include <wholememory/ptr_gen.hpp>
 
 #include <cstddef>
@@ -30,38 +32,6 @@
 #include <vector>
 
 namespace wholememory {
-
-enum class memory_type { continuous, chunked, distributed };
-enum class memory_location { device, host };
-
-const char* memory_type_name(memory_type t);
-const char* memory_location_name(memory_location l);
-/// Parses "continuous" | "chunked" | "distributed"; throws logic_error otherwise.
-memory_type parse_memory_type(const std::string& name);
-/// Parses "device" | "host"; throws logic_error otherwise.
-memory_location parse_memory_location(const std::string& name);
-
-/// How the bytes of an allocation are split among its parts.
-struct partition {
-  std::size_t total_bytes = 0;
-  std::size_t granularity = 1;
-  /// offsets.size() == parts + 1; part i is [offsets[i], offsets[i+1]).
-  std::vector<std::size_t> offsets;
-
-  int num_parts() const { return static_cast<int>(offsets.size()) - 1; }
-  std::size_t part_offset(int i) const { return offsets[i]; }
-  std::size_t part_bytes(int i) const { return offsets[i + 1] - offsets[i]; }
-  /// Part holding byte `offset` (< total_bytes); empty parts are skipped.
-  int part_of(std::size_t offset) const;
-
-  /// Even split of `total_bytes` into `parts` parts at multiples of `granularity`; the bytes
-  /// past the last whole granule go to the last part.  Throws logic_error for granularity 0 or
-  /// parts < 1.
-  static partition even(std::size_t total_bytes, int parts, std::size_t granularity);
-  /// Partition with the given part sizes; each but the last must be a multiple of
-  /// `granularity`.  Throws logic_error naming the offending part otherwise.
-  static partition from_sizes(const std::vector<std::size_t>& part_bytes, std::size_t granularity);
-};
 
 /// Options of wholememory::create.
 struct allocation_options {
