@@ -299,8 +299,20 @@ int run_bench(int argc, char** argv) {
       if (r == rank) ceil = measure_gpu_ceilings(device, stream);
       host_comm->barrier(nullptr);
     }
-    if (std::find(types.begin(), types.end(), wholememory::memory_type::distributed) != types.end())
-      nccl_comm = wholememory::make_nccl_communicator(bs, device);
+    if (std::find(types.begin(), types.end(), wholememory::memory_type::distributed) !=
+        types.end()) {
+      // NCCL needs a GPU per rank: with ranks sharing one, distributed memory is skipped.
+      const wholememory::gpu_sharing sharing = wholememory::describe_gpu_sharing(*bs, device);
+      if (!sharing.shared()) {
+        nccl_comm = wholememory::make_nccl_communicator(bs, device);
+      } else {
+        types.erase(std::remove(types.begin(), types.end(), wholememory::memory_type::distributed),
+                    types.end());
+        if (lead)
+          std::printf("note: distributed memory skipped: %s (NCCL needs one GPU per rank)\n",
+                      sharing.description.c_str());
+      }
+    }
   }
 #endif
   ceil.memcpy = host_memcpy_rate(threads);

@@ -185,8 +185,19 @@ int run_bench_sample(int argc, char** argv) {
     wm::set_device(wm::default_device(*host_comm));
     if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
       WM_FAIL(wm::cuda_error, "cudaStreamCreateWithFlags failed");
-    if (std::find(types.begin(), types.end(), wm::memory_type::distributed) != types.end())
-      nccl_comm = wm::make_nccl_communicator(bs);
+    if (std::find(types.begin(), types.end(), wm::memory_type::distributed) != types.end()) {
+      // NCCL needs a GPU per rank; with ranks sharing one, the GPU sampler skips distributed
+      // graphs (the CPU sampler still runs them over the host communicator).
+      const wm::gpu_sharing sharing = wm::describe_gpu_sharing(*bs, wm::current_device());
+      if (!sharing.shared()) {
+        nccl_comm = wm::make_nccl_communicator(bs);
+      } else if (lead) {
+        std::printf(
+            "note: GPU sampler on distributed graphs skipped: %s (NCCL needs one GPU "
+            "per rank)\n",
+            sharing.description.c_str());
+      }
+    }
   }
 #endif
 
@@ -238,6 +249,7 @@ int run_bench_sample(int argc, char** argv) {
     for (auto type : types) {
       for (auto loc : locations) {
         if (loc == wm::memory_location::device && (!gpu || !on_gpu)) continue;
+        if (on_gpu && type == wm::memory_type::distributed && !nccl_comm) continue;
         auto comm = (on_gpu && type == wm::memory_type::distributed) ? nccl_comm : host_comm;
         graph::csr_graph g = graph::make_graph(comm, host, type, loc);
 #if defined(WHOLESTORE_HAS_CUDA)

@@ -250,12 +250,28 @@ int run_sample(int argc, char** argv) {
   auto timeout =
       std::chrono::milliseconds(static_cast<std::int64_t>(cfg.get_number("timeout_s") * 1000.0));
 
-  // Join the job: one GPU per rank and NCCL between them for the GPU path.
+  // Join the job.  The host communicator serves continuous and chunked memory, also for ranks
+  // that share a GPU; only distributed memory on the GPU path needs NCCL (its sampler and
+  // gather exchange rows through it), and NCCL needs a GPU per rank: refused here, before any
+  // work, with the ways out.
   std::shared_ptr<wm::bootstrap> bs = wm::make_job_bootstrap(timeout);
   std::shared_ptr<wm::communicator> comm = wm::make_host_communicator(bs);
+  wm::gpu_sharing sharing;
   if (use_gpu) {
     wm::set_device(wm::default_device(*comm));
-    comm = wm::make_nccl_communicator(bs);  // gather on distributed memory goes through NCCL
+    sharing = wm::describe_gpu_sharing(*bs, wm::current_device());
+    const bool distributed =
+        graph_type == wm::memory_type::distributed || features_type == wm::memory_type::distributed;
+    if (distributed && sharing.shared()) {
+      throw config_error(
+          "distributed memory on the GPU sampler needs one GPU per rank (NCCL), and " +
+          sharing.description + " (" + std::to_string(sharing.ranks) + " ranks, " +
+          std::to_string(sharing.gpus) +
+          " GPU(s)); use graph.type/features.type continuous or chunked (ranks may share a "
+          "GPU), run as many ranks as GPUs (WHOLESTORE_RANKS or launch -n), give each rank its "
+          "own GPU (CUDA_VISIBLE_DEVICES), or sampler=cpu");
+    }
+    if (distributed) comm = wm::make_nccl_communicator(bs);
   }
   const int rank = comm->rank(), ranks = comm->size();
   const bool lead = rank == 0;
@@ -264,6 +280,10 @@ int run_sample(int argc, char** argv) {
                 use_gpu ? "gpu" : "cpu", wm::memory_type_name(graph_type),
                 wm::memory_location_name(graph_location), wm::memory_type_name(features_type),
                 wm::memory_location_name(features_location));
+    if (use_gpu) {
+      std::printf("  %d GPU(s) in use, %d rank(s) per GPU at most, %s communicator\n", sharing.gpus,
+                  sharing.max_ranks_per_gpu, wm::backend_name(comm->get_backend()));
+    }
     std::fflush(stdout);
   }
 

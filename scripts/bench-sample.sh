@@ -7,7 +7,7 @@
 set -euo pipefail
 export NCCL_NVLS_ENABLE=0 WHOLESTORE_CHECK_COLLECTIVES=0
 cd "$(dirname "$0")/.."
-build_dir=${1:-build-gpu}
+build_dir=${1:-build}
 shift || true
 bin="$build_dir/apps/wholestore"
 out=${OUT:-$build_dir/bench}

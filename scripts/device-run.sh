@@ -25,13 +25,13 @@ if [ "$what" = check ] || [ "$what" = all ] || [ "$what" = check+sample ]; then
   grep -E '\*\*\*(Failed|Exception|Timeout)' "$work/gpu-check.out" | head -20
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
-  OUT="$work/bench" timeout "${BENCH_TIMEOUT:-250}" scripts/bench-gather.sh build-gpu "$@" \
+  OUT="$work/bench" timeout "${BENCH_TIMEOUT:-250}" scripts/bench-gather.sh build "$@" \
     >"$work/bench.out" 2>&1 || rc=1
   cp "$work"/bench/*.txt "$final"/ 2>/dev/null
   tail -n 5 "$work/bench.out"
 fi
 if [ "$what" = sample ] || [ "$what" = check+sample ]; then
-  OUT="$work/sample" timeout "${SAMPLE_TIMEOUT:-250}" scripts/bench-sample.sh build-gpu "$@" \
+  OUT="$work/sample" timeout "${SAMPLE_TIMEOUT:-250}" scripts/bench-sample.sh build "$@" \
     >"$work/sample.out" 2>&1 || rc=1
   cp "$work"/sample/*.txt "$final"/ 2>/dev/null
   tail -n 30 "$work/sample.out"

@@ -3,10 +3,14 @@
 #   scripts/gpu-check.sh                                 # build and run every test (cpu and gpu)
 #   WHOLESTORE_BIG_TEST_GIB=64 scripts/gpu-check.sh      # ... then the big allocation test
 #   scripts/gpu-check.sh -DWHOLESTORE_WERROR=OFF         # extra arguments go to CMake
-# Configures a CUDA Release build into build-gpu, builds with every core, runs the whole ctest
-# suite one test at a time, then (when WHOLESTORE_BIG_TEST_GIB is set) the big continuous
-# allocation test over two GPUs.  Logs go to $OUT when set, else build-gpu/logs.  Prints a
-# summary at the end, also when a step fails, and exits non-zero on any failure.
+# Configures a CUDA Release build into build/ (the README commands' build directory), builds
+# with every core, then runs the README's two commands exactly as a user would: scripts/test.sh
+# (every cpu and gpu test) and scripts/run.sh, with its default rank count (one per GPU) and
+# with one rank more than there are GPUs (ranks sharing a GPU); then the demo and the sample app
+# on every memory type, and a check that distributed memory with ranks sharing a GPU is refused
+# up front with the way out.  With WHOLESTORE_BIG_TEST_GIB set, also the big continuous
+# allocation test over two GPUs.  Logs go to $OUT when set, else build/logs.  Prints a summary
+# at the end, also when a step fails, and exits non-zero on any failure.
 set -euo pipefail
 
 # NVLink multicast (NVLS) stays off on the shared GPU machines.
@@ -18,7 +22,7 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 
 cd "$(dirname "$0")/.."
-build_dir=build-gpu
+build_dir=build
 log_dir=${OUT:-$build_dir/logs}
 mkdir -p "$log_dir"
 log_dir=$(cd "$log_dir" && pwd)
@@ -31,6 +35,8 @@ test_counts=""
 big_status="not run (WHOLESTORE_BIG_TEST_GIB unset)"
 big_lines=""
 demo_status="not run"
+readme_status="not run"
+readme_lines=""
 demo_lines=""
 gpu_status="unknown"
 failed=0
@@ -49,7 +55,10 @@ summary() {
   echo "GPUs:       $gpu_status"
   echo "configure:  $configure_status"
   echo "build:      $build_status"
-  echo "ctest:      $test_status${test_counts:+ ($test_counts)}"
+  echo "test.sh:    $test_status${test_counts:+ ($test_counts)}"
+  echo "run.sh:     $readme_status"
+  [ -n "$readme_lines" ] && printf '%s\n' "$readme_lines" | sed 's/^/            /'
+
   echo "big test:   $big_status"
   [ -n "$big_lines" ] && printf '%s\n' "$big_lines" | sed 's/^/            /'
   echo "demo, sample: $demo_status"
@@ -103,18 +112,12 @@ else
   exit 1
 fi
 
-echo "==== ctest: cpu label in parallel, gpu label one test at a time (log: $log_dir/test.log) ===="
-# The big test runs on its own below, not inside ctest.  GPU tests run one at a time: several
-# take every visible GPU.  GPU_CHECK_REGEX=... runs only the tests it matches.
+echo "==== README test command: scripts/test.sh (log: $log_dir/test.log) ===="
+# Exactly as a user runs it: it re-runs setup and the (no-op) build, then every test.
 set +e
-env -u WHOLESTORE_BIG_TEST_GIB ctest --test-dir "$build_dir" --output-on-failure -L cpu ${GPU_CHECK_REGEX:+-R "$GPU_CHECK_REGEX"} \
-  -j "$jobs" --timeout 900 --output-junit "$log_dir/ctest-cpu-junit.xml" 2>&1 |
+WHOLESTORE_BUILD_DIR="$build_dir" env -u WHOLESTORE_BIG_TEST_GIB scripts/test.sh 2>&1 |
   tee "$log_dir/test.log"
-cpu_rc=${PIPESTATUS[0]}
-env -u WHOLESTORE_BIG_TEST_GIB ctest --test-dir "$build_dir" --output-on-failure -L gpu -j1 ${GPU_CHECK_REGEX:+-R "$GPU_CHECK_REGEX"} \
-  --timeout 900 --output-junit "$log_dir/ctest-gpu-junit.xml" 2>&1 | tee -a "$log_dir/test.log"
-gpu_rc=${PIPESTATUS[0]}
-ctest_rc=$((cpu_rc | gpu_rc))
+ctest_rc=${PIPESTATUS[0]}
 set -e
 passed=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed' "$log_dir/test.log" || true)
 skipped=$(grep -cE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*Skipped' "$log_dir/test.log" || true)
@@ -127,8 +130,46 @@ total_line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log_di
 if [ "$ctest_rc" -eq 0 ]; then
   test_status="ok"
 else
-  test_status="FAILED (ctest exit $ctest_rc)"
+  test_status="FAILED (exit $ctest_rc)"
   failed=1
+fi
+
+# The README's main job, as shipped: the default rank count, then more ranks than GPUs.
+echo "==== README main job: scripts/run.sh (log: $log_dir/run.log) ===="
+readme_status="ok"
+: >"$log_dir/run.log"
+for ranks in default $((gpu_count + 1)); do
+  set +e
+  if [ "$ranks" = default ]; then
+    WHOLESTORE_BUILD_DIR="$build_dir" scripts/run.sh >>"$log_dir/run.log" 2>&1
+  else
+    WHOLESTORE_BUILD_DIR="$build_dir" WHOLESTORE_RANKS=$ranks scripts/run.sh \
+      >>"$log_dir/run.log" 2>&1
+  fi
+  rc=$?
+  set -e
+  chose=$(grep -E '^run.sh:' "$log_dir/run.log" | tail -n 1)
+  line=$(grep -E 'summary' "$log_dir/run.log" | tail -n 1 | tr -s ' ')
+  readme_lines="$readme_lines$ranks ranks: $chose | $line"$'\n'
+  if [ "$rc" -ne 0 ]; then
+    readme_status="FAILED (ranks $ranks, exit $rc)"
+    failed=1
+  fi
+done
+# Distributed memory with ranks sharing a GPU cannot use NCCL: it must stop before any work,
+# with one message naming the way out, and never from inside NCCL.
+set +e
+timeout 120 "$build_dir/apps/wholestore" launch -n $((gpu_count + 1)) -- \
+  "$build_dir/apps/wholestore" sample configs/sample.yaml --set sampler=gpu \
+  --set graph.type=distributed >"$log_dir/run-shared-distributed.log" 2>&1
+rc=$?
+set -e
+if [ "$rc" -eq 0 ] || ! grep -q 'needs one GPU per rank' "$log_dir/run-shared-distributed.log" ||
+  grep -qi 'duplicate gpu' "$log_dir/run-shared-distributed.log"; then
+  readme_status="FAILED (distributed with shared GPUs: exit $rc, see run-shared-distributed.log)"
+  failed=1
+else
+  readme_lines="${readme_lines}distributed, $((gpu_count + 1)) ranks: refused up front (exit $rc)"
 fi
 
 if [ -n "${WHOLESTORE_BIG_TEST_GIB:-}" ]; then

@@ -3,6 +3,7 @@
 #include "common/multiprocess.hpp"
 
 #include <wholememory/communicator.hpp>
+#include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/wholememory.hpp>
 
@@ -278,4 +279,19 @@ TEST(HostMemoryErrors, NoDescriptorLeaks) {
   auto fds_before = list_dir("/proc/self/fd");
   run(mode::threads, 3, body);
   EXPECT_EQ(list_dir("/proc/self/fd"), fds_before);
+}
+
+// CPU ranks (device -1) use no GPU: nothing is shared, whatever the rank count, and the report
+// is the same on every rank.
+TEST(GpuSharing, CpuRanksShareNothing) {
+  for (int ranks : {1, 3}) {
+    run(mode::processes, ranks, [](std::shared_ptr<wholememory::bootstrap> bs) {
+      const wholememory::gpu_sharing s = wholememory::describe_gpu_sharing(*bs, -1);
+      EXPECT_EQ(s.ranks, bs->size());
+      EXPECT_EQ(s.gpus, 0);
+      EXPECT_EQ(s.max_ranks_per_gpu, 0);
+      EXPECT_FALSE(s.shared());
+      EXPECT_TRUE(s.description.empty());
+    });
+  }
 }

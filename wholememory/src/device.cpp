@@ -4,8 +4,14 @@
 #include <wholememory/device_buffer.hpp>
 #include <wholememory/error.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <map>
+#include <sstream>
+#include <vector>
 
 #if defined(WHOLESTORE_HAS_CUDA)
 #include <cuda_runtime_api.h>
@@ -56,6 +62,56 @@ void copy_bytes(void* dst, const void* src, std::size_t bytes) {
   }
 #endif
   std::memcpy(dst, src, bytes);
+}
+
+namespace {
+// One rank's GPU, as the others see it: the host it runs on and the device's PCI bus id (the
+// same GPU has the same bus id whatever CUDA_VISIBLE_DEVICES each process was given).
+struct gpu_identity {
+  char host[64];
+  char bus_id[32];
+  std::int32_t device;  // this process's ordinal, -1 for no GPU
+};
+}  // namespace
+
+gpu_sharing describe_gpu_sharing(bootstrap& bs, int device) {
+  gpu_identity mine{};
+  ::gethostname(mine.host, sizeof(mine.host) - 1);
+  mine.device = device;
+#if defined(WHOLESTORE_HAS_CUDA)
+  if (device >= 0) {
+    cudaError_t err = cudaDeviceGetPCIBusId(mine.bus_id, sizeof(mine.bus_id), device);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      WM_FAIL(cuda_error, "cudaDeviceGetPCIBusId(" << device << "): " << cudaGetErrorString(err));
+    }
+  }
+#else
+  WM_EXPECTS(device < 0, "CUDA device " << device << " in a build without CUDA");
+#endif
+  std::vector<gpu_identity> all(static_cast<std::size_t>(bs.size()));
+  bs.allgather(&mine, all.data(), sizeof(mine));
+
+  gpu_sharing out;
+  out.ranks = bs.size();
+  // Ranks per physical GPU, in rank order.
+  std::map<std::pair<std::string, std::string>, std::vector<int>> by_gpu;
+  for (int r = 0; r < bs.size(); ++r) {
+    if (all[r].device < 0) continue;
+    by_gpu[{std::string(all[r].host), std::string(all[r].bus_id)}].push_back(r);
+  }
+  out.gpus = static_cast<int>(by_gpu.size());
+  std::ostringstream desc;
+  for (const auto& [gpu, ranks] : by_gpu) {
+    out.max_ranks_per_gpu = std::max(out.max_ranks_per_gpu, static_cast<int>(ranks.size()));
+    if (ranks.size() < 2) continue;
+    if (desc.tellp() > 0) desc << "; ";
+    desc << "ranks ";
+    for (std::size_t i = 0; i < ranks.size(); ++i) desc << (i ? ", " : "") << ranks[i];
+    desc << " on GPU " << all[ranks[0]].device << " (" << gpu.second << ") of " << gpu.first;
+  }
+  out.description = desc.str();
+  return out;
 }
 
 host_registration::host_registration() noexcept = default;

@@ -364,6 +364,39 @@ INSTANTIATE_TEST_SUITE_P(
              wm::memory_location_name(std::get<1>(info.param));
     });
 
+// Several ranks on one GPU (the README's 2-rank default on a 1-GPU machine): the graph in
+// continuous or chunked device memory over the host communicator (VMM or IPC between processes
+// on the same device), every rank sampling its own seeds with its own sampler.
+TEST(GpuSamplingShared, RanksSharingOneGpuMatchTheReference) {
+  WHOLESTORE_REQUIRE_GPUS(1);
+  for (int ranks : {2, 3}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks on GPU 0");
+    run_on_gpus(ranks, [](std::shared_ptr<wm::bootstrap> bs) {
+      WM_CUDA_TRY(cudaSetDevice(0));
+      auto comm = wm::make_host_communicator(bs);
+      host_csr hg = test_graph(2000, 30000, 23);
+      cuda_stream stream;
+      for (wm::memory_type type : {wm::memory_type::continuous, wm::memory_type::chunked}) {
+        csr_graph g = make_graph(comm, hg, type, wm::memory_location::device);
+        gpu_sampler sampler(g);
+        for (sample_method m : methods) {
+          sample_options o{{15, 10, 5}};
+          o.method = m;
+          o.random_seed = 77 + static_cast<std::uint64_t>(comm->rank());
+          auto seeds = test_seeds(hg, 100, 900 + static_cast<std::uint64_t>(comm->rank()));
+          const std::string what =
+              describe(type, wm::memory_location::device, m, o.fanouts, false) + " rank " +
+              std::to_string(comm->rank());
+          auto got = gpu_sample(sampler, seeds, o, 0, stream.get());
+          expect_same(got, reference_sample(hg, seeds, o), what + " vs reference");
+          if (::testing::Test::HasFailure()) return;
+        }
+        comm->barrier(nullptr);
+      }
+    });
+  }
+}
+
 TEST(GpuSamplingEdge, EmptyBatchSeedsInHostMemoryAndRepeatedCalls) {
   WHOLESTORE_REQUIRE_GPUS(1);
   run_on_gpus(1, [](std::shared_ptr<wm::bootstrap> bs) {

@@ -223,10 +223,10 @@ void check_case(const std::shared_ptr<communicator>& comm, memory_type type,
   wm.free();
 }
 
-/// Runs every size case as one rank on GPU rank % device count.
+/// Runs every size case as one rank on GPU rank % (the first `gpus` devices; 0: all visible).
 void run_cases(std::shared_ptr<bootstrap> bs, comm_kind kind, memory_type type,
-               memory_location location) {
-  const int device = bs->rank() % device_count_here();
+               memory_location location, int gpus = 0) {
+  const int device = bs->rank() % (gpus > 0 ? gpus : device_count_here());
   WM_CUDA_TRY(cudaSetDevice(device));
   std::shared_ptr<communicator> comm = make_comm(std::move(bs), kind, device);
   std::uint64_t salt = 0x5bd1e9955bd1e995ull;
@@ -299,6 +299,30 @@ TEST_P(DeviceMemoryTest, TwoThreads) {
   });
   EXPECT_TRUE(result.all_ok()) << "the process running the threads failed (status "
                                << result.status[0] << ")";
+}
+
+// Several ranks per GPU (a 2-rank job on a 1-GPU machine, more processes than GPUs): every
+// type x location over the host communicator, 2, 3 and 4 ranks on GPU 0.
+TEST_P(DeviceMemoryTest, RanksSharingOneGpu) {
+  WHOLESTORE_REQUIRE_GPUS(1);
+  const memory_type t = type();
+  const memory_location l = location();
+  for (int ranks : {2, 3, 4}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks on GPU 0");
+    fork_result result = fork_ranks(
+        ranks, [&](std::shared_ptr<bootstrap> bs) { run_cases(bs, comm_kind::host, t, l, 1); });
+    for (int r = 0; r < ranks; ++r) EXPECT_EQ(result.status[r], 0) << "rank " << r << " failed";
+  }
+}
+
+// Three ranks on two GPUs: ranks 0 and 2 share GPU 0.
+TEST_P(DeviceMemoryTest, ThreeRanksOnTwoGpus) {
+  WHOLESTORE_REQUIRE_GPUS(2);
+  const memory_type t = type();
+  const memory_location l = location();
+  fork_result result = fork_ranks(
+      3, [&](std::shared_ptr<bootstrap> bs) { run_cases(bs, comm_kind::host, t, l, 2); });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(result.status[r], 0) << "rank " << r << " failed";
 }
 
 std::string type_location_name(const ::testing::TestParamInfo<type_location>& info) {

@@ -8,6 +8,7 @@
 #include "wholememory/gpu/gpu_test_util.hpp"
 
 #include <wholememory/communicator.hpp>
+#include <wholememory/device.hpp>
 #include <wholememory/dtype.hpp>
 #include <wholememory/error.hpp>
 
@@ -381,6 +382,58 @@ TEST(NcclCommunicator, DeadPeerTimesOutInSynchronize) {
       std::chrono::seconds(10));
   EXPECT_EQ(result.status[0], 0) << "the surviving rank failed";
   EXPECT_EQ(result.status[1], 128 + SIGKILL) << "rank 1 should have died by SIGKILL";
+}
+
+// Two ranks on one GPU: NCCL would refuse them deep inside its init ("Duplicate GPU"); the
+// communicator refuses first, on every rank, naming the ranks, the GPU and the ways out, and
+// the sharing report says what a caller needs to choose the host communicator instead.
+TEST(NcclCommunicator, RanksSharingAGpuAreRefusedOnEveryRank) {
+  WHOLESTORE_REQUIRE_GPUS(1);
+  fork_result result = fork_ranks(
+      2,
+      [](std::shared_ptr<bootstrap> bs) {
+        WM_CUDA_TRY(cudaSetDevice(0));
+        const wholememory::gpu_sharing sharing = wholememory::describe_gpu_sharing(*bs, 0);
+        EXPECT_EQ(sharing.ranks, 2);
+        EXPECT_EQ(sharing.gpus, 1);
+        EXPECT_EQ(sharing.max_ranks_per_gpu, 2);
+        EXPECT_TRUE(sharing.shared());
+        EXPECT_NE(sharing.description.find("ranks 0, 1 on GPU 0"), std::string::npos)
+            << sharing.description;
+        const auto t0 = std::chrono::steady_clock::now();
+        try {
+          auto comm = wholememory::make_nccl_communicator(bs, 0);
+          ADD_FAILURE() << "rank " << bs->rank() << ": two ranks on one GPU were accepted";
+        } catch (const wholememory::logic_error& e) {
+          const std::string what = e.what();
+          EXPECT_NE(what.find("one GPU per rank"), std::string::npos) << what;
+          EXPECT_NE(what.find("CUDA_VISIBLE_DEVICES"), std::string::npos) << what;
+          EXPECT_NE(what.find("host communicator"), std::string::npos) << what;
+        }
+        EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                  10.0);
+        // The host communicator serves the same two ranks.
+        auto host = wholememory::make_host_communicator(bs);
+        EXPECT_EQ(host->size(), 2);
+      },
+      std::chrono::seconds(60));
+  EXPECT_TRUE(result.all_ok()) << "rank statuses " << result.status[0] << ", " << result.status[1];
+}
+
+// One rank per GPU (or the CPU): nothing is shared.
+TEST(NcclCommunicator, SharingReportOfDistinctGpus) {
+  WHOLESTORE_REQUIRE_GPUS(1);
+  const int gpus = cuda_device_count_forked();
+  const int ranks = std::min(gpus, 2);
+  fork_result result = fork_ranks(ranks, [](std::shared_ptr<bootstrap> bs) {
+    WM_CUDA_TRY(cudaSetDevice(bs->rank()));
+    const wholememory::gpu_sharing sharing = wholememory::describe_gpu_sharing(*bs, bs->rank());
+    EXPECT_EQ(sharing.gpus, bs->size());
+    EXPECT_EQ(sharing.max_ranks_per_gpu, 1);
+    EXPECT_FALSE(sharing.shared());
+    EXPECT_TRUE(sharing.description.empty()) << sharing.description;
+  });
+  EXPECT_TRUE(result.all_ok());
 }
 
 }  // namespace

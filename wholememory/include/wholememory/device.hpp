@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 namespace wholememory {
 
@@ -29,6 +30,25 @@ void set_device(int device);
 /// The device a rank should use by default: its local rank modulo the visible devices.
 /// Throws logic_error when no device is visible.
 int default_device(const communicator& comm);
+
+/// How the ranks of a job sit on their GPUs: which physical GPUs (by host and PCI bus id) more
+/// than one rank uses.  Several ranks per GPU is a normal setup (a 2-rank job on a 1-GPU
+/// machine); WholeMemory of every type and the GPU sampler work with it over the host
+/// communicator, but NCCL refuses it, so distributed memory on the GPU path needs one GPU per
+/// rank.
+struct gpu_sharing {
+  int ranks = 0;              ///< ranks in the job
+  int gpus = 0;               ///< distinct GPUs they use (over all hosts)
+  int max_ranks_per_gpu = 0;  ///< most ranks on one GPU (0 when no rank uses a GPU)
+  bool shared() const { return max_ranks_per_gpu > 1; }
+  /// "ranks 0, 1 on GPU 0 (0000:1b:00.0) of host-a"-style list of the shared GPUs; empty when
+  /// none is shared.
+  std::string description;
+};
+
+/// Collective over `bs`: every rank passes the CUDA device it uses (-1 for none) and gets the
+/// same answer.  Throws cuda_error when a device's PCI bus id cannot be read.
+gpu_sharing describe_gpu_sharing(bootstrap& bs, int device);
 
 /// Host memory registered with CUDA (page-locked and mapped at the same address on the device)
 /// for as long as the object lives, so kernels and copies read it directly.  Does nothing when

@@ -20,6 +20,7 @@
 #include <wholememory/communicator.hpp>
 #include <wholememory/detail/cuda_check.hpp>
 #include <wholememory/detail/cuda_memory.hpp>
+#include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
 
 #include <nccl.h>
@@ -508,6 +509,17 @@ std::shared_ptr<communicator> make_nccl_communicator(std::shared_ptr<bootstrap> 
     WM_EXPECTS(device < count,
                "CUDA device " << device << " is not one of the " << count << " visible devices");
   });
+  // NCCL refuses two ranks on one GPU deep inside its init ("Duplicate GPU detected"); say it
+  // here, on every rank, with the ways out.
+  const gpu_sharing sharing = describe_gpu_sharing(*bs, device);
+  if (sharing.shared()) {
+    WM_FAIL(logic_error,
+            "NCCL needs one GPU per rank, and "
+                << sharing.description << " (" << sharing.ranks << " ranks on " << sharing.gpus
+                << " GPU(s)); run as many ranks as GPUs, give each rank its own GPU "
+                   "(CUDA_VISIBLE_DEVICES), or use the host communicator, which serves ranks "
+                   "that share a GPU (continuous and chunked memory need nothing else)");
+  }
   const int checks = checks_from_env() ? 1 : 0;
   std::vector<int> all_checks(bs->size());
   bs->allgather(&checks, all_checks.data(), sizeof(int));
