@@ -56,6 +56,9 @@ void copy_bytes(void* dst, const void* src, std::size_t bytes) {
 #if defined(WHOLESTORE_HAS_CUDA)
   if (device_count() > 0) {
     cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+    // From pageable host memory cudaMemcpy may return before the DMA lands; wait for it, so
+    // that work on any stream (non-blocking ones too) sees the bytes.
+    if (err == cudaSuccess) err = cudaStreamSynchronize(cudaStreamLegacy);
     if (err != cudaSuccess)
       WM_FAIL(cuda_error, "cudaMemcpy of " << bytes << " bytes: " << cudaGetErrorString(err));
     return;

@@ -237,7 +237,7 @@ struct seed_buffer {
   seed_buffer(const std::vector<std::int64_t>& seeds, int device)
       : buf(seeds.size() * 8 + 8, device) {
     if (!seeds.empty())
-      WM_CUDA_TRY(cudaMemcpy(buf.get(), seeds.data(), seeds.size() * 8, cudaMemcpyHostToDevice));
+      WM_CUDA_TRY(copy_and_wait(buf.get(), seeds.data(), seeds.size() * 8, cudaMemcpyHostToDevice));
   }
   const std::int64_t* get() const { return buf.as<const std::int64_t>(); }
 };
@@ -300,7 +300,7 @@ void every_case(wm::memory_type type, wm::memory_location loc, bool cpu, bool in
       for (int p = 0; p < g.col_indices.num_parts(); ++p) {
         wm::part_info part = g.col_indices.part(p);
         if (part.bytes)
-          WM_CUDA_TRY(cudaMemcpy(part.ptr,
+          WM_CUDA_TRY(copy_and_wait(part.ptr,
                                  reinterpret_cast<const char*>(hg.col_indices.data()) + part.offset,
                                  part.bytes, cudaMemcpyDefault));
       }

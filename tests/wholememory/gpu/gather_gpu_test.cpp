@@ -78,7 +78,7 @@ void fill_table(const wm_handle& wm, const table_layout& lay, cudaStream_t strea
       lay.element(r, c, rows.data() + (r - b) * s + c * lay.elem());
   part_info mine = wm.local_part();
   if (e > b)
-    WM_CUDA_TRY(cudaMemcpy(static_cast<char*>(mine.ptr) + (b * s - mine.offset), rows.data(),
+    WM_CUDA_TRY(copy_and_wait(static_cast<char*>(mine.ptr) + (b * s - mine.offset), rows.data(),
                            (e - b) * s, cudaMemcpyDefault));
   rank_barrier(wm.comm(), stream);
 }
@@ -90,13 +90,13 @@ std::pair<std::size_t, std::vector<char>> read_table(const wm_handle& wm) {
   if (wm.type() == memory_type::distributed) {
     part_info mine = wm.local_part();
     bytes.resize(mine.bytes);
-    if (mine.bytes) WM_CUDA_TRY(cudaMemcpy(bytes.data(), mine.ptr, mine.bytes, cudaMemcpyDefault));
+    if (mine.bytes) WM_CUDA_TRY(copy_and_wait(bytes.data(), mine.ptr, mine.bytes, cudaMemcpyDefault));
     return {mine.offset, bytes};
   }
   for (int p = 0; p < wm.num_parts(); ++p) {
     part_info part = wm.part(p);
     if (part.bytes)
-      WM_CUDA_TRY(cudaMemcpy(bytes.data() + part.offset, part.ptr, part.bytes, cudaMemcpyDefault));
+      WM_CUDA_TRY(copy_and_wait(bytes.data() + part.offset, part.ptr, part.bytes, cudaMemcpyDefault));
   }
   return {0, bytes};
 }
@@ -127,7 +127,7 @@ void gather_case(const wm_handle& wm, const table_layout& lay, dtype out_type, d
   }
   auto ib = index_bytes(idx, index_type);
   device_buffer d_idx(ib.size(), device);
-  WM_CUDA_TRY(cudaMemcpy(d_idx.get(), ib.data(), ib.size(), cudaMemcpyHostToDevice));
+  WM_CUDA_TRY(copy_and_wait(d_idx.get(), ib.data(), ib.size(), cudaMemcpyHostToDevice));
   const std::size_t out_stride = lay.cols + 1, oe = dtype_size(out_type);
   const std::size_t out_bytes = n * out_stride * oe + 1;
   device_buffer d_out(out_bytes, device);
@@ -136,7 +136,7 @@ void gather_case(const wm_handle& wm, const table_layout& lay, dtype out_type, d
          dense_matrix{d_out.get(), out_type, n, lay.cols, out_stride}, options, stream);
   WM_CUDA_TRY(cudaStreamSynchronize(stream));
   std::vector<unsigned char> out(out_bytes);
-  WM_CUDA_TRY(cudaMemcpy(out.data(), d_out.get(), out_bytes, cudaMemcpyDeviceToHost));
+  WM_CUDA_TRY(copy_and_wait(out.data(), d_out.get(), out_bytes, cudaMemcpyDeviceToHost));
   std::vector<unsigned char> elem(8), want(8);
   for (std::size_t i = 0; i < n; ++i) {
     for (std::size_t c = 0; c < out_stride; ++c) {
@@ -180,8 +180,8 @@ void scatter_case(const wm_handle& wm, const table_layout& lay, dtype in_type, d
       test_value(in_type, seed + 77 + rank, i, c, in.data() + (i * in_stride + c) * ie);
   auto ib = index_bytes(idx, index_type);
   device_buffer d_idx(ib.size(), device), d_in(in.size(), device);
-  WM_CUDA_TRY(cudaMemcpy(d_idx.get(), ib.data(), ib.size(), cudaMemcpyHostToDevice));
-  WM_CUDA_TRY(cudaMemcpy(d_in.get(), in.data(), in.size(), cudaMemcpyHostToDevice));
+  WM_CUDA_TRY(copy_and_wait(d_idx.get(), ib.data(), ib.size(), cudaMemcpyHostToDevice));
+  WM_CUDA_TRY(copy_and_wait(d_in.get(), in.data(), in.size(), cudaMemcpyHostToDevice));
   scatter(dense_matrix{d_in.get(), in_type, n, lay.cols, in_stride},
           index_array{d_idx.get(), index_type, n}, lay.tensor(wm), options, stream);
   rank_barrier(wm.comm(), stream);
@@ -295,7 +295,7 @@ TEST_P(GpuGather, OutOfRangeAndEmptyLists) {
       std::vector<std::int64_t> idx(64, 5);
       if (g.comm->rank() == 0) idx[42] = bad;
       device_buffer d_idx(64 * 8, g.device), d_out(64 * 16, g.device);
-      WM_CUDA_TRY(cudaMemcpy(d_idx.get(), idx.data(), 64 * 8, cudaMemcpyHostToDevice));
+      WM_CUDA_TRY(copy_and_wait(d_idx.get(), idx.data(), 64 * 8, cudaMemcpyHostToDevice));
       WM_CUDA_TRY(cudaMemset(d_out.get(), 0x5A, 64 * 16));
       const bool expect_error = g.comm->rank() == 0 || type == memory_type::distributed;
       try {
@@ -313,7 +313,7 @@ TEST_P(GpuGather, OutOfRangeAndEmptyLists) {
       WM_CUDA_TRY(cudaStreamSynchronize(stream.get()));
       if (expect_error) {
         std::vector<unsigned char> out(64 * 16);
-        WM_CUDA_TRY(cudaMemcpy(out.data(), d_out.get(), out.size(), cudaMemcpyDeviceToHost));
+        WM_CUDA_TRY(copy_and_wait(out.data(), d_out.get(), out.size(), cudaMemcpyDeviceToHost));
         for (unsigned char b : out) ASSERT_EQ(b, 0x5A) << "output written despite the error";
       }
       rank_barrier(*g.comm, stream.get());
@@ -348,8 +348,8 @@ TEST_P(GpuGather, ScatterWithUniqueIndicesSkipsTheSort) {
     std::vector<float> in(n * 64);
     for (std::size_t i = 0; i < n * 64; ++i) in[i] = static_cast<float>(idx[i / 64] * 64 + i % 64);
     device_buffer d_idx(n * 8, g.device), d_in(n * 64 * 4, g.device);
-    WM_CUDA_TRY(cudaMemcpy(d_idx.get(), idx.data(), n * 8, cudaMemcpyHostToDevice));
-    WM_CUDA_TRY(cudaMemcpy(d_in.get(), in.data(), n * 256, cudaMemcpyHostToDevice));
+    WM_CUDA_TRY(copy_and_wait(d_idx.get(), idx.data(), n * 8, cudaMemcpyHostToDevice));
+    WM_CUDA_TRY(copy_and_wait(d_in.get(), in.data(), n * 256, cudaMemcpyHostToDevice));
     gather_options o;
     o.unique_indices = true;
     o.sort_host_threshold = std::numeric_limits<std::size_t>::max();

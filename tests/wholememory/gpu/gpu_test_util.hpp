@@ -67,6 +67,15 @@ class device_buffer {
   void* ptr_ = nullptr;
 };
 
+/// cudaMemcpy, then a wait on the legacy stream: a copy from pageable host memory may return
+/// before its DMA has landed, and kernels on non-blocking streams do not wait for it.
+inline cudaError_t copy_and_wait(void* dst, const void* src, std::size_t bytes,
+                                 cudaMemcpyKind kind) {
+  cudaError_t err = cudaMemcpy(dst, src, bytes, kind);
+  if (err != cudaSuccess) return err;
+  return cudaStreamSynchronize(cudaStreamLegacy);
+}
+
 /// A non-blocking CUDA stream on the current device, destroyed on destruction.
 class cuda_stream {
  public:

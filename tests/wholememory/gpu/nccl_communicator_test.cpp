@@ -61,12 +61,12 @@ std::vector<T> random_small_values(std::size_t count, std::uint64_t seed) {
 }
 
 void upload(void* device_ptr, const void* host, std::size_t bytes) {
-  if (bytes > 0) WM_CUDA_TRY(cudaMemcpy(device_ptr, host, bytes, cudaMemcpyHostToDevice));
+  if (bytes > 0) WM_CUDA_TRY(copy_and_wait(device_ptr, host, bytes, cudaMemcpyHostToDevice));
 }
 
 std::vector<unsigned char> download(const void* device_ptr, std::size_t bytes) {
   std::vector<unsigned char> host(bytes);
-  if (bytes > 0) WM_CUDA_TRY(cudaMemcpy(host.data(), device_ptr, bytes, cudaMemcpyDeviceToHost));
+  if (bytes > 0) WM_CUDA_TRY(copy_and_wait(host.data(), device_ptr, bytes, cudaMemcpyDeviceToHost));
   return host;
 }
 
