@@ -436,8 +436,10 @@ int run_bench(int argc, char** argv) {
                   wholememory::scatter_host(scatter_in, scatter_indices, tensor, threads);
                 }
               } else if (order == "kernel") {
+#if defined(WHOLESTORE_HAS_CUDA)
                 launch_bare_gather(wm, index_type, idx_ptr, out_ptr, lookups, row_bytes, device,
                                    stream);
+#endif
               } else if (op == "gather") {
                 wholememory::gather(tensor, indices, dense, options, stream);
               } else {

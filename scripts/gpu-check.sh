@@ -192,40 +192,48 @@ fi
 
 # The main job on device memory, one process per GPU, every type.
 if [ "$gpu_count" -gt 0 ]; then
-  echo "==== demo on device memory, $gpu_count rank(s) (log: $log_dir/demo.log) ===="
+  echo "==== demo on device memory, $gpu_count and $((gpu_count + 1)) rank(s) (log: $log_dir/demo.log) ===="
   demo_status="ok"
   : >"$log_dir/demo.log"
-  for type in continuous chunked distributed; do
-    set +e
-    "$build_dir/apps/wholestore" launch -n "$gpu_count" -- "$build_dir/apps/wholestore" demo \
-      configs/demo.yaml --set memory.location=device --set memory.type=$type \
-      --set memory.size_mib=4096 >>"$log_dir/demo.log" 2>&1
-    rc=$?
-    set -e
-    line=$(grep -E 'create|summary' "$log_dir/demo.log" | tail -n 2 | tr -s ' ' | paste -sd' ')
-    demo_lines="$demo_lines$type: $line"$'\n'
-    if [ "$rc" -ne 0 ]; then
-      demo_status="FAILED ($type, exit $rc)"
-      failed=1
-    fi
+  # One rank per GPU, then one rank more than the GPUs (ranks sharing a GPU).
+  for ranks in "$gpu_count" $((gpu_count + 1)); do
+    for type in continuous chunked distributed; do
+      set +e
+      "$build_dir/apps/wholestore" launch -n "$ranks" -- "$build_dir/apps/wholestore" demo \
+        configs/demo.yaml --set memory.location=device --set memory.type=$type \
+        --set memory.size_mib=4096 >>"$log_dir/demo.log" 2>&1
+      rc=$?
+      set -e
+      line=$(grep -E 'create|summary' "$log_dir/demo.log" | tail -n 2 | tr -s ' ' | paste -sd' ')
+      demo_lines="$demo_lines$type, $ranks rank(s): $line"$'\n'
+      if [ "$rc" -ne 0 ]; then
+        demo_status="FAILED ($type, $ranks ranks, exit $rc)"
+        failed=1
+      fi
+    done
   done
   demo_lines=${demo_lines%$'\n'}
 
-  echo "==== sample app on the GPUs, $gpu_count rank(s) (log: $log_dir/sample.log) ===="
+  echo "==== sample app on the GPUs, $gpu_count and $((gpu_count + 1)) rank(s) (log: $log_dir/sample.log) ===="
   : >"$log_dir/sample.log"
-  for combo in continuous:device chunked:host distributed:device; do
+  for combo in continuous:device:1 chunked:host:1 distributed:device:1 continuous:device:2 \
+    chunked:device:2; do
     type=${combo%%:*}
-    loc=${combo##*:}
+    loc=${combo#*:}
+    loc=${loc%%:*}
+    # :2 runs one rank more than the GPUs (ranks sharing a GPU).
+    ranks=$gpu_count
+    [ "${combo##*:}" = 2 ] && ranks=$((gpu_count + 1))
     set +e
-    "$build_dir/apps/wholestore" launch -n "$gpu_count" -- "$build_dir/apps/wholestore" sample \
+    "$build_dir/apps/wholestore" launch -n "$ranks" -- "$build_dir/apps/wholestore" sample \
       configs/sample.yaml --set sampler=gpu --set graph.type=$type --set graph.location=$loc \
       >>"$log_dir/sample.log" 2>&1
     rc=$?
     set -e
     line=$(grep -E 'summary' "$log_dir/sample.log" | tail -n 1 | tr -s ' ')
-    demo_lines="$demo_lines"$'\n'"sample $type/$loc: $line"
+    demo_lines="$demo_lines"$'\n'"sample $type/$loc, $ranks rank(s): $line"
     if [ "$rc" -ne 0 ]; then
-      demo_status="FAILED (sample $type/$loc, exit $rc)"
+      demo_status="FAILED (sample $type/$loc, $ranks ranks, exit $rc)"
       failed=1
     fi
   done
