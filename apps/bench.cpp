@@ -6,9 +6,8 @@
 
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
-#include <wholememory/detail/cuda_memory.hpp>
-#include <wholememory/detail/gather_launch.hpp>
 #include <wholememory/device.hpp>
+#include <wholememory/device_buffer.hpp>
 #include <wholememory/dtype.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
@@ -144,40 +143,12 @@ double time_stream(cudaStream_t stream, int reps, Body body) {
   return median(times);
 }
 
-/// The row-copy kernel the gather uses, without its index check, scratch or synchronization:
-/// the difference to a full gather call is the per-call overhead.
-void launch_bare_gather(const wholememory::wholememory& wm, wholememory::dtype index_type,
-                        const void* idx, void* out, std::size_t n, std::size_t row_bytes,
-                        int device, cudaStream_t stream) {
-  wholememory::detail::rows_ref table;
-  table.stride_bytes = row_bytes;
-  if (wm.type() == wholememory::memory_type::continuous) {
-    table.base = static_cast<char*>(wm.data());
-    table.address_bits = reinterpret_cast<std::uintptr_t>(table.base);
-  } else {
-    table.view = wm.device_view(device);
-    for (int p = 0; p < wm.num_parts(); ++p)
-      table.address_bits |= reinterpret_cast<std::uintptr_t>(wm.part(p).ptr);
-  }
-  wholememory::detail::rows_ref dst;
-  dst.base = static_cast<char*>(out);
-  dst.stride_bytes = row_bytes;
-  dst.address_bits = reinterpret_cast<std::uintptr_t>(out);
-  if (index_type == wholememory::dtype::int32) {
-    wholememory::detail::launch_gather_rows(table, static_cast<const std::int32_t*>(idx), dst,
-                                            nullptr, n, row_bytes, stream);
-  } else {
-    wholememory::detail::launch_gather_rows(table, static_cast<const std::int64_t*>(idx), dst,
-                                            nullptr, n, row_bytes, stream);
-  }
-}
-
 ceilings measure_gpu_ceilings(int device, cudaStream_t stream) {
   ceilings c;
   const std::size_t bytes = std::size_t(1) << 30;
-  void *a = nullptr, *b = nullptr;
-  auto own_a = wholememory::detail::allocate_device_buffer(bytes, device, &a);
-  auto own_b = wholememory::detail::allocate_device_buffer(bytes, device, &b);
+  wholememory::device_buffer buffer_a(bytes, device), buffer_b(bytes, device);
+  void* a = buffer_a.data();
+  void* b = buffer_b.data();
   double t = time_stream(stream, 10, [&] {
     BENCH_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
   });
@@ -197,8 +168,8 @@ ceilings measure_gpu_ceilings(int device, cudaStream_t stream) {
     int peer = (device + 1) % count, can = 0;
     BENCH_CUDA(cudaDeviceCanAccessPeer(&can, device, peer));
     if (can) {
-      void* remote = nullptr;
-      auto own_r = wholememory::detail::allocate_device_buffer(bytes, peer, &remote);
+      wholememory::device_buffer remote_buffer(bytes, peer);
+      void* remote = remote_buffer.data();
       cudaError_t err = cudaDeviceEnablePeerAccess(peer, 0);
       if (err != cudaSuccess && err != cudaErrorPeerAccessAlreadyEnabled) BENCH_CUDA(err);
       cudaGetLastError();
@@ -386,14 +357,16 @@ int run_bench(int argc, char** argv) {
         void* idx_ptr = host_idx.data();
         void* sidx_ptr = host_sidx.data();
         void* out_ptr = nullptr;
-        std::unique_ptr<wholememory::detail::resource> own_idx, own_sidx, own_out;
+        wholememory::device_buffer own_idx, own_sidx, own_out;
         if (gpu) {
-          own_idx = wholememory::detail::allocate_device_buffer(host_idx.size(), device, &idx_ptr);
+          own_idx = wholememory::device_buffer(host_idx.size(), device);
+          idx_ptr = own_idx.data();
           wholememory::copy_bytes(idx_ptr, host_idx.data(), host_idx.size());
-          own_sidx = wholememory::detail::allocate_device_buffer(
-              std::max<std::size_t>(host_sidx.size(), 1), device, &sidx_ptr);
+          own_sidx = wholememory::device_buffer(std::max<std::size_t>(host_sidx.size(), 1), device);
+          sidx_ptr = own_sidx.data();
           wholememory::copy_bytes(sidx_ptr, host_sidx.data(), host_sidx.size());
-          own_out = wholememory::detail::allocate_device_buffer(out_bytes, device, &out_ptr);
+          own_out = wholememory::device_buffer(out_bytes, device);
+          out_ptr = own_out.data();
         } else {
           host_out.assign(out_bytes, 0);
           out_ptr = host_out.data();
@@ -436,10 +409,7 @@ int run_bench(int argc, char** argv) {
                   wholememory::scatter_host(scatter_in, scatter_indices, tensor, threads);
                 }
               } else if (order == "kernel") {
-#if defined(WHOLESTORE_HAS_CUDA)
-                launch_bare_gather(wm, index_type, idx_ptr, out_ptr, lookups, row_bytes, device,
-                                   stream);
-#endif
+                wholememory::gather_unchecked_async(tensor, indices, dense, stream);
               } else if (op == "gather") {
                 wholememory::gather(tensor, indices, dense, options, stream);
               } else {

@@ -10,8 +10,8 @@
 #include <graph/sampling.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
-#include <wholememory/detail/cuda_memory.hpp>
 #include <wholememory/device.hpp>
+#include <wholememory/device_buffer.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
 #include <wholememory/wholememory.hpp>
@@ -236,11 +236,8 @@ int run_bench_sample(int argc, char** argv) {
   std::vector<case_result> results;
   std::vector<std::int64_t> seeds(batch_size);
 #if defined(WHOLESTORE_HAS_CUDA)
-  void* d_seeds = nullptr;
-  std::unique_ptr<wm::detail::resource> d_seeds_owner;
-  if (gpu)
-    d_seeds_owner = wm::detail::allocate_device_buffer(batch_size * sizeof(std::int64_t),
-                                                       wm::detail::current_device(), &d_seeds);
+  wm::device_buffer d_seeds;
+  if (gpu) d_seeds = wm::device_buffer(batch_size * sizeof(std::int64_t), wm::current_device());
 #endif
   for (const auto& sampler : samplers) {
     const bool on_gpu = sampler == "gpu";
@@ -275,10 +272,10 @@ int run_bench_sample(int argc, char** argv) {
               auto s0 = std::chrono::steady_clock::now();
               if (on_gpu) {
 #if defined(WHOLESTORE_HAS_CUDA)
-                wm::copy_bytes(d_seeds, seeds.data(), batch_size * sizeof(std::int64_t));
+                wm::copy_bytes(d_seeds.data(), seeds.data(), batch_size * sizeof(std::int64_t));
                 s0 = std::chrono::steady_clock::now();
                 auto blocks =
-                    gs->sample(static_cast<const std::int64_t*>(d_seeds), batch_size, so, stream);
+                    gs->sample(d_seeds.data_as<const std::int64_t>(), batch_size, so, stream);
                 if (cudaStreamSynchronize(stream) != cudaSuccess)
                   WM_FAIL(wm::cuda_error, "sampling stream failed");
                 for (const auto& blk : blocks)

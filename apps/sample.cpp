@@ -11,8 +11,8 @@
 #include <graph/sampling.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
-#include <wholememory/detail/cuda_memory.hpp>
 #include <wholememory/device.hpp>
+#include <wholememory/device_buffer.hpp>
 #include <wholememory/dtype.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
@@ -379,16 +379,13 @@ int run_sample(int argc, char** argv) {
 #if defined(WHOLESTORE_HAS_CUDA)
   std::unique_ptr<graph::gpu_sampler> gs;
   cudaStream_t stream = nullptr;
-  void* d_seeds = nullptr;
-  std::unique_ptr<wm::detail::resource> d_seeds_owner, d_out_owner;
-  void* d_out = nullptr;
+  wm::device_buffer d_seeds, d_out;
   std::size_t d_out_bytes = 0;
   if (use_gpu) {
     gs = std::make_unique<graph::gpu_sampler>(g);
     if (cudaStreamCreate(&stream) != cudaSuccess)
       WM_FAIL(wm::cuda_error, "cudaStreamCreate failed");
-    d_seeds_owner = wm::detail::allocate_device_buffer(batch_size * sizeof(std::int64_t),
-                                                       wm::detail::current_device(), &d_seeds);
+    d_seeds = wm::device_buffer(batch_size * sizeof(std::int64_t), wm::current_device());
   }
 #endif
 
@@ -411,9 +408,9 @@ int run_sample(int argc, char** argv) {
       auto t0 = std::chrono::steady_clock::now();
       if (use_gpu) {
 #if defined(WHOLESTORE_HAS_CUDA)
-        if (count) wm::copy_bytes(d_seeds, seeds, count * sizeof(std::int64_t));
+        if (count) wm::copy_bytes(d_seeds.data(), seeds, count * sizeof(std::int64_t));
         std::vector<graph::device_block> blocks =
-            gs->sample(static_cast<const std::int64_t*>(d_seeds), count, so, stream);
+            gs->sample(d_seeds.data_as<const std::int64_t>(), count, so, stream);
         if (cudaStreamSynchronize(stream) != cudaSuccess)
           WM_FAIL(wm::cuda_error, "sampling stream failed");
         for (const auto& blk : blocks)
@@ -422,15 +419,14 @@ int run_sample(int argc, char** argv) {
         if (g.has_features()) {
           rows = blocks.empty() ? 0 : static_cast<std::size_t>(blocks.back().num_src);
           if (rows * row_bytes > d_out_bytes) {
-            d_out_owner.reset();
+            d_out.reset();
             d_out_bytes = std::max(rows * row_bytes, d_out_bytes * 2);
-            d_out_owner = wm::detail::allocate_device_buffer(d_out_bytes,
-                                                             wm::detail::current_device(), &d_out);
+            d_out = wm::device_buffer(d_out_bytes, wm::current_device());
           }
           t0 = std::chrono::steady_clock::now();
           wm::index_array idx{blocks.empty() ? nullptr : blocks.back().src_nodes, wm::dtype::int64,
                               rows};
-          wm::dense_matrix out{d_out, g.feature_type, rows, g.feature_dim, g.feature_dim};
+          wm::dense_matrix out{d_out.data(), g.feature_type, rows, g.feature_dim, g.feature_dim};
           wm::gather(g.features_tensor(), idx, out, stream);
           if (cudaStreamSynchronize(stream) != cudaSuccess)
             WM_FAIL(wm::cuda_error, "gather stream failed");

@@ -375,7 +375,7 @@ host_csr convert_edge_list(const std::string& path, const convert_options& optio
   if (!f) {
     int err = errno;
     WM_FAIL(wholememory::system_error,
-            path << ": cannot open (" << wholememory::detail::errno_text(err) << ")");
+            path << ": cannot open (" << wholememory::errno_text(err) << ")");
   }
   edge_list_parser parser(path, options);
   // `buffer` holds the unfinished last line of the previous chunk followed by the new chunk.

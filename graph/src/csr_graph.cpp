@@ -1,7 +1,7 @@
 // csr_graph: copying host graphs into WholeMemory.  Loading from files is in load_graph.cpp.
 #include <graph/csr_graph.hpp>
 
-#include <wholememory/detail/convert.hpp>
+#include <wholememory/convert.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
 
@@ -97,12 +97,12 @@ csr_graph make_graph(std::shared_ptr<wm::communicator> comm, const host_csr& gra
           std::memcpy(&conv[i * 4], &v, 4);
           break;
         case wm::dtype::float16: {
-          auto h = wm::detail::double_to_half(v);
+          auto h = wm::double_to_half(v);
           std::memcpy(&conv[i * 2], &h, 2);
           break;
         }
         case wm::dtype::bfloat16: {
-          auto h = wm::detail::double_to_bfloat16(v);
+          auto h = wm::double_to_bfloat16(v);
           std::memcpy(&conv[i * 2], &h, 2);
           break;
         }

@@ -2,7 +2,7 @@
 // validation and degree statistics.  See docs/dataset-format.md for the format itself.
 #include <graph/dataset.hpp>
 
-#include <wholememory/detail/convert.hpp>
+#include <wholememory/convert.hpp>
 #include <wholememory/error.hpp>
 
 #include <algorithm>
@@ -46,7 +46,7 @@ file_ptr open_file(const std::string& path, const char* mode) {
   if (!f) {
     int err = errno;
     WM_FAIL(wholememory::system_error,
-            path << ": cannot open (" << wholememory::detail::errno_text(err) << ")");
+            path << ": cannot open (" << wholememory::errno_text(err) << ")");
   }
   return f;
 }
@@ -72,7 +72,7 @@ class atomic_writer {
     if (std::fwrite(data, 1, bytes, file_.get()) != bytes) {
       int err = errno;
       WM_FAIL(wholememory::system_error,
-              tmp_ << ": write failed (" << wholememory::detail::errno_text(err) << ")");
+              tmp_ << ": write failed (" << wholememory::errno_text(err) << ")");
     }
     checksum_ = fnv1a64(data, bytes, checksum_);
     bytes_ += bytes;
@@ -85,7 +85,7 @@ class atomic_writer {
       std::error_code ec;
       fs::remove(tmp_, ec);
       WM_FAIL(wholememory::system_error,
-              tmp_ << ": close failed (" << wholememory::detail::errno_text(err) << ")");
+              tmp_ << ": close failed (" << wholememory::errno_text(err) << ")");
     }
     std::error_code ec;
     fs::rename(tmp_, path_, ec);
@@ -118,7 +118,7 @@ array_file write_array(const std::string& dir, const std::string& name, dtype ty
         if constexpr (std::is_integral<Dst>::value) {
           buf[i] = static_cast<Dst>(src[done + i]);
         } else {
-          buf[i] = wholememory::detail::convert_element<Dst>(src[done + i]);
+          buf[i] = wholememory::convert_element<Dst>(src[done + i]);
         }
       }
       out.write(buf.data(), n * sizeof(Dst));
@@ -154,7 +154,7 @@ void read_array(const std::string& dir, const array_file& a, std::vector<Dst>& d
         if constexpr (std::is_integral<Dst>::value) {
           dst[done + i] = static_cast<Dst>(buf[i]);
         } else {
-          dst[done + i] = wholememory::detail::convert_element<Dst>(buf[i]);
+          dst[done + i] = wholememory::convert_element<Dst>(buf[i]);
         }
       }
     }
@@ -438,11 +438,10 @@ manifest write_dataset(const std::string& dir, const host_csr& graph, dtype feat
     const char* name = "node_features.bin";
     switch (features_type) {
       case dtype::float16:
-        m.node_features = write_array<wholememory::detail::half_t>(dir, name, features_type, f, n);
+        m.node_features = write_array<wholememory::half_t>(dir, name, features_type, f, n);
         break;
       case dtype::bfloat16:
-        m.node_features =
-            write_array<wholememory::detail::bfloat16_t>(dir, name, features_type, f, n);
+        m.node_features = write_array<wholememory::bfloat16_t>(dir, name, features_type, f, n);
         break;
       default:
         m.node_features = write_array<float>(dir, name, features_type, f, n);
@@ -588,10 +587,10 @@ host_csr read_dataset(const std::string& dir) {
     g.feature_dim = m.feature_dim;
     switch (m.node_features->type) {
       case dtype::float16:
-        read_array<float, wholememory::detail::half_t>(dir, *m.node_features, g.node_features);
+        read_array<float, wholememory::half_t>(dir, *m.node_features, g.node_features);
         break;
       case dtype::bfloat16:
-        read_array<float, wholememory::detail::bfloat16_t>(dir, *m.node_features, g.node_features);
+        read_array<float, wholememory::bfloat16_t>(dir, *m.node_features, g.node_features);
         break;
       default:
         read_array<float, float>(dir, *m.node_features, g.node_features);

@@ -18,7 +18,6 @@
  */
 #include <graph/csr_graph.hpp>
 
-#include <wholememory/detail/cuda_memory.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
 
@@ -151,18 +150,17 @@ std::string read_chunks(const std::vector<chunk>& chunks, unsigned threads, std:
   threads = std::max(1u, std::min<unsigned>(threads, static_cast<unsigned>(chunks.size())));
 
   // Worker threads start on device 0; device copies run on the caller's device (the rank's).
-  const int device = any_staged && wm::detail::cuda_device_present() ? wm::detail::current_device()
-                                                                      : -1;
+  const int device = any_staged && wm::device_count() > 0 ? wm::current_device() : -1;
   auto worker = [&] {
     try {
       if (device >= 0) wm::set_device(device);
       // The staging buffer is reused for every chunk of this thread; page-locked when a GPU
       // is present, so copy_bytes to device memory runs at the bus rate.
       std::vector<char> staging;
-      std::unique_ptr<wm::detail::resource> pinned;
+      wm::host_registration pinned;
       if (any_staged) {
         staging.resize(chunk_bytes);
-        pinned = wm::detail::register_host_memory(staging.data(), staging.size());
+        pinned = wm::host_registration(staging.data(), staging.size());
       }
       for (std::size_t i = next++; i < chunks.size() && !failed; i = next++) {
         const chunk& c = chunks[i];

@@ -6,7 +6,7 @@
 #include "wholememory/gather_reference.hpp"
 
 #include <wholememory/communicator.hpp>
-#include <wholememory/detail/convert.hpp>
+#include <wholememory/convert.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
 #include <wholememory/wholememory.hpp>
@@ -188,7 +188,7 @@ class HostGather : public ::testing::TestWithParam<std::tuple<mode, int, memory_
 }  // namespace
 
 TEST(Convert, HalfAndBfloat16MatchTheReference) {
-  using namespace wholememory::detail;
+  using namespace wholememory;
   // Every pattern decodes to the reference value.
   for (std::uint32_t p = 0; p < 65536; ++p) {
     auto h = static_cast<std::uint16_t>(p);

@@ -3,9 +3,10 @@
  * passing between the ranks of a host, topology discovery, and every collective of the host
  * communicator against references computed here, as forked processes and as threads.
  */
+#include "fd_exchange.hpp"
+#include "posix.hpp"
+
 #include <wholememory/communicator.hpp>
-#include <wholememory/detail/fd_exchange.hpp>
-#include <wholememory/detail/posix.hpp>
 #include <wholememory/error.hpp>
 
 #include "common/multiprocess.hpp"

@@ -1,5 +1,6 @@
 // Device utilities usable without CUDA headers in the caller (device.hpp).
-#include <wholememory/detail/cuda_memory.hpp>
+#include "cuda_memory.hpp"
+
 #include <wholememory/device.hpp>
 #include <wholememory/device_buffer.hpp>
 #include <wholememory/error.hpp>

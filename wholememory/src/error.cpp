@@ -2,12 +2,16 @@
 
 #include <cstring>
 
-namespace wholememory::detail {
+namespace wholememory {
+
+namespace detail {
 
 std::string format_location(const char* file, int line, const std::string& what) {
   const char* base = std::strrchr(file, '/');
   return std::string(base ? base + 1 : file) + ":" + std::to_string(line) + ": " + what;
 }
+
+}  // namespace detail
 
 std::string errno_text(int err) {
   char buf[256];
@@ -16,4 +20,4 @@ std::string errno_text(int err) {
   return std::string(msg) + " (errno " + std::to_string(err) + ")";
 }
 
-}  // namespace wholememory::detail
+}  // namespace wholememory

@@ -1,4 +1,5 @@
-#include <wholememory/detail/fd_exchange.hpp>
+#include "fd_exchange.hpp"
+
 #include <wholememory/error.hpp>
 
 #include <fcntl.h>

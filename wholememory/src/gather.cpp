@@ -1,11 +1,13 @@
 // Gather/scatter: argument checks shared with the CUDA path, and the CPU path (threads over the
 // same row addressing and element conversions the kernels use).  Distributed memory goes
 // through the host communicator: bucket by owner, exchange, copy locally, exchange back.
+
+#include "dtype_dispatch.hpp"
+#include "gather_common.hpp"
+#include "gather_rows.hpp"
+
 #include <wholememory/communicator.hpp>
-#include <wholememory/detail/convert.hpp>
-#include <wholememory/detail/dtype_dispatch.hpp>
-#include <wholememory/detail/gather_common.hpp>
-#include <wholememory/detail/gather_rows.hpp>
+#include <wholememory/convert.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
 
@@ -507,6 +509,11 @@ void gather(const wm_tensor&, const index_array&, const dense_matrix&, cudaStrea
 void gather(const wm_tensor&, const index_array&, const dense_matrix&, const gather_options&,
             cudaStream_t) {
   no_cuda("gather");
+}
+void gather_unchecked_async(const wm_tensor&, const index_array&, const dense_matrix&,
+                            cudaStream_t) {
+  WM_FAIL(logic_error,
+          "gather_unchecked_async runs on a GPU and wholestore was built without CUDA");
 }
 void scatter(const dense_matrix&, const index_array&, const wm_tensor&, cudaStream_t) {
   no_cuda("scatter");

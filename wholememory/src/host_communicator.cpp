@@ -15,10 +15,12 @@
  * only after it finished reading half (e % 2); so one barrier per phase is enough and no
  * trailing barrier is needed.
  */
+
+#include "fd_exchange.hpp"
+#include "posix.hpp"
+
 #include <wholememory/communicator.hpp>
-#include <wholememory/detail/convert.hpp>
-#include <wholememory/detail/fd_exchange.hpp>
-#include <wholememory/detail/posix.hpp>
+#include <wholememory/convert.hpp>
 #include <wholememory/error.hpp>
 
 #include <sched.h>
@@ -133,13 +135,11 @@ struct segment_layout {
 
 // ---- element types ---------------------------------------------------------------------------
 
-// 16-bit floats add in float; the conversions are the gather's (detail/convert.hpp).
-float half_bits_to_float(std::uint16_t h) { return detail::half_to_float(detail::half_t{h}); }
-std::uint16_t float_to_half_bits(float f) { return detail::double_to_half(f).bits; }
-float bfloat16_bits_to_float(std::uint16_t b) {
-  return detail::bfloat16_to_float(detail::bfloat16_t{b});
-}
-std::uint16_t float_to_bfloat16_bits(float f) { return detail::double_to_bfloat16(f).bits; }
+// 16-bit floats add in float; the conversions are the gather's (convert.hpp).
+float half_bits_to_float(std::uint16_t h) { return half_to_float(half_t{h}); }
+std::uint16_t float_to_half_bits(float f) { return double_to_half(f).bits; }
+float bfloat16_bits_to_float(std::uint16_t b) { return bfloat16_to_float(bfloat16_t{b}); }
+std::uint16_t float_to_bfloat16_bits(float f) { return double_to_bfloat16(f).bits; }
 
 /// out[i] = in[0][i] + in[1][i] + ... in rank order, so that every rank computes the same
 /// bits.  Integers wrap around (computed unsigned); 16-bit floats add in float and round once.

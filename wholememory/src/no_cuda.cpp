@@ -1,10 +1,11 @@
 /*
- * The host-only build's side of detail/cuda_memory.hpp and of make_nccl_communicator: no device
+ * The host-only build's side of cuda_memory.hpp and of make_nccl_communicator: no device
  * is ever present, device memory and NCCL are refused with logic_error, and host memory needs
  * no registration.
  */
+#include "cuda_memory.hpp"
+
 #include <wholememory/communicator.hpp>
-#include <wholememory/detail/cuda_memory.hpp>
 #include <wholememory/error.hpp>
 
 namespace wholememory {

@@ -1,5 +1,5 @@
 #include <wholememory/error.hpp>
-#include <wholememory/wholememory.hpp>
+#include <wholememory/partition.hpp>
 
 #include <algorithm>
 

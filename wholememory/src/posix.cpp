@@ -1,4 +1,5 @@
-#include <wholememory/detail/posix.hpp>
+#include "posix.hpp"
+
 #include <wholememory/error.hpp>
 
 #include <sys/mman.h>

@@ -1,6 +1,8 @@
 // The seed-compatible API: global state for the two modes, mapped onto wholememory handles.
 // Nothing here allocates by itself; every allocation is a wholememory::wholememory.
-#include <wholememory/detail/cuda_memory.hpp>
+
+#include "cuda_memory.hpp"
+
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/whole_memory.hpp>

@@ -172,18 +172,18 @@ socket_fd open_listener(const std::string& host, int port) {
   for (addrinfo* ai = list.get(); ai != nullptr; ai = ai->ai_next) {
     socket_fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol));
     if (!fd.valid()) {
-      last_error = "socket: " + detail::errno_text(errno);
+      last_error = "socket: " + errno_text(errno);
       continue;
     }
     // A store of a previous job may have left the port in TIME_WAIT.
     int one = 1;
     WM_SYSCALL_TRY(::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)));
     if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
-      last_error = "bind: " + detail::errno_text(errno);
+      last_error = "bind: " + errno_text(errno);
       continue;
     }
     if (::listen(fd.get(), SOMAXCONN) != 0) {
-      last_error = "listen: " + detail::errno_text(errno);
+      last_error = "listen: " + errno_text(errno);
       continue;
     }
     set_nonblocking(fd.get());
@@ -803,7 +803,7 @@ class tcp_bootstrap final : public bootstrap {
         socket_fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
                               ai->ai_protocol));
         if (!fd.valid()) {
-          last_error = "socket: " + detail::errno_text(errno);
+          last_error = "socket: " + errno_text(errno);
           continue;
         }
         int rc = ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen);
@@ -819,7 +819,7 @@ class tcp_bootstrap final : public bootstrap {
           ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
         }
         if (err != 0) {
-          last_error = "connect: " + detail::errno_text(err);
+          last_error = "connect: " + errno_text(err);
           continue;
         }
         set_nodelay(fd.get());

@@ -1,8 +1,9 @@
 // WholeMemory handles: argument agreement across ranks, the partition, host segments, and the
 // hand-off to the CUDA module for device memory.
-#include <wholememory/detail/cuda_memory.hpp>
-#include <wholememory/detail/fd_exchange.hpp>
-#include <wholememory/detail/posix.hpp>
+#include "cuda_memory.hpp"
+#include "fd_exchange.hpp"
+#include "posix.hpp"
+
 #include <wholememory/error.hpp>
 #include <wholememory/wholememory.hpp>
 

@@ -3,8 +3,8 @@
 
 #include <graph/sampling.hpp>
 #include <wholememory/communicator.hpp>
-#include <wholememory/detail/cuda_check.hpp>
-#include <wholememory/detail/cuda_memory.hpp>
+#include <wholememory/cuda_check.hpp>
+#include <wholememory/device_buffer.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
 
@@ -38,17 +38,14 @@ class scratch {
  public:
   void* reserve(std::size_t bytes, int device, cudaStream_t stream) {
     bytes = std::max<std::size_t>(bytes, 16);
-    if (bytes > bytes_) {
+    if (bytes > buffer_.size()) {
       ++buffer_epoch;
-      const std::size_t want = std::max(bytes, bytes_ + bytes_ / 2);
-      if (owner_) WM_CUDA_TRY(cudaStreamSynchronize(stream));
-      owner_.reset();
-      ptr_ = nullptr;
-      bytes_ = 0;
-      owner_ = wm::detail::allocate_device_buffer(want, device, &ptr_);
-      bytes_ = want;
+      const std::size_t want = std::max(bytes, buffer_.size() + buffer_.size() / 2);
+      if (!buffer_.empty()) WM_CUDA_TRY(cudaStreamSynchronize(stream));
+      buffer_.reset();
+      buffer_ = wm::device_buffer(want, device);
     }
-    return ptr_;
+    return buffer_.data();
   }
   template <typename T>
   T* get(std::size_t count, int device, cudaStream_t stream) {
@@ -56,9 +53,7 @@ class scratch {
   }
 
  private:
-  std::unique_ptr<wm::detail::resource> owner_;
-  void* ptr_ = nullptr;
-  std::size_t bytes_ = 0;
+  wm::device_buffer buffer_;
 };
 
 template <typename T>
@@ -262,14 +257,14 @@ void gpu_sampler::impl::relabel(const gpu::new_node_flag<K>& f, std::int64_t ent
   std::int32_t* flags = new_flags.get<std::int32_t>(items, device, stream);
   gpu::mark_new_kernel<K>
       <<<grid(entries_bound + 1), kThreads, 0, stream>>>(f, entries_bound, flags);
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
   std::size_t bytes = 0;
   WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, flags, rk, entries_bound + 1, stream));
   WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(cub(bytes, stream), bytes, flags, rk, entries_bound + 1,
                                             stream));
   gpu::assign_kernel<K><<<grid(entries_bound), kThreads, 0, stream>>>(
       f, rk, entries_bound, src_index, src_nodes, num_src, edges_out);
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
 }
 
 template <typename W>
@@ -281,14 +276,14 @@ void gpu_sampler::impl::count_weighted(gpu::device_count n_dst, std::int64_t bou
   std::int64_t* cnt = counts.get<std::int64_t>(0, device, stream);
   gpu::count_weighted_kernel<<<grid(bound, kWarp), kThreads, 0, stream>>>(st, dg, n_dst, w, cnt,
                                                                           big, big_count);
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
   if (degree_bound <= gpu::kBigDegree) return;
   const std::int64_t chunks =
       std::min<std::int64_t>(256, (degree_bound + gpu::kCountChunk - 1) / gpu::kCountChunk);
   const dim3 blocks(static_cast<unsigned>(std::min<std::int64_t>(bound, num_sms)),
                     static_cast<unsigned>(chunks));
   gpu::count_big_kernel<<<blocks, gpu::kBigThreads, 0, stream>>>(big, big_count, st, dg, w, cnt);
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
 }
 
 template <typename W>
@@ -313,19 +308,19 @@ void gpu_sampler::impl::fill(const std::int64_t* dst, gpu::device_count n_dst, s
       gpu::fill_small_kernel<16><<<grid(bound, 16), kThreads, 0, stream>>>(
           dst, st, dg, offsets, n_dst, options.method, fanout, seed_word, hop, eid_out);
     }
-    WM_CUDA_CHECK_LAUNCH();
+    WM_CUDA_CHECK_LAUNCH(stream);
     return;
   }
   gpu::fill_kernel<W><<<grid(bound, kWarp), kThreads, 0, stream>>>(
       dst, st, dg, np, offsets, n_dst, options.method, fanout, seed_word, hop, w, eid_out, tmp_out);
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
   if (big == nullptr) return;
   const bool segmented = segment_bound > 0;
   const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(bound, 4 * num_sms));
   gpu::fill_big_kernel<W><<<blocks, gpu::kBigFillThreads, 0, stream>>>(
       dst, st, dg, np, offsets, big, big_count, fanout, seed_word, hop, w, segmented, eid_out,
       tmp_out);
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
   if (!segmented) return;
   // Big nodes raced by segments of gpu::kSegment edges, a block each, then merged.
   std::int64_t* base =
@@ -342,10 +337,10 @@ void gpu_sampler::impl::fill(const std::int64_t* dst, gpu::device_count n_dst, s
       static_cast<unsigned>(std::min<std::int64_t>(segment_bound, 8 * num_sms));
   gpu::race_segments_kernel<W><<<seg_blocks, gpu::kBigFillThreads, 0, stream>>>(
       dst, st, dg, np, big, big_count, base, fanout, seed_word, hop, w, cand);
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
   gpu::merge_segments_kernel<<<grid(bound, kWarp), kThreads, 0, stream>>>(
       st, np, offsets, big, big_count, base, fanout, cand, eid_out, tmp_out);
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
 }
 
 namespace {
@@ -378,7 +373,7 @@ std::int64_t gpu_sampler::impl::weight_stats(cudaStream_t stream) {
     gpu::degree_stats_kernel<<<grid(n), kThreads, 0, stream>>>(
         ro_direct(static_cast<const std::int64_t*>(ro_ptr)), n, words);
   }
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
   const std::int64_t ne = static_cast<std::int64_t>(graph->num_edges);
   if (chunked) {
     using wg = wm::PtrGen<const wm::chunked_view, const float>;
@@ -389,7 +384,7 @@ std::int64_t gpu_sampler::impl::weight_stats(cudaStream_t stream) {
     gpu::count_nonpositive_kernel<<<grid(ne), kThreads, 0, stream>>>(
         wg(static_cast<const float*>(w_ptr)), ne, words + 2);
   }
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
   unsigned long long values[3] = {0, 0, 0};
   WM_CUDA_TRY(cudaMemcpyAsync(values, words, sizeof values, cudaMemcpyDeviceToHost, stream));
   WM_CUDA_TRY(cudaStreamSynchronize(stream));
@@ -431,7 +426,7 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
     if (n_seeds > 0) {
       gpu::seed_insert_kernel<K><<<grid(n_seeds), kThreads, 0, stream>>>(
           seeds, n_seeds, num_nodes, t, sl, reinterpret_cast<unsigned long long*>(d_info));
-      WM_CUDA_CHECK_LAUNCH();
+      WM_CUDA_CHECK_LAUNCH(stream);
     }
     const gpu::new_node_flag<K> f{t, sl, gpu::device_count{nullptr, 0}, nullptr, n_seeds};
     relabel<K>(f, n_seeds, nullptr, uniq, level, nullptr, stream);
@@ -489,7 +484,7 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
       std::int64_t* r2 = ro2.get<std::int64_t>(2 * nb, device, stream);
       if (bound > 0) {
         gpu::row_index_kernel<<<grid(bound), kThreads, 0, stream>>>(dst, bound, idx);
-        WM_CUDA_CHECK_LAUNCH();
+        WM_CUDA_CHECK_LAUNCH(stream);
       }
       wm::wm_tensor t{&g.row_offsets, wm::dtype::int64, g.num_nodes + 1, 1, 1, 0};
       wm::gather(t, wm::index_array{idx, wm::dtype::int64, 2 * nb},
@@ -497,7 +492,7 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
       gpu::dst_info_kernel<<<grid(bound + 1), kThreads, 0, stream>>>(
           dst, n_dst, bound, gpu::ro_gathered{r2}, options.method, fanout, st, dg, cnt, nullptr,
           nullptr);
-      WM_CUDA_CHECK_LAUNCH();
+      WM_CUDA_CHECK_LAUNCH(stream);
       if (race) {
         // Weights of every frontier edge: scan the degrees, then gather them.
         std::int64_t* base = wbase.get<std::int64_t>(nb + 1, device, stream);
@@ -518,7 +513,7 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
         if (bound > 0) {
           gpu::frontier_edges_kernel<<<grid(bound, kWarp), kThreads, 0, stream>>>(st, dg, base,
                                                                                   bound, fidx);
-          WM_CUDA_CHECK_LAUNCH();
+          WM_CUDA_CHECK_LAUNCH(stream);
         }
         wm::wm_tensor wt{&g.edge_weights, wm::dtype::float32, g.num_edges, 1, 1, 0};
         wm::gather(wt, wm::index_array{fidx, wm::dtype::int64, frontier},
@@ -547,7 +542,7 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
             gpu::ro_direct<ro_direct>{ro_direct(static_cast<const std::int64_t*>(ro_ptr))},
             options.method, fanout, st, dg, cnt, info_big, big_count);
       }
-      WM_CUDA_CHECK_LAUNCH();
+      WM_CUDA_CHECK_LAUNCH(stream);
       if (race && !counted_by_degree) {
         if (chunked) {
           using wg = wm::PtrGen<const wm::chunked_view, const float>;
@@ -670,7 +665,7 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
             sl);
       }
     }
-    WM_CUDA_CHECK_LAUNCH();
+    WM_CUDA_CHECK_LAUNCH(stream);
     const gpu::new_node_flag<K> f{t, sl, n_dst, n_edges, 0};
     relabel<K>(f, entries, src_index, src_nodes, level + h + 1, edge_words + h, stream);
 
@@ -795,7 +790,7 @@ std::vector<device_block> gpu_sampler::sample(const std::int64_t* seeds, std::si
     WM_EXPECTS(s.graph->has_weights(), "sample: weighted sampling needs edge weights");
   }
   WM_EXPECTS(count == 0 || seeds != nullptr, "sample: null seeds with " << count << " seeds");
-  wm::detail::device_guard guard(s.device);
+  wm::device_guard guard(s.device);
   // The sampler works from its own copy of the seeds and the random seed, where a captured
   // graph reads them.
   std::int64_t* own = s.seeds_copy.get<std::int64_t>(count + 1, s.device, stream);
@@ -821,7 +816,7 @@ std::vector<device_block> gpu_sampler::sample(const std::int64_t* seeds, std::si
       s.wide_keys
           ? s.run<unsigned long long>(own, count, options, seed_word, stream, false, &bounded)
           : s.run<unsigned int>(own, count, options, seed_word, stream, false, &bounded);
-#if defined(NDEBUG)  // debug builds synchronize after every launch, which a capture forbids
+  // Debug builds capture too: their launch checks skip the wait while the stream captures.
   if (bounded && count > 0 && !options.fanouts.empty() && s.graph->num_nodes > 0) {
     // Drop graphs of this shape captured before a buffer moved.
     for (auto it = s.graphs.begin(); it != s.graphs.end();) {
@@ -838,7 +833,6 @@ std::vector<device_block> gpu_sampler::sample(const std::int64_t* seeds, std::si
       s.capture_graph<unsigned int>(own, count, options, seed_word);
     }
   }
-#endif
   return blocks;
 }
 

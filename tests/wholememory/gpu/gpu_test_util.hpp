@@ -4,12 +4,12 @@
  * CUDA cannot be used in a child forked from a process that has initialized CUDA, so the test
  * process itself never calls CUDA: it counts devices in a short-lived forked child, and every
  * test body that touches a GPU runs in forked ranks (fork_ranks), threads included (a forked
- * child that then starts threads).  Device buffers come from the library's allocator module.
+ * child that then starts threads).  Device buffers are wholememory::device_buffer.
  */
 #pragma once
 
-#include <wholememory/detail/cuda_check.hpp>
-#include <wholememory/detail/cuda_memory.hpp>
+#include <wholememory/cuda_check.hpp>
+#include <wholememory/device_buffer.hpp>
 
 #include <gtest/gtest.h>
 
@@ -50,21 +50,19 @@ inline int cuda_device_count_forked() {
     }                                                                                        \
   } while (0)
 
-/// Device memory of the allocator module, freed on destruction.
+/// Device memory (wholememory::device_buffer) with the tests' short accessors.
 class device_buffer {
  public:
-  device_buffer(std::size_t bytes, int device) {
-    owner_ = wholememory::detail::allocate_device_buffer(bytes, device, &ptr_);
-  }
-  void* get() const { return ptr_; }
+  device_buffer(std::size_t bytes, int device) : buffer_(bytes, device) {}
+  void* get() const { return ptr(); }
   template <typename T>
   T* as() const {
-    return static_cast<T*>(ptr_);
+    return static_cast<T*>(ptr());
   }
 
  private:
-  std::unique_ptr<wholememory::detail::resource> owner_;
-  void* ptr_ = nullptr;
+  void* ptr() const { return const_cast<void*>(buffer_.data()); }
+  wholememory::device_buffer buffer_;
 };
 
 /// cudaMemcpy, then a wait on the legacy stream: a copy from pageable host memory may return

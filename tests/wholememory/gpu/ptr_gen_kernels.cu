@@ -4,7 +4,7 @@
  */
 #include "wholememory/gpu/ptr_gen_kernels.hpp"
 
-#include <wholememory/detail/cuda_check.hpp>
+#include <wholememory/cuda_check.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -49,7 +49,7 @@ void launch_write(PtrGenT gen, std::int64_t begin, std::int64_t end, std::int64_
   if (end <= begin) return;
   write_pattern_kernel<<<grid_size(end - begin), block_size, 0, stream>>>(gen, begin, end,
                                                                           value_shift, salt);
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
 }
 
 template <typename PtrGenT>
@@ -58,7 +58,7 @@ void launch_count(PtrGenT gen, std::int64_t begin, std::int64_t end, std::int64_
   if (end <= begin) return;
   count_mismatches_kernel<<<grid_size(end - begin), block_size, 0, stream>>>(
       gen, begin, end, value_shift, salt, mismatches);
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
 }
 
 using continuous_gen = wholememory::PtrGen<std::int64_t, std::int64_t>;

@@ -10,7 +10,7 @@
  */
 #pragma once
 
-#include <wholememory/ptr_gen.hpp>
+#include <wholememory/host_device.hpp>
 
 #include <cstdint>
 #include <cstring>

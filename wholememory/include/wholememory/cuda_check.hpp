@@ -23,6 +23,22 @@ namespace detail {
 /// Name and text of a driver API result ("CUDA_ERROR_OUT_OF_MEMORY (2): out of memory").
 /// Defined with the library's driver entry points (src/cuda/cuda_memory.cpp).
 std::string cu_result_text(CUresult res);
+
+/// The debug-build wait of WM_CUDA_CHECK_LAUNCH(stream): waits for `stream` unless it is
+/// capturing a CUDA graph (a capture forbids the wait, and the kernel has not run yet).
+inline cudaError_t sync_unless_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t err = cudaStreamIsCapturing(stream, &status);
+  if (err != cudaSuccess) return err;
+  return status == cudaStreamCaptureStatusNone ? cudaStreamSynchronize(stream) : cudaSuccess;
+}
+
+/// The debug-build wait of WM_CUDA_CHECK_LAUNCH(): the whole device (not capture-safe).
+inline cudaError_t sync_unless_capturing() { return cudaDeviceSynchronize(); }
+
+/// Release builds: the stream argument of WM_CUDA_CHECK_LAUNCH is still type-checked.
+inline void launch_check_stream() {}
+inline void launch_check_stream(cudaStream_t) {}
 }  // namespace detail
 
 /// Name and text of a runtime API error ("cudaErrorMemoryAllocation: out of memory").
@@ -104,15 +120,23 @@ class device_guard {
     }                                                                       \
   } while (0)
 
-/// Checks the last kernel launch; debug builds also synchronize the device so the error
-/// points at the launch that caused it.
+/// Checks the last kernel launch: WM_CUDA_CHECK_LAUNCH(stream) after a launch on `stream`.
+/// Debug builds (no NDEBUG) also wait for the kernel so that an error points at the launch that
+/// caused it: for the stream form, a wait for `stream` that is skipped while the stream is
+/// capturing a CUDA graph (cudaStreamIsCapturing), so captures run in debug builds too.  The
+/// older form without an argument waits for the whole device in debug builds, which a capture
+/// forbids; prefer the stream form.
 #ifdef NDEBUG
-#define WM_CUDA_CHECK_LAUNCH() WM_CUDA_TRY(cudaGetLastError())
+#define WM_CUDA_CHECK_LAUNCH(...)                            \
+  do {                                                       \
+    WM_CUDA_TRY(cudaGetLastError());                         \
+    ::wholememory::detail::launch_check_stream(__VA_ARGS__); \
+  } while (0)
 #else
-#define WM_CUDA_CHECK_LAUNCH()            \
-  do {                                    \
-    WM_CUDA_TRY(cudaGetLastError());      \
-    WM_CUDA_TRY(cudaDeviceSynchronize()); \
+#define WM_CUDA_CHECK_LAUNCH(...)                                           \
+  do {                                                                      \
+    WM_CUDA_TRY(cudaGetLastError());                                        \
+    WM_CUDA_TRY(::wholememory::detail::sync_unless_capturing(__VA_ARGS__)); \
   } while (0)
 #endif
 

@@ -67,10 +67,11 @@ template <typename Exception>
   throw Exception(format_location(file, line, what));
 }
 
-/// Text of an errno value.
+}  // namespace detail
+
+/// Text of an errno value: "No such file or directory (errno 2)".  Thread-safe.
 std::string errno_text(int err);
 
-}  // namespace detail
 }  // namespace wholememory
 
 /// Throws `type` with a message built by streaming `msg` (e.g. "size " << n << " > " << max).
@@ -90,11 +91,11 @@ std::string errno_text(int err);
   } while (0)
 
 /// Runs a POSIX call that returns -1 and sets errno on failure; throws wholememory::system_error.
-#define WM_SYSCALL_TRY(call)                                                      \
-  do {                                                                            \
-    if ((call) == -1) {                                                           \
-      int wm_errno_ = errno;                                                      \
-      WM_FAIL(::wholememory::system_error,                                        \
-              #call " failed: " << ::wholememory::detail::errno_text(wm_errno_)); \
-    }                                                                             \
+#define WM_SYSCALL_TRY(call)                                              \
+  do {                                                                    \
+    if ((call) == -1) {                                                   \
+      int wm_errno_ = errno;                                              \
+      WM_FAIL(::wholememory::system_error,                                \
+              #call " failed: " << ::wholememory::errno_text(wm_errno_)); \
+    }                                                                     \
   } while (0)

@@ -10,7 +10,7 @@
  * and int64 (static_cast: narrowing wraps modulo 2^bits).  Float <-> integer pairs are
  * rejected.
  *
- * Two paths, one element logic (detail/convert.hpp, detail/gather_rows.hpp):
+ * Two paths, one element logic (convert.hpp; the row addressing in the library's sources):
  *  - gather / scatter: CUDA kernels on a stream.  The dense matrix and the indices live in
  *    device memory or in host memory the GPU can read (registered or managed).
  *  - gather_host / scatter_host: CPU threads, on host-location WholeMemory and host buffers.
@@ -108,6 +108,16 @@ void scatter(const dense_matrix& in, const index_array& indices, const wm_tensor
              cudaStream_t stream);
 void scatter(const dense_matrix& in, const index_array& indices, const wm_tensor& table,
              const gather_options& options, cudaStream_t stream);
+
+/// The row-copy kernel of gather() alone, for benchmarks that separate the kernel from the
+/// per-call work around it (`wholestore bench` reports both).  Continuous or chunked memory of
+/// either location, table.type == out.type.  Shapes and dtypes are checked as in gather(), but
+/// the indices are not: an index outside [0, table.rows) is undefined behaviour.  No
+/// host-memory sort, no scratch; enqueues on `stream` and returns without synchronizing.
+/// Throws logic_error for bad shapes, a dtype conversion, distributed memory or a build
+/// without CUDA; cuda_error when the launch fails.
+void gather_unchecked_async(const wm_tensor& table, const index_array& indices,
+                            const dense_matrix& out, cudaStream_t stream);
 
 /// CPU path of gather(): host-location memory, host index and output buffers, `threads`
 /// threads.  Distributed memory needs a host-backend communicator (collective over it).

@@ -11,14 +11,10 @@
  */
 #pragma once
 
+#include <wholememory/host_device.hpp>
+
 #include <cstddef>
 #include <cstdint>
-
-#if defined(__CUDACC__)
-#define WM_HOST_DEVICE __host__ __device__ __forceinline__
-#else
-#define WM_HOST_DEVICE inline
-#endif
 
 namespace wholememory {
 

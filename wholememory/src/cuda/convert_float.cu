@@ -1,6 +1,6 @@
 // Converting copies among float32, float16, bfloat16 and float64.
-#include <wholememory/detail/dtype_dispatch.hpp>
-#include <wholememory/detail/gather_kernels.cuh>
+#include "cuda/gather_kernels.cuh"
+#include "dtype_dispatch.hpp"
 
 namespace wholememory::detail {
 

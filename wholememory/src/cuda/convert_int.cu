@@ -1,6 +1,6 @@
 // Converting copies among int8, int16, int32 and int64 (static_cast: narrowing wraps).
-#include <wholememory/detail/dtype_dispatch.hpp>
-#include <wholememory/detail/gather_kernels.cuh>
+#include "cuda/gather_kernels.cuh"
+#include "dtype_dispatch.hpp"
 
 namespace wholememory::detail {
 

@@ -20,13 +20,13 @@
  * Pieces move between processes as POSIX file descriptors (allgather_local_fds); between
  * threads of one process the generic allocation handle itself is used, without an import.
  */
+#include "cuda_memory.hpp"
 #include "collective_step.hpp"
 #include "driver_api.hpp"
+#include "fd_exchange.hpp"
+#include "posix.hpp"
 
-#include <wholememory/detail/cuda_check.hpp>
-#include <wholememory/detail/cuda_memory.hpp>
-#include <wholememory/detail/fd_exchange.hpp>
-#include <wholememory/detail/posix.hpp>
+#include <wholememory/cuda_check.hpp>
 #include <wholememory/error.hpp>
 
 #include <unistd.h>

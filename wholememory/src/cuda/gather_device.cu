@@ -1,12 +1,13 @@
 // The GPU path of gather/scatter: index check, optional address-ordered visiting of host
 // memory, duplicate handling for scatter, and the distributed exchange over NCCL.  The copies
 // themselves are the launchers of gather_rows.cu, scatter_rows.cu and convert_*.cu.
+#include "cuda/gather_launch.hpp"
+#include "cuda_memory.hpp"
+#include "dtype_dispatch.hpp"
+#include "gather_common.hpp"
+
 #include <wholememory/communicator.hpp>
-#include <wholememory/detail/cuda_check.hpp>
-#include <wholememory/detail/cuda_memory.hpp>
-#include <wholememory/detail/dtype_dispatch.hpp>
-#include <wholememory/detail/gather_common.hpp>
-#include <wholememory/detail/gather_launch.hpp>
+#include <wholememory/cuda_check.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
 
@@ -197,7 +198,7 @@ void sort_by_key(const KeyT* keys, KeyT* keys_out, std::int64_t* positions_out, 
                  std::uint64_t max_key, cudaStream_t stream) {
   stream_buffer iota(n * sizeof(std::int64_t), stream);
   iota_kernel<<<blocks_for_items(n), kBlock, 0, stream>>>(iota.as<std::int64_t>(), n);
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
   const int bits = key_bits(max_key);
   std::size_t temp_bytes = 0;
   WM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, keys_out,
@@ -282,7 +283,7 @@ bad_index check_indices(const IndexT* idx, std::size_t n, std::size_t rows, cuda
   const auto sn = static_cast<std::int64_t>(n);
   find_bad_index_kernel<<<blocks_for_items(sn), kBlock, 0, stream>>>(
       idx, sn, static_cast<std::int64_t>(rows), w.device);
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
   WM_CUDA_TRY(cudaMemcpyAsync(w.host, w.device, sizeof(unsigned long long), cudaMemcpyDeviceToHost,
                               stream));
   WM_CUDA_TRY(cudaStreamSynchronize(stream));
@@ -358,11 +359,11 @@ void scatter_entries(std::size_t cols, dtype src_type, const rows_ref& src,
               dst_rows == 0 ? 0 : dst_rows - 1, stream);
   drop_duplicates_kernel<<<blocks_for_items(sn), kBlock, 0, stream>>>(keys.as<IndexT>(),
                                                                       order.as<std::int64_t>(), sn);
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
   if (src_pos != nullptr) {
     compose_kernel<<<blocks_for_items(sn), kBlock, 0, stream>>>(order.as<std::int64_t>(), src_pos,
                                                                 sn);
-    WM_CUDA_CHECK_LAUNCH();
+    WM_CUDA_CHECK_LAUNCH(stream);
   }
   place_entries(cols, src_type, src, order.as<std::int64_t>(), dst_type, dst, keys.as<IndexT>(), n,
                 src_row_bytes, stream);
@@ -422,15 +423,15 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
   if (n > 0) {
     find_bad_index_kernel<<<blocks_for_items(sn), kBlock, 0, stream>>>(
         idx, sn, static_cast<std::int64_t>(rows), result);
-    WM_CUDA_CHECK_LAUNCH();
+    WM_CUDA_CHECK_LAUNCH(stream);
     record_bad_value_kernel<<<1, 1, 0, stream>>>(idx, result);
-    WM_CUDA_CHECK_LAUNCH();
+    WM_CUDA_CHECK_LAUNCH(stream);
     owner_kernel<<<blocks_for_items(sn), kBlock, ranks * sizeof(unsigned long long), stream>>>(
         idx, sn, row_begin, ranks, owner.as<int>(), counts);
-    WM_CUDA_CHECK_LAUNCH();
+    WM_CUDA_CHECK_LAUNCH(stream);
   }
   meta_kernel<<<1, 128, 0, stream>>>(counts, result, ranks, meta_send);
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
   std::vector<std::size_t> two(ranks, 2), displs(ranks);
   for (int r = 0; r < ranks; ++r) displs[r] = 2 * static_cast<std::size_t>(r);
   comm.alltoallv(meta_send, two.data(), displs.data(), meta_recv, two.data(), displs.data(),
@@ -478,7 +479,7 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
     local_rows_kernel<<<blocks_for_items(sn), kBlock, 0, stream>>>(
         idx, x.positions->as<std::int64_t>(), owner_sorted.as<int>(), row_begin, sn,
         send_rows.as<std::int64_t>());
-    WM_CUDA_CHECK_LAUNCH();
+    WM_CUDA_CHECK_LAUNCH(stream);
   }
   x.local_rows = std::make_unique<stream_buffer>(x.recv_total * 8, stream);
   comm.alltoallv(send_rows.as<std::int64_t>(), x.send_counts.data(), x.send_displs.data(),
@@ -684,6 +685,27 @@ void gather(const wm_tensor& table, const index_array& indices, const dense_matr
 void gather(const wm_tensor& table, const index_array& indices, const dense_matrix& out,
             cudaStream_t stream) {
   gather(table, indices, out, gather_options{}, stream);
+}
+
+void gather_unchecked_async(const wm_tensor& table, const index_array& indices,
+                            const dense_matrix& out, cudaStream_t stream) {
+  detail::gather_geometry g =
+      detail::check_arguments(table, indices, out, "gather_unchecked_async");
+  WM_EXPECTS(table.memory->type() != memory_type::distributed,
+             "gather_unchecked_async: distributed memory needs the exchange of gather()");
+  WM_EXPECTS(g.same_type, "gather_unchecked_async: the table holds "
+                              << dtype_name(table.type) << ", the output " << dtype_name(out.type)
+                              << "; conversions need gather()");
+  if (g.count == 0 || table.cols == 0) return;
+  const detail::rows_ref src = detail::table_rows(table, g);
+  const detail::rows_ref dst = detail::dense_rows(out, g.dense_stride_bytes);
+  if (indices.type == dtype::int32) {
+    detail::launch_gather_rows(src, static_cast<const std::int32_t*>(indices.data), dst, nullptr,
+                               g.count, g.table_row_bytes, stream);
+  } else {
+    detail::launch_gather_rows(src, static_cast<const std::int64_t*>(indices.data), dst, nullptr,
+                               g.count, g.table_row_bytes, stream);
+  }
 }
 
 void scatter(const dense_matrix& in, const index_array& indices, const wm_tensor& table,

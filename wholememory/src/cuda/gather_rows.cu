@@ -1,6 +1,6 @@
 // Same-dtype gather kernels (the hot path): continuous and chunked tables, int32 and int64
 // indices.
-#include <wholememory/detail/gather_kernels.cuh>
+#include "cuda/gather_kernels.cuh"
 
 namespace wholememory::detail {
 

@@ -16,10 +16,10 @@
  * file neither sets NCCL environment variables nor creates multicast objects.
  */
 #include "collective_step.hpp"
+#include "cuda_memory.hpp"
 
 #include <wholememory/communicator.hpp>
-#include <wholememory/detail/cuda_check.hpp>
-#include <wholememory/detail/cuda_memory.hpp>
+#include <wholememory/cuda_check.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
 
@@ -152,7 +152,7 @@ class nccl_communicator final : public communicator {
     ncclUniqueId id{};
     detail::collective_step(*bootstrap_, what, [&] {
       barrier_owner_ = detail::allocate_device_buffer(sizeof(std::int32_t), device_, &barrier_buf_);
-      detail::device_guard guard(device_);
+      device_guard guard(device_);
       WM_CUDA_TRY(cudaMemset(barrier_buf_, 0, sizeof(std::int32_t)));
       WM_CUDA_TRY(cudaDeviceSynchronize());
       if (rank() == 0) WM_NCCL_TRY(ncclGetUniqueId(&id));
@@ -172,7 +172,7 @@ class nccl_communicator final : public communicator {
 
   void barrier(cudaStream_t stream) override {
     check_call(op_code::barrier, -1, 0, -1);
-    detail::device_guard guard(device_);
+    device_guard guard(device_);
     // A max-reduction of one element: the value never grows, and every rank waits for all.
     enqueued(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclMax, comm_, stream),
              "ncclAllReduce (barrier)");
@@ -186,7 +186,7 @@ class nccl_communicator final : public communicator {
     if (count == 0) return;
     WM_EXPECTS(buffer != nullptr, "broadcast of " << count << " elements needs a buffer");
     wire_format wire = nccl_move_format(type, count);
-    detail::device_guard guard(device_);
+    device_guard guard(device_);
     enqueued(ncclBroadcast(buffer, buffer, wire.count, wire.type, root, comm_, stream),
              "ncclBroadcast");
   }
@@ -198,7 +198,7 @@ class nccl_communicator final : public communicator {
     WM_EXPECTS(send != nullptr && recv != nullptr,
                "allgather of " << count << " elements needs send and receive buffers");
     wire_format wire = nccl_move_format(type, count);
-    detail::device_guard guard(device_);
+    device_guard guard(device_);
     enqueued(ncclAllGather(send, recv, wire.count, wire.type, comm_, stream), "ncclAllGather");
   }
 
@@ -211,7 +211,7 @@ class nccl_communicator final : public communicator {
     check_call(op_code::alltoallv, static_cast<int>(type), 0, -1, send_counts, recv_counts);
     const std::size_t element = dtype_size(type);
     const int me = rank();
-    detail::device_guard guard(device_);
+    device_guard guard(device_);
     if (send_counts[me] > 0) {
       WM_EXPECTS(send_counts[me] == recv_counts[me],
                  "alltoallv: rank " << me << " sends " << send_counts[me]
@@ -250,13 +250,13 @@ class nccl_communicator final : public communicator {
     if (count == 0) return;
     WM_EXPECTS(send != nullptr && recv != nullptr,
                "allreduce of " << count << " elements needs send and receive buffers");
-    detail::device_guard guard(device_);
+    device_guard guard(device_);
     enqueued(ncclAllReduce(send, recv, count, nccl_type, ncclSum, comm_, stream), "ncclAllReduce");
   }
 
   void synchronize(cudaStream_t stream) override {
     expect_alive();
-    detail::device_guard guard(device_);
+    device_guard guard(device_);
     const auto deadline = clock_type::now() + timeout();
     for (int spins = 0;; backoff(spins)) {
       cudaError_t query = cudaStreamQuery(stream);
@@ -265,9 +265,8 @@ class nccl_communicator final : public communicator {
       if (query != cudaErrorNotReady) {
         cudaGetLastError();
         abort_comm();
-        WM_FAIL(cuda_error,
-                "cudaStreamQuery in synchronize failed: " << detail::cuda_error_text(query)
-                                                          << "; the NCCL communicator was aborted");
+        WM_FAIL(cuda_error, "cudaStreamQuery in synchronize failed: "
+                                << cuda_error_text(query) << "; the NCCL communicator was aborted");
       }
       if (clock_type::now() > deadline) {
         abort_comm();
@@ -290,7 +289,7 @@ class nccl_communicator final : public communicator {
   /// Joins the NCCL communicator with the broadcast id.  Collective.
   void init_rank(const ncclUniqueId& id, const char* what) {
     detail::collective_step(*bootstrap_, what, [&] {
-      detail::device_guard guard(device_);
+      device_guard guard(device_);
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
       config.blocking = 0;
       ncclResult_t res = ncclCommInitRankConfig(&comm_, size(), id, rank(), &config);

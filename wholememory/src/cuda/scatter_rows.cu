@@ -1,5 +1,5 @@
 // Same-dtype scatter kernels: continuous and chunked tables, int32 and int64 indices.
-#include <wholememory/detail/gather_kernels.cuh>
+#include "cuda/gather_kernels.cuh"
 
 namespace wholememory::detail {
 

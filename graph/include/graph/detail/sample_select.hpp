@@ -27,15 +27,11 @@
  */
 #pragma once
 
+#include <wholememory/host_device.hpp>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-
-#if defined(__CUDACC__)
-#define WS_HD __host__ __device__ __forceinline__
-#else
-#define WS_HD inline
-#endif
 
 namespace wholestore::graph {
 
@@ -45,7 +41,7 @@ namespace detail {
 
 constexpr std::uint64_t golden_gamma = 0x9E3779B97F4A7C15ull;
 
-WS_HD std::uint64_t mix64(std::uint64_t z) {
+WM_HOST_DEVICE std::uint64_t mix64(std::uint64_t z) {
   z += golden_gamma;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -53,16 +49,16 @@ WS_HD std::uint64_t mix64(std::uint64_t z) {
 }
 
 /// The key of node `node`'s draws at hop `hop`.
-WS_HD std::uint64_t node_key(std::uint64_t random_seed, int hop, std::int64_t node) {
+WM_HOST_DEVICE std::uint64_t node_key(std::uint64_t random_seed, int hop, std::int64_t node) {
   return mix64(mix64(mix64(random_seed) ^ static_cast<std::uint64_t>(hop)) ^
                static_cast<std::uint64_t>(node));
 }
 
-WS_HD std::uint64_t draw(std::uint64_t key, std::uint64_t c) {
+WM_HOST_DEVICE std::uint64_t draw(std::uint64_t key, std::uint64_t c) {
   return mix64(key + c * golden_gamma);
 }
 
-WS_HD std::uint64_t rand_below(std::uint64_t x, std::uint64_t n) {
+WM_HOST_DEVICE std::uint64_t rand_below(std::uint64_t x, std::uint64_t n) {
 #if defined(__CUDA_ARCH__)
   return __umul64hi(x, n);
 #else
@@ -71,28 +67,28 @@ WS_HD std::uint64_t rand_below(std::uint64_t x, std::uint64_t n) {
 }
 
 // Correctly rounded double operations that no compiler fuses.
-WS_HD double d_add(double a, double b) {
+WM_HOST_DEVICE double d_add(double a, double b) {
 #if defined(__CUDA_ARCH__)
   return __dadd_rn(a, b);
 #else
   return a + b;  // the graph target compiles with -ffp-contract=off
 #endif
 }
-WS_HD double d_sub(double a, double b) {
+WM_HOST_DEVICE double d_sub(double a, double b) {
 #if defined(__CUDA_ARCH__)
   return __dsub_rn(a, b);
 #else
   return a - b;  // the graph target compiles with -ffp-contract=off
 #endif
 }
-WS_HD double d_mul(double a, double b) {
+WM_HOST_DEVICE double d_mul(double a, double b) {
 #if defined(__CUDA_ARCH__)
   return __dmul_rn(a, b);
 #else
   return a * b;  // the graph target compiles with -ffp-contract=off
 #endif
 }
-WS_HD double d_div(double a, double b) {
+WM_HOST_DEVICE double d_div(double a, double b) {
 #if defined(__CUDA_ARCH__)
   return __ddiv_rn(a, b);
 #else
@@ -101,7 +97,7 @@ WS_HD double d_div(double a, double b) {
 }
 
 /// Natural log of x in (0, 1], about 1e-15 relative error, identical on host and device.
-WS_HD double det_log(double x) {
+WM_HOST_DEVICE double det_log(double x) {
   std::uint64_t bits;
 #if defined(__CUDA_ARCH__)
   bits = static_cast<std::uint64_t>(__double_as_longlong(x));
@@ -139,14 +135,14 @@ WS_HD double det_log(double x) {
 }
 
 /// The race time of an edge of weight w > 0 whose draw is x.
-WS_HD double race_time_of_draw(std::uint64_t x, float w) {
+WM_HOST_DEVICE double race_time_of_draw(std::uint64_t x, float w) {
   double u = d_mul(static_cast<double>(x >> 11) + 0.5, 1.0 / 9007199254740992.0);
   return d_div(-det_log(u), static_cast<double>(w));
 }
 
 /// The race time of edge i (weight w) of a node with key `key`; +infinity-like (never taken)
 /// is signalled by returning a negative value for weights that are not > 0.
-WS_HD double race_time(std::uint64_t key, std::int64_t i, float w) {
+WM_HOST_DEVICE double race_time(std::uint64_t key, std::int64_t i, float w) {
   if (!(w > 0.0f)) return -1.0;
   return race_time_of_draw(draw(key, static_cast<std::uint64_t>(i)), w);
 }
@@ -158,7 +154,7 @@ WS_HD double race_time(std::uint64_t key, std::int64_t i, float w) {
 /// bits (u < u_hi = (top + 1) / 2^24): first by 1 - u_hi (exact in float, no log; it already
 /// rejects nearly every edge that a hub's tight bar rejects), then by a float log with margins
 /// far above float error.
-WS_HD bool race_may_beat(std::uint64_t x, float w, double bar) {
+WM_HOST_DEVICE bool race_may_beat(std::uint64_t x, float w, double bar) {
   const float u_hi = static_cast<float>((x >> 40) + 1) * 5.9604644775390625e-8f;  // 2^-24
   const float rhs = static_cast<float>(bar) * w * (1.0f + 1e-5f);
   if (1.0f - u_hi > rhs) return false;
@@ -172,12 +168,12 @@ WS_HD bool race_may_beat(std::uint64_t x, float w, double bar) {
 }
 
 /// True when (ta, a) is taken before (tb, b) in the race.
-WS_HD bool race_before(double ta, std::int64_t a, double tb, std::int64_t b) {
+WM_HOST_DEVICE bool race_before(double ta, std::int64_t a, double tb, std::int64_t b) {
   return ta < tb || (ta == tb && a < b);
 }
 
 /// Most positions the sampler can return for a node of degree d.
-WS_HD std::int64_t max_sample_count(sample_method m, std::int64_t d, int fanout) {
+WM_HOST_DEVICE std::int64_t max_sample_count(sample_method m, std::int64_t d, int fanout) {
   if (fanout < 0) return d;
   if (m == sample_method::uniform_with_replacement) return d > 0 ? fanout : 0;
   return d < fanout ? d : fanout;
@@ -185,8 +181,8 @@ WS_HD std::int64_t max_sample_count(sample_method m, std::int64_t d, int fanout)
 
 /// Uniform without replacement (Floyd).  Writes the positions, ascending, to out (room for
 /// max_sample_count) and returns their number.  O(k^2) for k < d.
-WS_HD std::int64_t select_uniform(std::uint64_t key, std::int64_t d, int fanout,
-                                  std::int64_t* out) {
+WM_HOST_DEVICE std::int64_t select_uniform(std::uint64_t key, std::int64_t d, int fanout,
+                                           std::int64_t* out) {
   if (fanout < 0 || d <= fanout) {
     for (std::int64_t i = 0; i < d; ++i) out[i] = i;
     return d;
@@ -213,8 +209,8 @@ WS_HD std::int64_t select_uniform(std::uint64_t key, std::int64_t d, int fanout,
 }
 
 /// Uniform with replacement: positions in draw order.
-WS_HD std::int64_t select_with_replacement(std::uint64_t key, std::int64_t d, int fanout,
-                                           std::int64_t* out) {
+WM_HOST_DEVICE std::int64_t select_with_replacement(std::uint64_t key, std::int64_t d, int fanout,
+                                                    std::int64_t* out) {
   if (fanout < 0) {
     for (std::int64_t i = 0; i < d; ++i) out[i] = i;
     return d;

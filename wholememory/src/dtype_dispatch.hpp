@@ -8,7 +8,7 @@
  */
 #pragma once
 
-#include <wholememory/detail/convert.hpp>
+#include <wholememory/convert.hpp>
 #include <wholememory/dtype.hpp>
 #include <wholememory/error.hpp>
 

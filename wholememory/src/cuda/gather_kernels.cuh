@@ -10,17 +10,18 @@
  *    so every thread has several independent loads in flight;
  *  - W > 32: a warp per row, 4 rows per warp at a time, 2 vectors per row per lane in flight.
  * Grid sized from the SM count and the occupancy, grid-stride, 64-bit indexing.  Conversions
- * take a simpler warp-per-row element kernel.  Row addresses go through PtrGen (detail/
- * gather_rows.hpp): continuous memory is plain arithmetic, chunked memory one part lookup per
+ * take a simpler warp-per-row element kernel.  Row addresses go through PtrGen
+ * (gather_rows.hpp): continuous memory is plain arithmetic, chunked memory one part lookup per
  * row.  An entry whose source or destination row is negative is skipped: scatter drops
  * all but the last of duplicate indices that way.
  */
 #pragma once
 
-#include <wholememory/detail/convert.hpp>
-#include <wholememory/detail/cuda_check.hpp>
-#include <wholememory/detail/gather_launch.hpp>
-#include <wholememory/detail/gather_rows.hpp>
+#include "cuda/gather_launch.hpp"
+#include "gather_rows.hpp"
+
+#include <wholememory/convert.hpp>
+#include <wholememory/cuda_check.hpp>
 
 #include <cuda_runtime.h>
 
@@ -163,7 +164,7 @@ void launch_copy_rows_vec(row_addresser<SrcGen> src, const SrcIdx* src_idx,
   auto kernel = copy_rows_kernel<VecT, SrcGen, DstGen, SrcIdx, DstIdx>;
   const int blocks = blocks_for(kernel, threads_needed);
   kernel<<<blocks, kCopyBlock, 0, stream>>>(src, src_idx, dst, dst_idx, n, W, group_shift);
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
 }
 
 /// Widest vector (16, 8, 4, 2, 1 bytes) dividing every value that shapes the addresses.
@@ -292,7 +293,7 @@ void launch_convert_rows_typed(const rows_ref& src, index_ref src_idx, const row
   const int blocks = blocks_for(kernel, static_cast<std::int64_t>(n) * 32);
   kernel<<<blocks, kCopyBlock, 0, stream>>>(s, si, d, di, static_cast<std::int64_t>(n),
                                             static_cast<std::int64_t>(cols));
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
 }
 
 }  // namespace wholememory::detail

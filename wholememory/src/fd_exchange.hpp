@@ -7,9 +7,10 @@
  */
 #pragma once
 
+#include "posix.hpp"
+
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
-#include <wholememory/detail/posix.hpp>
 
 #include <vector>
 

@@ -1,15 +1,22 @@
 /*
- * The CUDA side of WholeMemory: device allocations, their sharing between the local ranks,
- * host registration and view copies.  Implemented in src/cuda/ when the build has CUDA and by
- * src/no_cuda.cpp otherwise (which throws logic_error "built without CUDA" for device memory
- * and does nothing for host registration).  Internal: used by memory_impl only.
+ * The CUDA backend of the memory layer: device allocations of WholeMemory and their sharing
+ * between the local ranks, plain device buffers, host registration and view copies.
+ * Implemented in src/cuda/cuda_memory.cpp when the build has CUDA and by src/no_cuda.cpp
+ * otherwise (which throws logic_error "built without CUDA" for device memory and does nothing
+ * for host registration).
+ *
+ * Internal to wholememory (src/): the handle (wholememory.cpp), the seed API, the NCCL
+ * communicator, the GPU gather and the public device utilities (device.cpp) use it.  Other
+ * layers reach it through <wholememory/device.hpp> and <wholememory/device_buffer.hpp>.  It
+ * sits below the handle: it knows partitions and memory types, never the wholememory class.
  */
 #pragma once
 
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
+#include <wholememory/memory_type.hpp>
+#include <wholememory/partition.hpp>
 #include <wholememory/ptr_gen.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <cstddef>
 #include <memory>
@@ -57,9 +64,9 @@ device_allocation allocate_device_single_process(const partition& parts, memory_
 /// can read it at the same address.  Returns the registration (nullptr when no device).
 std::unique_ptr<resource> register_host_memory(void* ptr, std::size_t bytes);
 
-/// Plain device memory: `bytes` bytes on `device` (*ptr = nullptr for 0 bytes) for scratch
-/// buffers of the NCCL communicator and the GPU tests, so that raw cudaMalloc stays in one
-/// module.  The returned owner frees it.  Throws out_of_memory, cuda_error.
+/// Plain device memory: `bytes` bytes on `device` (*ptr = nullptr for 0 bytes), behind the
+/// public device_buffer and the library's own scratch words, so that raw cudaMalloc stays in
+/// one module.  The returned owner frees it.  Throws out_of_memory, cuda_error.
 std::unique_ptr<resource> allocate_device_buffer(std::size_t bytes, int device, void** ptr);
 
 /// Copies `view` into device memory of `device`; the returned owner frees it.
