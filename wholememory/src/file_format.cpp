@@ -4,9 +4,11 @@
 
 #include <wholememory/error.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -306,18 +308,41 @@ parsed_manifest parse_manifest(const std::string& path, const std::string& text)
   return result;
 }
 
-parsed_manifest read_manifest_file(const std::string& dir) {
+parsed_manifest read_manifest_at(int dir_fd, const std::string& dir) {
   const std::string path = dir + "/" + manifest_file_name;
-  std::ifstream in(path, std::ios::binary);
-  if (!in.is_open()) {
+  const int raw = ::openat(dir_fd, manifest_file_name, O_RDONLY | O_CLOEXEC);
+  if (raw < 0) {
     const int err = errno;
     WM_FAIL(logic_error, path << ": cannot open the manifest (" << errno_text(err)
                               << "): not a wholememory store, or an incomplete one");
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  WM_EXPECTS(!in.bad(), path << ": read error");
-  return parse_manifest(path, text.str());
+  unique_fd fd(raw);
+  std::string text;
+  char buf[1 << 16];
+  while (true) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      WM_FAIL(system_error, path << ": read failed: " << errno_text(err));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  return parse_manifest(path, text);
+}
+
+parsed_manifest read_manifest_file(const std::string& dir) {
+  return read_manifest_at(open_store_directory(dir).get(), dir);
+}
+
+unique_fd open_store_directory(const std::string& dir) {
+  const int raw = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (raw < 0) {
+    const int err = errno;
+    WM_FAIL(logic_error, dir << ": cannot open the store directory (" << errno_text(err) << ")");
+  }
+  return unique_fd(raw);
 }
 
 }  // namespace wholememory::detail

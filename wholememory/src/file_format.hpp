@@ -28,6 +28,7 @@
  */
 #pragma once
 
+#include <wholememory/detail/posix.hpp>
 #include <wholememory/file_io.hpp>
 
 #include <cstddef>
@@ -109,7 +110,15 @@ struct parsed_manifest {
 /// `path` and the line.
 parsed_manifest parse_manifest(const std::string& path, const std::string& text);
 
-/// Reads and parses `dir`/manifest.
+/// Opens the store directory `dir` (O_DIRECTORY) so that the manifest and the files are read
+/// from one directory even if a store replaces it meanwhile.  Throws logic_error.
+unique_fd open_store_directory(const std::string& dir);
+
+/// Reads and parses the manifest of the directory open as `dir_fd` (named `dir` in messages).
+/// Throws logic_error when it is missing or malformed, system_error when reading fails.
+parsed_manifest read_manifest_at(int dir_fd, const std::string& dir);
+
+/// The same for the directory `dir`.
 parsed_manifest read_manifest_file(const std::string& dir);
 
 }  // namespace wholememory::detail

@@ -149,9 +149,8 @@ void load(const std::vector<loaded_array>& arrays, const std::string& dir,
 
   detail::load_plan plan;
   const auto manifests = detail::agree(bs, call, "reading the manifest", [&] {
-    const detail::parsed_manifest parsed = detail::read_manifest_file(dir);
-    plan = detail::plan_load(arrays, dir, parsed.manifest);
-    return detail::hex64(parsed.checksum);
+    plan = detail::plan_load(arrays, dir);
+    return detail::hex64(plan.manifest_checksum);
   });
   for (std::size_t r = 1; r < manifests.size(); ++r) {
     if (manifests[r] != manifests[0]) {

@@ -18,12 +18,10 @@ namespace wholememory::detail {
 
 namespace {
 
-// Checks the requested arrays against the manifest and their files on disk; returns the
-// manifest's entry of each.
-std::vector<stored_manifest::array> match_manifest(const std::vector<loaded_array>& arrays,
-                                                   const std::string& dir,
-                                                   const stored_manifest& m) {
-  std::vector<stored_manifest::array> entries;
+// Finds the requested arrays in the manifest and opens their files in the directory `dir_fd`,
+// checking the sizes of what was opened.
+void match_manifest(const std::vector<loaded_array>& arrays, const std::string& dir, int dir_fd,
+                    const stored_manifest& m, load_plan& plan) {
   for (const loaded_array& a : arrays) {
     auto it = std::find_if(m.arrays.begin(), m.arrays.end(),
                            [&](const stored_manifest::array& e) { return e.name == a.name; });
@@ -37,19 +35,25 @@ std::vector<stored_manifest::array> match_manifest(const std::vector<loaded_arra
                "array '" << a.name << "': the store holds " << it->bytes
                          << " bytes, the destination has " << a.memory->size() << " bytes");
     const std::string path = file_path(dir, it->file);
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) {
+    const int raw = ::openat(dir_fd, it->file.c_str(), O_RDONLY | O_CLOEXEC);
+    if (raw < 0) {
       const int err = errno;
       WM_FAIL(logic_error,
               path << ": the file of array '" << a.name << "' cannot be read: " << errno_text(err));
+    }
+    unique_fd fd(raw);
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) {
+      const int err = errno;
+      WM_FAIL(system_error, path << ": fstat failed: " << errno_text(err));
     }
     WM_EXPECTS(S_ISREG(st.st_mode), path << ": is not a regular file");
     const auto size = static_cast<std::uint64_t>(st.st_size);
     WM_EXPECTS(size == it->bytes, path << ": " << (size < it->bytes ? "truncated" : "too long")
                                        << ": expected " << it->bytes << " bytes, found " << size);
-    entries.push_back(*it);
+    plan.entries.push_back(*it);
+    plan.files.push_back(std::move(fd));
   }
-  return entries;
 }
 
 // Block intervals [first, last] overlapping this rank's parts of one array, merged.
@@ -68,22 +72,14 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> own_blocks(
   return blocks;
 }
 
-std::vector<unique_fd> open_for_reading(const load_plan& plan, const std::string& dir) {
-  std::vector<unique_fd> fds;
-  for (std::size_t i = 0; i < plan.entries.size(); ++i) {
-    fds.push_back(plan.ranges[i].empty()
-                      ? unique_fd()
-                      : open_file(file_path(dir, plan.entries[i].file), O_RDONLY));
-  }
-  return fds;
-}
-
 }  // namespace
 
-load_plan plan_load(const std::vector<loaded_array>& arrays, const std::string& dir,
-                    const stored_manifest& manifest) {
+load_plan plan_load(const std::vector<loaded_array>& arrays, const std::string& dir) {
   load_plan plan;
-  plan.entries = match_manifest(arrays, dir, manifest);
+  const unique_fd directory = open_store_directory(dir);
+  const parsed_manifest parsed = read_manifest_at(directory.get(), dir);
+  plan.manifest_checksum = parsed.checksum;
+  match_manifest(arrays, dir, directory.get(), parsed.manifest, plan);
   for (std::size_t i = 0; i < arrays.size(); ++i) {
     const stored_manifest::array& e = plan.entries[i];
     plan.ranges.push_back(owned_ranges(*arrays[i].memory));
@@ -99,7 +95,6 @@ load_plan plan_load(const std::vector<loaded_array>& arrays, const std::string& 
 void verify_own_blocks(const load_plan& plan, const std::string& dir, unsigned threads,
                        progress_meter& meter) {
   const std::size_t n = plan.entries.size();
-  std::vector<unique_fd> fds = open_for_reading(plan, dir);
   std::vector<io_chunk> chunks;
   std::vector<std::uint64_t> first_block(n, 0), span(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
@@ -115,16 +110,16 @@ void verify_own_blocks(const load_plan& plan, const std::string& dir, unsigned t
   }
   std::vector<std::vector<std::vector<std::uint64_t>>> sums(
       threads, std::vector<std::vector<std::uint64_t>>(n));
-  run_chunks(chunks, threads, meter,
-             [&](unsigned worker, const io_chunk& c, worker_scratch& scratch) {
-               const stored_manifest::array& e = plan.entries[c.array];
-               unsigned char* buffer = scratch.host_buffer();
-               read_all(fds[c.array].get(), buffer, c.bytes, c.offset, file_path(dir, e.file));
-               std::vector<std::uint64_t>& mine = sums[worker][c.array];
-               if (mine.empty()) mine.assign(span[c.array], 0);
-               add_checksum_terms(buffer, c.offset, c.bytes, e.bytes, e.block_bytes,
-                                  first_block[c.array], mine.data());
-             });
+  run_chunks(
+      chunks, threads, meter, [&](unsigned worker, const io_chunk& c, worker_scratch& scratch) {
+        const stored_manifest::array& e = plan.entries[c.array];
+        unsigned char* buffer = scratch.host_buffer();
+        read_all(plan.files[c.array].get(), buffer, c.bytes, c.offset, file_path(dir, e.file));
+        std::vector<std::uint64_t>& mine = sums[worker][c.array];
+        if (mine.empty()) mine.assign(span[c.array], 0);
+        add_checksum_terms(buffer, c.offset, c.bytes, e.bytes, e.block_bytes, first_block[c.array],
+                           mine.data());
+      });
   for (std::size_t i = 0; i < n; ++i) {
     const stored_manifest::array& e = plan.entries[i];
     std::vector<std::uint64_t> total(span[i], 0);
@@ -158,7 +153,6 @@ void verify_own_blocks(const load_plan& plan, const std::string& dir, unsigned t
 
 void read_own_parts(const load_plan& plan, const std::string& dir, unsigned threads,
                     progress_meter& meter) {
-  std::vector<unique_fd> fds = open_for_reading(plan, dir);
   std::vector<io_chunk> chunks;
   for (std::size_t i = 0; i < plan.entries.size(); ++i) {
     for (const owned_range& r : plan.ranges[i]) {
@@ -169,10 +163,10 @@ void read_own_parts(const load_plan& plan, const std::string& dir, unsigned thre
     const std::string path = file_path(dir, plan.entries[c.array].file);
     if (c.device >= 0) {
       unsigned char* staging = scratch.staging_for(c.device);
-      read_all(fds[c.array].get(), staging, c.bytes, c.offset, path);
+      read_all(plan.files[c.array].get(), staging, c.bytes, c.offset, path);
       copy_bytes(c.ptr, staging, c.bytes);
     } else {
-      read_all(fds[c.array].get(), c.ptr, c.bytes, c.offset, path);
+      read_all(plan.files[c.array].get(), c.ptr, c.bytes, c.offset, path);
     }
   });
 }

@@ -18,21 +18,25 @@
 
 namespace wholememory::detail {
 
-/// What one load moves on this rank: per requested array, its manifest entry, this rank's
-/// parts and the block intervals [first, last] overlapping them.
+/// What one load moves on this rank: per requested array, its manifest entry, its file (open
+/// from the start, so that both passes read the file that was checked even if a store
+/// replaces the directory meanwhile), this rank's parts and the block intervals [first, last]
+/// overlapping them.
 struct load_plan {
+  std::uint64_t manifest_checksum = 0;
   std::vector<stored_manifest::array> entries;
+  std::vector<unique_fd> files;
   std::vector<std::vector<owned_range>> ranges;
   std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>> blocks;
   std::uint64_t own_bytes = 0;
   std::uint64_t verify_bytes = 0;
 };
 
-/// Matches the requested arrays with `manifest` (read from `dir`) and checks their files:
-/// throws logic_error for an array the store does not hold (listing those it holds), a byte
-/// size that differs from the destination's, a missing, truncated or too long file.
-load_plan plan_load(const std::vector<loaded_array>& arrays, const std::string& dir,
-                    const stored_manifest& manifest);
+/// Reads the manifest of `dir`, finds the requested arrays in it and opens their files, all
+/// from one open directory.  Throws logic_error for a missing or corrupt manifest, an array
+/// the store does not hold (listing those it holds), a byte size that differs from the
+/// destination's, a missing, truncated or too long file.
+load_plan plan_load(const std::vector<loaded_array>& arrays, const std::string& dir);
 
 /// Reads every block overlapping this rank's parts on `threads` threads and compares its
 /// checksum with the manifest's.  Throws logic_error naming the file and the first bad block.

@@ -24,7 +24,10 @@
  * rank and its reason, with that rank's exception type (logic_error for bad arguments, missing
  * or corrupt files; mismatch_error when ranks disagree; system_error for failed system calls;
  * std::runtime_error for anything else, such as an exception thrown by `progress`).  A rank
- * that dies makes the others fail with timeout_error after the bootstrap's timeout.
+ * that dies makes the others fail with timeout_error.  The ranks wait for each other at the end
+ * of every phase under the bootstrap's timeout (WHOLESTORE_TIMEOUT, 300 s by default), so a
+ * rank that ends a phase that much later than the first one (very uneven parts, a slow
+ * shared disk) fails the call too: raise the timeout for such stores.
  *
  * Atomicity of store: the arrays are written into a fresh sibling `<dir>.tmp-<unique>`, synced,
  * then rank 0 writes the manifest last and swaps the new directory in for `dir` in one rename
