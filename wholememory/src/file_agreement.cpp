@@ -24,7 +24,7 @@ enum class error_kind : char {
   other = 'x',
 };
 
-std::pair<error_kind, std::string> describe(std::exception_ptr error) {
+std::pair<error_kind, std::string> describe(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const mismatch_error& e) {

@@ -108,7 +108,7 @@ std::string swap_into_place(const std::string& temp, const std::string& dir) {
   }
   // A file system without RENAME_EXCHANGE: move the old store aside, then the new one in.
   // Between the two renames `dir` is missing, but it is never incomplete.
-  const std::string aside = temp + ".old";
+  std::string aside = temp + ".old";
   if (::rename(dir.c_str(), aside.c_str()) != 0) {
     const int err2 = errno;
     WM_FAIL(system_error,

@@ -83,7 +83,7 @@ void run_chunks(const std::vector<io_chunk>& chunks, unsigned threads, progress_
   std::exception_ptr first_error;
   unsigned running = workers;
 
-  auto fail = [&](std::exception_ptr e) {
+  auto fail = [&](const std::exception_ptr& e) {
     std::lock_guard<std::mutex> lock(mutex);
     if (!first_error) first_error = e;
     stop = true;

@@ -14,10 +14,12 @@
  * store and load are collective over the arrays' communicator: every rank calls them with the
  * same array list (names and byte sizes), directory, metadata and options, and every rank
  * writes or reads only its own parts (pwrite / pread at their offsets, `threads` threads per
- * rank, all ranks at once).  Device memory goes through a host staging buffer.  Both return
- * after every rank has finished, so the bytes of continuous and chunked memory are complete
- * on every rank when load returns.  Neither synchronizes a CUDA stream the caller may have
- * work on: finish writes to the memory before calling store.
+ * rank, all ranks at once).  Device memory goes through a page-locked host staging buffer
+ * per thread with synchronous cudaMemcpy (on the legacy default stream, so it also waits for
+ * the caller's blocking streams); no stream is passed or synchronized otherwise, so finish
+ * writing the memory before store and do not use it before load returns.  Both return after
+ * every rank has finished, so continuous and chunked memory is complete on every rank when
+ * load returns.
  *
  * Errors agree across ranks: after each phase the ranks exchange success or failure over the
  * bootstrap, and when one failed every rank throws the same message naming the first failing
@@ -35,14 +37,19 @@
  * (an exception on any rank, a full disk, a dead rank), `dir` is either the old store,
  * untouched, or the complete new one, never a mix; the surviving ranks remove the temporary
  * directory.  Only when every rank is killed can a `<dir>.tmp-*` sibling remain; it never has
- * the name `dir`.  An existing `dir` is replaced only when it is empty or holds a store.
+ * the name `dir`.  If rank 0 dies between its swap and the final agreement, the others report
+ * a failure although `dir` already holds the complete new store.  On a file system without
+ * RENAME_EXCHANGE the old store is renamed aside first, so `dir` is briefly missing (never
+ * incomplete).  An existing `dir` is replaced only when it is empty or holds a store.
  *
  * Checks of load, all before any destination byte is written: the manifest (strictly parsed),
  * every requested array present with exactly the destination's byte size, each file's size
  * on disk, and, with `verify`, the checksum of every block that overlaps this rank's bytes.
  * That costs reading those bytes twice, once to verify and once to copy (the second read
  * usually from the page cache), but never holds more than a few chunk buffers per thread.
- * Only an IO error in the copy pass itself, or a file changed between the passes, can leave
+ * The manifest and the files are opened once, through one directory handle, so a store that
+ * replaces `dir` meanwhile cannot make the copy pass read other files than the verify pass.
+ * Only an IO error in the copy pass, or a file modified in place between the passes, can leave
  * the destination partly written; it then fails on every rank like any other error.
  */
 #pragma once
