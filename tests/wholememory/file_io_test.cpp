@@ -518,6 +518,29 @@ TEST_F(FileIoLoadErrors, CorruptByteNamesFileAndBlock) {
   });
 }
 
+// Every array is verified before any is copied: a corrupt second array leaves the first
+// array's destination untouched too.
+TEST_F(FileIoLoadErrors, NoArrayIsWrittenWhenAnotherIsCorrupt) {
+  std::string data = read_file(dir + "/b.bin");
+  data[63] ^= 0x01;
+  write_file(dir + "/b.bin", data);
+  run_forked(3, [&](std::shared_ptr<bootstrap> bs) {
+    auto comm = wholememory::make_host_communicator(bs);
+    wm_handle a = make(comm, bytes, memory_type::continuous);
+    wm_handle b = make(comm, 64, memory_type::chunked);
+    fill(a, sentinel);
+    fill(b, sentinel + 1);
+    expect_error_everywhere<wholememory::logic_error>(
+        *bs,
+        [&] {
+          wholememory::load({{"a", &a}, {"b", &b}}, dir);
+        },
+        {"b.bin", "block 0 (bytes 0 to 64)"});
+    EXPECT_EQ(mismatches(a, sentinel, "a"), 0u);
+    EXPECT_EQ(mismatches(b, sentinel + 1, "b"), 0u);
+  });
+}
+
 TEST_F(FileIoLoadErrors, TruncatedFileNamesExpectedAndActualSize) {
   fs::resize_file(dir + "/a.bin", 995);
   expect_load_fails<wholememory::logic_error>(
@@ -764,25 +787,31 @@ TEST(FileIoStore, FailedStoreLeavesTheOldStoreIntact) {
   EXPECT_EQ(read_file(dir + "/manifest"), old_manifest);
   EXPECT_EQ(tmp.entries(), std::set<std::string>{"store"});
 
-  // Rank 2 dies while writing; the others fail (timeout) and remove the temporary directory.
-  const fork_result result = fork_ranks(
-      3,
-      [&](std::shared_ptr<bootstrap> bs) {
-        auto comm = wholememory::make_host_communicator(bs);
-        wm_handle wm = make(comm, bytes, memory_type::chunked);
-        fill(wm, 3);
-        file_io_options options;
-        options.threads = 1;
-        options.progress = [rank = bs->rank()](std::uint64_t done, std::uint64_t) {
-          if (rank == 2 && done > 0) ::_exit(7);
-        };
-        EXPECT_THROW(wholememory::store(wm, dir, options), std::runtime_error);
-        ::_exit(::testing::Test::HasFailure() ? 1 : 0);  // no collective free: a peer is gone
-      },
-      3s);
-  EXPECT_EQ(result.status, (std::vector<int>{0, 0, 7}));
-  EXPECT_EQ(read_file(dir + "/manifest"), old_manifest);
-  EXPECT_EQ(tmp.entries(), std::set<std::string>{"store"});
+  // A rank dies while writing (rank 2; rank 0, which made the temporary directory and hosts
+  // the bootstrap's store); the others fail and remove the temporary directory.
+  for (int dying : {2, 0}) {
+    SCOPED_TRACE("rank " + std::to_string(dying) + " dies");
+    const fork_result result = fork_ranks(
+        3,
+        [&](std::shared_ptr<bootstrap> bs) {
+          auto comm = wholememory::make_host_communicator(bs);
+          wm_handle wm = make(comm, bytes, memory_type::chunked);
+          fill(wm, 3);
+          file_io_options options;
+          options.threads = 1;
+          options.progress = [&, rank = bs->rank()](std::uint64_t done, std::uint64_t) {
+            if (rank == dying && done > 0) ::_exit(7);
+          };
+          EXPECT_THROW(wholememory::store(wm, dir, options), std::runtime_error);
+          ::_exit(::testing::Test::HasFailure() ? 1 : 0);  // no collective free: a peer is gone
+        },
+        3s);
+    std::vector<int> expected(3, 0);
+    expected[dying] = 7;
+    EXPECT_EQ(result.status, expected);
+    EXPECT_EQ(read_file(dir + "/manifest"), old_manifest);
+    EXPECT_EQ(tmp.entries(), std::set<std::string>{"store"});
+  }
   run_forked(2, [&](std::shared_ptr<bootstrap> bs) {
     auto comm = wholememory::make_host_communicator(bs);
     wm_handle wm = make(comm, bytes, memory_type::distributed);
