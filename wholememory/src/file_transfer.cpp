@@ -2,7 +2,7 @@
 // and progress (file_transfer.hpp).
 #include "file_transfer.hpp"
 
-#include <wholememory/detail/cuda_memory.hpp>
+#include "cuda_memory.hpp"
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
 

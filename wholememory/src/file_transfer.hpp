@@ -6,7 +6,7 @@
  */
 #pragma once
 
-#include <wholememory/detail/posix.hpp>
+#include "posix.hpp"
 #include <wholememory/file_io.hpp>
 #include <wholememory/wholememory.hpp>
 
