@@ -14,7 +14,8 @@ void destroy_gpu_workspace(gpu_workspace* ws) noexcept { delete ws; }
 void table::apply_gradients(const wholememory::index_array&, const wholememory::dense_matrix&,
                             float, cudaStream_t) {
   WM_FAIL(wholememory::logic_error,
-          "apply_gradients: the GPU path is not part of this build; use apply_gradients_host");
+          "apply_gradients runs on a GPU and wholestore was built without CUDA; use "
+          "apply_gradients_host");
 }
 
 }  // namespace wholestore::embedding
