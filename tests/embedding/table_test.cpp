@@ -449,6 +449,22 @@ TEST(EmbeddingTable, ZeroRowTableAndMoreRanksThanRows) {
     table none = table::create(comm, small_options(memory_type::chunked, dtype::float16, 0, 3));
     EXPECT_EQ(none.rows(), 0u);
     EXPECT_EQ(none.own_rows().size(), 0u);
+    // Empty steps work on a zero-row table; any index is out of range.
+    none.apply_gradients_host(wholememory::index_array{nullptr, dtype::int64, 0},
+                              wholememory::dense_matrix{nullptr, dtype::float32, 0, 3, 3}, 0.1f);
+    EXPECT_EQ(none.step(), 1u);
+    std::int64_t zero = 0;
+    float g[3] = {1, 1, 1};
+    const std::size_t n = comm->rank() == 2 ? 1 : 0;
+    try {
+      none.apply_gradients_host(wholememory::index_array{&zero, dtype::int64, n},
+                                wholememory::dense_matrix{g, dtype::float32, n, 3, 3}, 0.1f);
+      ADD_FAILURE() << "no error for index 0 of a zero-row table";
+    } catch (const wholememory::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find("outside the table of 0 rows"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(none.step(), 1u);
   });
 }
 

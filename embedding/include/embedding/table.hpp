@@ -226,7 +226,8 @@ class table {
                        const wholememory::dense_matrix& grads, float lr, cudaStream_t stream);
   /// CPU path of apply_gradients: host-location tables, host buffers, `threads` threads, the
   /// host communicator for several ranks.  Same semantics, bit for bit the same result.
-  /// Synchronous.
+  /// Synchronous.  Each rank returns once its own rows are updated: read other ranks' rows of
+  /// continuous or chunked memory after a barrier (lookup of distributed memory needs none).
   void apply_gradients_host(const wholememory::index_array& indices,
                             const wholememory::dense_matrix& grads, float lr,
                             unsigned threads = wholememory::default_host_threads());
