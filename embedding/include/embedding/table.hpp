@@ -1,0 +1,240 @@
+/*
+ * Embedding tables: [rows, dim] matrices of float32, float16 or bfloat16 in WholeMemory (any
+ * type x location), trained by sparse optimizers whose float32 state lives beside them.
+ *
+ * Rows are split among the ranks of the table's communicator as whole rows (rank p owns rows
+ * [own_rows().begin, own_rows().end)); the optimizer state arrays have the same row split, so
+ * the rank that owns a row is the only one that ever writes it, its state included.
+ *
+ * Initialisation: element (r, c) is init_value(options.init, r, c) rounded to the table dtype,
+ * a pure function of (seed, global row, column), so the table is the same for any rank count,
+ * memory type and location.
+ *
+ * apply_gradients (GPU) and apply_gradients_host (CPU threads) take this rank's (index, gradient
+ * row) pairs.  The batch of a step is every rank's list concatenated in rank order (the global
+ * batch); gradients of duplicate indices are SUMMED, in float32, left to right in global batch
+ * order, then weight decay and the optimizer update run once per touched row (lazy: rows that
+ * no index names keep their weights and state).  Raw gradient rows travel to the owning rank
+ * and are summed there, never partially summed on the sender, so the result is bit for bit the
+ * same for any rank count, thread count, memory type and location, and on the CPU and the GPU
+ * (docs/architecture.md, "Embedding tables", gives the argument).
+ *
+ * Collective calls: create, free, apply_gradients*, and on distributed memory lookup* and
+ * scatter_rows* (every rank of the communicator calls, with its own possibly empty index list).
+ * Errors are logic_error naming the bad value; an out-of-range index names the index and its
+ * position and changes nothing on any rank (every rank throws).  Mismatched create arguments
+ * throw mismatch_error on every rank.
+ */
+#pragma once
+
+#include <wholememory/communicator.hpp>
+#include <wholememory/dtype.hpp>
+#include <wholememory/gather.hpp>
+#include <wholememory/memory_type.hpp>
+#include <wholememory/ptr_gen.hpp>
+#include <wholememory/stream.hpp>
+#include <wholememory/wholememory.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace wholestore::embedding {
+
+/// How the weights start.  Element (r, c) is init_value(*this, r, c), rounded to the table dtype.
+struct init_options {
+  enum kind { zeros, uniform, normal };
+  kind method = uniform;
+  double a = -0.01;   ///< uniform: lower bound
+  double b = 0.01;    ///< uniform: upper bound (values in [a, b))
+  double mean = 0;    ///< normal
+  double std = 0.01;  ///< normal, >= 0
+  std::uint64_t seed = 0;
+};
+
+/// "zeros", "uniform", "normal".
+const char* init_kind_name(init_options::kind k);
+/// Parses a name of init_kind_name; throws logic_error naming the text and the accepted names.
+init_options::kind parse_init_kind(const std::string& name);
+
+/// The initial value of element (row, col) in double, before rounding to the table dtype: a
+/// counter-based mix (SplitMix64) of (seed, row, col); uniform: a + (b - a) * u with u in
+/// [0, 1) of 53 bits; normal: Box-Muller from two such draws.  Pure; the same on every rank.
+double init_value(const init_options& init, std::uint64_t row, std::uint64_t col);
+
+enum class optimizer_kind { sgd, adam, adagrad, rowwise_adagrad, rmsprop };
+
+/// "sgd", "adam", "adagrad", "rowwise_adagrad", "rmsprop".
+const char* optimizer_name(optimizer_kind k);
+/// Parses a name of optimizer_name; throws logic_error naming the text and the accepted names.
+optimizer_kind parse_optimizer(const std::string& name);
+
+/// Optimizer hyperparameters (the learning rate is per call).  g is the summed gradient of a
+/// row element, w its weight, t the table's step after the call's increment; all float32:
+///   weight decay (all):  g = g + weight_decay * w             (skipped when weight_decay == 0)
+///   sgd:                 w = w - lr * g
+///   adam (lazy):         m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g * g
+///                        w = w - (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+///   adagrad:             s = s + g * g;  w = w - lr * g / (sqrt(s) + eps)
+///   rowwise_adagrad:     s_row = s_row + mean over the row of g * g;  same w update with s_row
+///   rmsprop:             s = alpha * s + (1 - alpha) * g * g;  w = w - lr * g / (sqrt(s) + eps)
+/// Adam's bias corrections are computed in double on the host, once per call.
+struct optimizer_options {
+  optimizer_kind kind = optimizer_kind::sgd;
+  float weight_decay = 0;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  float alpha = 0.99f;            ///< rmsprop
+  float initial_accumulator = 0;  ///< starting s of adagrad, rowwise_adagrad and rmsprop
+};
+
+struct table_options {
+  std::size_t rows = 0;
+  std::size_t dim = 0;
+  wholememory::dtype dtype = wholememory::dtype::float32;  ///< float32, float16 or bfloat16
+  wholememory::memory_type type = wholememory::memory_type::continuous;
+  wholememory::memory_location location = wholememory::memory_location::host;
+  init_options init;
+  optimizer_options optimizer;
+};
+
+/// Rows [begin, end) of a table.
+struct row_range {
+  std::size_t begin = 0;
+  std::size_t end = 0;
+  std::size_t size() const { return end - begin; }
+};
+
+/// One array a checkpoint stores: the weights or an optimizer state array (float32).
+struct checkpoint_array {
+  std::string name;  ///< "weights", or the state's name ("m", "v", "sum", "square_avg")
+  wholememory::wholememory* memory = nullptr;
+  wholememory::dtype type = wholememory::dtype::float32;
+  std::size_t cols = 0;  ///< elements per row (rows = the table's rows)
+};
+
+/// Trivially copyable view of a continuous or chunked table for kernels and host code: row r
+/// is row<T>(r) where T is float, wholememory::half_t or wholememory::bfloat16_t per dtype.
+struct table_view {
+  const wholememory::chunked_view* parts = nullptr;
+  std::size_t rows = 0;
+  std::size_t dim = 0;
+  wholememory::dtype dtype = wholememory::dtype::float32;
+
+  template <typename T>
+  WM_HOST_DEVICE T* row(std::size_t r) const {
+    return wholememory::PtrGen<const wholememory::chunked_view, T>(parts).At(
+        static_cast<std::ptrdiff_t>(r * dim));
+  }
+};
+
+namespace detail {
+struct table_impl;
+}
+
+/// A trainable embedding table.  Move-only owner of its weights and optimizer state.
+class table {
+ public:
+  /// Allocates and initialises a table over the ranks of `comm`.  Collective: every rank
+  /// passes the same options (else mismatch_error naming the field on every rank).  Throws
+  /// logic_error for dim 0, a dtype other than float32, float16 or
+  /// bfloat16, bad init bounds (b < a, std < 0), bad optimizer options, and as
+  /// wholememory::create (device memory without CUDA, ...).  Synchronous.
+  static table create(std::shared_ptr<wholememory::communicator> comm,
+                      const table_options& options);
+
+  table() noexcept;
+  table(table&&) noexcept;
+  table& operator=(table&&) noexcept;
+  table(const table&) = delete;
+  table& operator=(const table&) = delete;
+  /// Frees like free() but never throws.
+  ~table();
+
+  /// Frees weights and state.  Collective.  No-op on an empty table.
+  void free();
+  explicit operator bool() const { return impl_ != nullptr; }
+
+  std::size_t rows() const;
+  std::size_t dim() const;
+  wholememory::dtype dtype() const;
+  const table_options& options() const;
+  wholememory::communicator& comm() const;
+  /// The rows this rank owns (and alone updates).
+  row_range own_rows() const;
+  /// Row ranges of every rank, agreed at create (size comm().size()).
+  const std::vector<row_range>& rank_rows() const;
+  /// Number of apply_gradients calls so far (every rank counts every call).
+  std::uint64_t step() const;
+
+  /// The weights as a gather/scatter tensor.
+  wholememory::wm_tensor weights() const;
+  const wholememory::wholememory& weights_memory() const;
+  /// Kernel view (continuous or chunked memory; throws logic_error for distributed memory):
+  /// addresses of `device`'s address space, or host addresses for device -1.  Device views
+  /// are made on first use (synchronous) and live as long as the table.
+  table_view view(int device = -1) const;
+
+  /// Optimizer state arrays (float32, rows x state_cols(i)), same type, location and row split
+  /// as the weights: none for sgd, {"m", "v"} for adam, {"sum"} for adagrad, {"sum"} (rows x 1)
+  /// for rowwise_adagrad, {"square_avg"} for rmsprop.
+  const std::vector<wholememory::wholememory>& state() const;
+  const std::vector<std::string>& state_names() const;
+  /// State array i as a gather/scatter tensor (float32).
+  wholememory::wm_tensor state_tensor(std::size_t i) const;
+
+  /// Every array a checkpoint must store, weights first, then state(); with step() that is the
+  /// table's whole trainable content.  A loader writes the arrays and calls set_step.
+  std::vector<checkpoint_array> checkpoint_arrays();
+  /// Sets the step counter (after loading a checkpoint).  Every rank must set the same value.
+  void set_step(std::uint64_t step);
+
+  /// Copies rows `indices` into `out` (out.rows == indices.count, out.cols == dim, any float
+  /// dtype) on `stream`: wholememory::gather, with its conversions, checks and synchronization
+  /// (an out-of-range index throws naming it, `out` untouched).  Collective on distributed
+  /// memory (NCCL communicator).
+  void lookup(const wholememory::index_array& indices, const wholememory::dense_matrix& out,
+              cudaStream_t stream) const;
+  /// CPU path of lookup (host-location tables): wholememory::gather_host.  Synchronous.
+  void lookup_host(const wholememory::index_array& indices, const wholememory::dense_matrix& out,
+                   unsigned threads = wholememory::default_host_threads()) const;
+
+  /// Raw writes of rows (for custom updates): wholememory::scatter (duplicates: the last in
+  /// global order wins).  Does not touch the optimizer state or the step.
+  void scatter_rows(const wholememory::index_array& indices, const wholememory::dense_matrix& rows,
+                    cudaStream_t stream);
+  /// CPU path of scatter_rows: wholememory::scatter_host.  Synchronous.
+  void scatter_rows_host(const wholememory::index_array& indices,
+                         const wholememory::dense_matrix& rows,
+                         unsigned threads = wholememory::default_host_threads());
+
+  /// One optimizer step on the rows named by `indices` (int32 or int64, device memory or
+  /// GPU-readable host memory), with `grads` (grads.rows == indices.count, grads.cols == dim;
+  /// float32, float16 or bfloat16, converted to float32) and learning rate `lr` (the same on
+  /// every rank).  Collective over the table's communicator: every rank calls, with its own
+  /// count (0 allowed); the step counter advances by one on every rank.  Everything is checked
+  /// before anything changes; an error on any rank (an index outside [0, rows) names the index
+  /// and its position) makes every rank throw logic_error with the table, state and step
+  /// unchanged.  The exchange uses NCCL on device buffers for an NCCL communicator and stages
+  /// through host memory for a host communicator.  Synchronizes `stream` once after the index
+  /// check (the per-owner counts come back to the host), and for a host communicator with
+  /// several ranks once more to stage the exchange; the update itself is left enqueued:
+  /// `indices` and `grads` must stay valid until `stream` has passed this call.  Throws
+  /// logic_error in a build without CUDA.
+  void apply_gradients(const wholememory::index_array& indices,
+                       const wholememory::dense_matrix& grads, float lr, cudaStream_t stream);
+  /// CPU path of apply_gradients: host-location tables, host buffers, `threads` threads, the
+  /// host communicator for several ranks.  Same semantics, bit for bit the same result.
+  /// Synchronous.  Each rank returns once its own rows are updated: read other ranks' rows of
+  /// continuous or chunked memory after a barrier (lookup of distributed memory needs none).
+  void apply_gradients_host(const wholememory::index_array& indices,
+                            const wholememory::dense_matrix& grads, float lr,
+                            unsigned threads = wholememory::default_host_threads());
+
+ private:
+  explicit table(std::unique_ptr<detail::table_impl> impl);
+  std::unique_ptr<detail::table_impl> impl_;
+};
+
+}  // namespace wholestore::embedding

@@ -1,0 +1,159 @@
+// Host-side steps shared by both apply_gradients paths: local argument checks, the one
+// agreement round among ranks before anything changes, and the optimizer's float parameters.
+#include "table_impl.hpp"
+
+#include <embedding/detail/optimizer_update.hpp>
+#include <wholememory/error.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+namespace wholestore::embedding::detail {
+
+using wholememory::dtype;
+
+update_params make_update_params(const optimizer_options& o, float lr, std::uint64_t t) {
+  update_params p{};
+  p.lr = lr;
+  p.weight_decay = o.weight_decay;
+  p.beta1 = o.beta1;
+  p.one_minus_beta1 = static_cast<float>(1.0 - static_cast<double>(o.beta1));
+  p.beta2 = o.beta2;
+  p.one_minus_beta2 = static_cast<float>(1.0 - static_cast<double>(o.beta2));
+  p.eps = o.eps;
+  p.alpha = o.alpha;
+  p.one_minus_alpha = static_cast<float>(1.0 - static_cast<double>(o.alpha));
+  const double steps = static_cast<double>(t);
+  const double bc1 = 1.0 - std::pow(static_cast<double>(o.beta1), steps);
+  const double bc2 = 1.0 - std::pow(static_cast<double>(o.beta2), steps);
+  p.adam_step_size = static_cast<float>(static_cast<double>(lr) / bc1);
+  p.adam_inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+  return p;
+}
+
+std::size_t apply_counts::total_recv() const {
+  std::size_t total = 0;
+  for (std::size_t c : recv) total += c;
+  return total;
+}
+
+std::string check_apply_arguments(const table_impl& t, const wholememory::index_array& indices,
+                                  const wholememory::dense_matrix& grads, float lr, const char* op,
+                                  apply_path path) {
+  std::ostringstream os;
+  const table_options& o = t.options;
+  if (indices.type != dtype::int32 && indices.type != dtype::int64) {
+    os << op << ": indices must be int32 or int64, not " << wholememory::dtype_name(indices.type);
+  } else if (indices.count > 0 && indices.data == nullptr) {
+    os << op << ": " << indices.count << " indices at a null address";
+  } else if (grads.type != dtype::float32 && grads.type != dtype::float16 &&
+             grads.type != dtype::bfloat16) {
+    os << op << ": gradients must be float32, float16 or bfloat16, not "
+       << wholememory::dtype_name(grads.type);
+  } else if (grads.rows != indices.count) {
+    os << op << ": " << grads.rows << " gradient rows for " << indices.count << " indices";
+  } else if (grads.cols != o.dim) {
+    os << op << ": gradients have " << grads.cols << " columns, the table " << o.dim;
+  } else if (grads.row_stride < grads.cols) {
+    os << op << ": gradient row stride " << grads.row_stride << " is less than its " << grads.cols
+       << " columns";
+  } else if (grads.rows > 0 && grads.data == nullptr) {
+    os << op << ": " << grads.rows << " gradient rows at a null address";
+  } else if (reinterpret_cast<std::uintptr_t>(grads.data) % wholememory::dtype_size(grads.type) !=
+             0) {
+    os << op << ": the gradients are not aligned to their " << wholememory::dtype_size(grads.type)
+       << "-byte elements";
+  } else if (!std::isfinite(lr)) {
+    os << op << ": the learning rate must be finite, got " << lr;
+  } else if (path == apply_path::host &&
+             t.weights.location() != wholememory::memory_location::host) {
+    os << op << " needs a host-location table, this one is in device memory; use apply_gradients";
+  } else if (path == apply_path::host && t.ranks() > 1 &&
+             t.comm->get_backend() != wholememory::backend::host) {
+    os << op << " exchanges rows through the host backend; this table's communicator is "
+       << wholememory::backend_name(t.comm->get_backend()) << " (use apply_gradients)";
+  }
+  return os.str();
+}
+
+namespace {
+
+/// One rank's published record: fixed fields, then its send count to every rank.
+enum meta_field : std::size_t {
+  meta_error,  // 0 none, 1 bad index, 2 argument error
+  meta_bad_position,
+  meta_bad_value,
+  meta_step,
+  meta_lr_bits,
+  meta_fields
+};
+
+}  // namespace
+
+apply_counts agree_on_apply(const table_impl& t, const char* op, const std::string& local_error,
+                            bad_index bad, const std::vector<std::size_t>& send_counts, float lr) {
+  const std::size_t ranks = static_cast<std::size_t>(t.ranks());
+  const std::size_t width = meta_fields + ranks;
+  std::vector<std::int64_t> mine(width, 0), all(width * ranks);
+  mine[meta_error] = !local_error.empty() ? 2 : (bad.position >= 0 ? 1 : 0);
+  mine[meta_bad_position] = bad.position;
+  mine[meta_bad_value] = bad.value;
+  mine[meta_step] = static_cast<std::int64_t>(t.step);
+  std::uint32_t lr_bits = 0;
+  std::memcpy(&lr_bits, &lr, sizeof(lr));
+  mine[meta_lr_bits] = lr_bits;
+  if (local_error.empty() && bad.position < 0) {
+    for (std::size_t r = 0; r < ranks; ++r)
+      mine[meta_fields + r] = static_cast<std::int64_t>(send_counts[r]);
+  }
+  t.comm->get_bootstrap().allgather(mine.data(), all.data(), width * sizeof(std::int64_t));
+
+  const std::size_t me = static_cast<std::size_t>(t.rank());
+  if (!local_error.empty()) WM_FAIL(wholememory::logic_error, local_error);
+  const std::string rows_text = std::to_string(t.options.rows);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    const std::int64_t* rec = all.data() + r * width;
+    if (rec[meta_error] == 0) continue;
+    if (rec[meta_error] == 2) {
+      WM_FAIL(wholememory::logic_error, op << ": rank " << r << " passed invalid arguments (its "
+                                           << "error names them); nothing was changed");
+    }
+    if (r == me) {
+      WM_FAIL(wholememory::logic_error, op << ": index " << rec[meta_bad_value] << " at position "
+                                           << rec[meta_bad_position] << " is outside the table of "
+                                           << rows_text
+                                           << " rows; nothing was changed on any rank");
+    }
+    WM_FAIL(wholememory::logic_error, op << ": rank " << r << " passed index "
+                                         << rec[meta_bad_value] << " at position "
+                                         << rec[meta_bad_position] << ", outside the table of "
+                                         << rows_text << " rows; nothing was changed on any rank");
+  }
+  for (std::size_t r = 1; r < ranks; ++r) {
+    const std::int64_t* rec = all.data() + r * width;
+    if (rec[meta_step] != all[meta_step]) {
+      WM_FAIL(wholememory::mismatch_error,
+              op << ": rank " << r << " is at step " << rec[meta_step] << ", rank 0 at step "
+                 << all[meta_step] << "; every rank must call apply_gradients equally often");
+    }
+    if (rec[meta_lr_bits] != all[meta_lr_bits]) {
+      float theirs, ours;
+      const auto a = static_cast<std::uint32_t>(rec[meta_lr_bits]);
+      const auto b = static_cast<std::uint32_t>(all[meta_lr_bits]);
+      std::memcpy(&theirs, &a, sizeof(float));
+      std::memcpy(&ours, &b, sizeof(float));
+      WM_FAIL(wholememory::mismatch_error, op << ": rank " << r << " passed learning rate "
+                                              << theirs << ", rank 0 " << ours
+                                              << "; every rank must pass the same");
+    }
+  }
+  apply_counts counts;
+  counts.send = send_counts;
+  counts.recv.resize(ranks);
+  for (std::size_t r = 0; r < ranks; ++r)
+    counts.recv[r] = static_cast<std::size_t>(all[r * width + meta_fields + me]);
+  return counts;
+}
+
+}  // namespace wholestore::embedding::detail

@@ -1,0 +1,221 @@
+// apply_gradients_host: the CPU path.  Route raw (index, gradient row) pairs to the owning
+// rank through the host communicator, sort the received list stably by index, and run the
+// shared element update (detail/optimizer_update.hpp) once per touched row, rows split over
+// threads.
+#include "dispatch.hpp"
+#include "parallel.hpp"
+#include "table_impl.hpp"
+
+#include <embedding/detail/optimizer_update.hpp>
+#include <embedding/table.hpp>
+#include <wholememory/convert.hpp>
+#include <wholememory/error.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+namespace wholestore::embedding {
+namespace detail {
+namespace {
+
+using wholememory::convert_element;
+
+/// The received list of the owner: global indices and their float32 gradient rows, in rank
+/// order and, within a rank, in that rank's list order.
+struct received_rows {
+  std::vector<std::int64_t> index;
+  std::vector<float> grads;  // index.size() x dim
+};
+
+template <typename IndexT>
+bad_index first_bad_index(const IndexT* idx, std::size_t n, std::size_t rows) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto v = static_cast<std::int64_t>(idx[i]);
+    if (v < 0 || static_cast<std::uint64_t>(v) >= rows)
+      return bad_index{static_cast<std::int64_t>(i), v};
+  }
+  return bad_index{};
+}
+
+template <typename IndexT>
+std::int64_t index_at(const wholememory::index_array& a, std::size_t i) {
+  return static_cast<std::int64_t>(static_cast<const IndexT*>(a.data)[i]);
+}
+
+std::int64_t index_at(const wholememory::index_array& a, std::size_t i) {
+  return a.type == wholememory::dtype::int32 ? index_at<std::int32_t>(a, i)
+                                             : index_at<std::int64_t>(a, i);
+}
+
+/// Copies gradient rows to `dst` as float32: row k of dst is row src_row[k] of `grads`.
+void pack_gradients(const wholememory::dense_matrix& grads, const std::vector<std::size_t>& src_row,
+                    float* dst, unsigned threads) {
+  const std::size_t dim = grads.cols;
+  dispatch_float_type(grads.type, "gradients", [&](auto tag) {
+    using G = decltype(tag);
+    const G* g = static_cast<const G*>(grads.data);
+    parallel_ranges(src_row.size(), threads, 4096, [&](std::size_t b, std::size_t e) {
+      for (std::size_t k = b; k < e; ++k) {
+        const G* row = g + src_row[k] * grads.row_stride;
+        for (std::size_t c = 0; c < dim; ++c) dst[k * dim + c] = convert_element<float>(row[c]);
+      }
+    });
+  });
+}
+
+/// Owner side: applies every run of equal indices of the stably sorted list to the own rows.
+/// `order` lists received entries sorted by index (ties in received order); run i is
+/// order[heads[i] .. heads[i + 1]).
+template <typename TableT, optimizer_kind Kind>
+void update_runs(const table_impl& t, const update_params& p, const received_rows& in,
+                 const std::vector<std::uint32_t>& order, const std::vector<std::size_t>& heads,
+                 unsigned threads) {
+  const std::size_t dim = t.options.dim;
+  const std::size_t scols = state_cols(Kind, dim);
+  const row_range own = t.own();
+  auto* weights = static_cast<TableT*>(t.weights.local_part().ptr);
+  float* s0 = t.state.size() > 0 ? static_cast<float*>(t.state[0].local_part().ptr) : nullptr;
+  float* s1 = t.state.size() > 1 ? static_cast<float*>(t.state[1].local_part().ptr) : nullptr;
+  const std::size_t runs = heads.size() - 1;
+  parallel_ranges(runs, threads, 64, [&](std::size_t first, std::size_t last) {
+    std::vector<float> g(dim);
+    for (std::size_t run = first; run < last; ++run) {
+      const std::size_t b = heads[run], e = heads[run + 1];
+      const std::size_t local = static_cast<std::size_t>(in.index[order[b]]) - own.begin;
+      // Duplicates summed per element, left to right in global batch order.
+      const float* row0 = in.grads.data() + static_cast<std::size_t>(order[b]) * dim;
+      std::copy(row0, row0 + dim, g.begin());
+      for (std::size_t j = b + 1; j < e; ++j) {
+        const float* row = in.grads.data() + static_cast<std::size_t>(order[j]) * dim;
+        for (std::size_t c = 0; c < dim; ++c) g[c] = g[c] + row[c];
+      }
+      TableT* w = weights + local * dim;
+      for (std::size_t c = 0; c < dim; ++c)
+        g[c] = apply_weight_decay(p, g[c], convert_element<float>(w[c]));
+      float row_state = 0.0f;
+      if constexpr (Kind == optimizer_kind::rowwise_adagrad) {
+        // The warp's reduction: per-lane sequential sums, then the xor butterfly.
+        float partial[reduction_lanes] = {};
+        for (std::size_t c = 0; c < dim; ++c) {
+          float& lane = partial[c % reduction_lanes];
+          lane = lane + g[c] * g[c];
+        }
+        for (int off = reduction_lanes / 2; off >= 1; off /= 2) {
+          float next[reduction_lanes];
+          for (int l = 0; l < reduction_lanes; ++l) next[l] = partial[l] + partial[l ^ off];
+          std::copy(next, next + reduction_lanes, partial);
+        }
+        row_state = rowwise_state(s0[local], partial[0], dim);
+        s0[local] = row_state;
+      }
+      for (std::size_t c = 0; c < dim; ++c) {
+        float* e0 = nullptr;
+        float* e1 = nullptr;
+        if constexpr (Kind != optimizer_kind::sgd && Kind != optimizer_kind::rowwise_adagrad) {
+          e0 = s0 + local * scols + c;
+        }
+        if constexpr (Kind == optimizer_kind::adam) e1 = s1 + local * scols + c;
+        const float updated =
+            update_element<Kind>(p, convert_element<float>(w[c]), g[c], e0, e1, row_state);
+        w[c] = convert_element<TableT>(updated);
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace detail
+
+void table::apply_gradients_host(const wholememory::index_array& indices,
+                                 const wholememory::dense_matrix& grads, float lr,
+                                 unsigned threads) {
+  WM_EXPECTS(impl_ != nullptr, "use of an empty embedding::table");
+  detail::table_impl& t = *impl_;
+  const char* op = "apply_gradients_host";
+  const std::size_t ranks = static_cast<std::size_t>(t.ranks());
+  const std::size_t n = indices.count, dim = t.options.dim;
+
+  std::string error =
+      detail::check_apply_arguments(t, indices, grads, lr, op, detail::apply_path::host);
+  detail::bad_index bad;
+  std::vector<int> owner;
+  std::vector<std::size_t> send_counts(ranks, 0);
+  if (error.empty()) {
+    bad = indices.type == wholememory::dtype::int32
+              ? detail::first_bad_index(static_cast<const std::int32_t*>(indices.data), n,
+                                        t.options.rows)
+              : detail::first_bad_index(static_cast<const std::int64_t*>(indices.data), n,
+                                        t.options.rows);
+    if (bad.position < 0) {
+      owner.resize(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        owner[i] = ranks == 1 ? 0 : detail::owner_of(t.row_begin, detail::index_at(indices, i));
+        ++send_counts[owner[i]];
+      }
+    }
+  }
+  const detail::apply_counts counts = detail::agree_on_apply(t, op, error, bad, send_counts, lr);
+  // Everything was checked on every rank: from here on the call changes the table.
+  t.step += 1;
+  const detail::update_params params = detail::make_update_params(t.options.optimizer, lr, t.step);
+
+  // Bucket by owner, stably (counting sort), so each bucket keeps the caller's order.
+  std::vector<std::size_t> send_displs = detail::displacements(counts.send);
+  std::vector<std::size_t> src_row(n);
+  detail::received_rows out;
+  out.index.resize(n);
+  {
+    std::vector<std::size_t> fill = send_displs;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t k = fill[owner[i]]++;
+      src_row[k] = i;
+      out.index[k] = detail::index_at(indices, i);
+    }
+  }
+  out.grads.resize(n * dim);
+  detail::pack_gradients(grads, src_row, out.grads.data(), threads);
+
+  detail::received_rows in;
+  if (ranks == 1) {
+    in = std::move(out);
+  } else {
+    // Raw rows to their owners: the owner receives them in rank order.
+    const std::size_t m = counts.total_recv();
+    const std::vector<std::size_t> recv_displs = detail::displacements(counts.recv);
+    in.index.resize(m);
+    in.grads.resize(m * dim);
+    t.comm->alltoallv(out.index.data(), counts.send.data(), send_displs.data(), in.index.data(),
+                      counts.recv.data(), recv_displs.data(), wholememory::dtype::int64, nullptr);
+    auto scaled = [dim](std::vector<std::size_t> v) {
+      for (auto& x : v) x *= dim;
+      return v;
+    };
+    t.comm->alltoallv(out.grads.data(), scaled(counts.send).data(), scaled(send_displs).data(),
+                      in.grads.data(), scaled(counts.recv).data(), scaled(recv_displs).data(),
+                      wholememory::dtype::float32, nullptr);
+  }
+
+  const std::size_t m = in.index.size();
+  if (m == 0) return;
+  WM_EXPECTS(m <= UINT32_MAX, op << ": " << m << " gradient rows reached rank " << t.rank()
+                                 << " in one call; at most 2^32 - 1 are supported");
+  std::vector<std::uint32_t> order(m);
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return in.index[a] < in.index[b]; });
+  std::vector<std::size_t> heads;
+  for (std::size_t k = 0; k < m; ++k)
+    if (k == 0 || in.index[order[k]] != in.index[order[k - 1]]) heads.push_back(k);
+  heads.push_back(m);
+
+  detail::dispatch_float_type(t.options.dtype, "the table dtype", [&](auto tag) {
+    using T = decltype(tag);
+    detail::dispatch_optimizer(t.options.optimizer.kind, [&](auto kind) {
+      detail::update_runs<T, decltype(kind)::value>(t, params, in, order, heads, threads);
+    });
+  });
+}
+
+}  // namespace wholestore::embedding

@@ -1,0 +1,408 @@
+// apply_gradients: the GPU path.
+//
+//   1. route: check every index (the first bad position by atomicMin), note each entry's owner
+//      and count entries per owner; one wait brings the counts and the check to the host
+//   2. agree: the counts, errors, step and learning rate go round the bootstrap (no stream)
+//   3. sender: stable radix sort of the entries by owner (values: positions), then pack the
+//      global rows and float32 gradient rows in bucket order (one rank: no sort, pack in place)
+//   4. exchange: NCCL alltoallv on device buffers, or staged through host memory for a host
+//      communicator (several ranks sharing a GPU); the owner receives rank by rank
+//   5. owner: stable radix sort of the received rows by key (values: received positions), so
+//      duplicates keep global batch order, then the fused update kernel (update_rows.cu)
+//
+// Scratch buffers stay in the table between calls and grow geometrically.
+#include "../table_impl.hpp"
+#include "update_rows.hpp"
+
+#include <embedding/table.hpp>
+#include <wholememory/communicator.hpp>
+#include <wholememory/convert.hpp>
+#include <wholememory/cuda_check.hpp>
+#include <wholememory/device.hpp>
+#include <wholememory/device_buffer.hpp>
+#include <wholememory/error.hpp>
+
+#include <cuda_runtime.h>
+#include <cub/device/device_radix_sort.cuh>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace wholestore::embedding {
+namespace detail {
+
+struct gpu_workspace {
+  int device = -1;
+  wholememory::device_buffer row_begin;  // int64, ranks + 1
+  wholememory::device_buffer flags;      // per-owner counts, then the first bad position
+  wholememory::device_buffer keys;       // uint64 global row per entry, caller order
+  wholememory::device_buffer owner;      // uint32 owner per entry
+  wholememory::device_buffer owner_sorted;
+  wholememory::device_buffer positions;   // uint32 0, 1, 2, ...
+  wholememory::device_buffer perm;        // uint32 caller position per bucket slot
+  wholememory::device_buffer send_keys;   // uint64, bucket order
+  wholememory::device_buffer send_grads;  // float32 rows, bucket order
+  wholememory::device_buffer recv_keys;
+  wholememory::device_buffer recv_grads;
+  wholememory::device_buffer sorted_keys;
+  wholememory::device_buffer order;  // uint32 received position per sorted slot
+  wholememory::device_buffer sort_temp;
+  std::vector<unsigned long long> host_flags;
+  std::vector<std::uint64_t> host_send_keys, host_recv_keys;  // host-communicator staging
+  std::vector<float> host_send_grads, host_recv_grads;
+};
+
+void destroy_gpu_workspace(gpu_workspace* ws) noexcept { delete ws; }
+
+namespace {
+
+constexpr int block_threads = 256;
+constexpr unsigned long long no_bad_index = ~0ull;
+/// The routing kernel counts per owner in shared memory (8 bytes per rank, under 48 KiB).
+constexpr int max_route_ranks = 4096;
+
+unsigned grid_for(std::size_t items) {
+  const std::size_t blocks = (items + block_threads - 1) / block_threads;
+  return static_cast<unsigned>(std::clamp<std::size_t>(blocks, 1, 1u << 16));
+}
+
+/// Bits that hold every value below `bound` (at least 1).
+int bits_for(std::uint64_t bound) {
+  int bits = 1;
+  while (bits < 64 && (std::uint64_t{1} << bits) < bound) ++bits;
+  return bits;
+}
+
+template <typename T>
+T* reserve(wholememory::device_buffer& b, std::size_t count, int device) {
+  return static_cast<T*>(b.reserve_discard(std::max<std::size_t>(count, 1) * sizeof(T), device));
+}
+
+/// Checks the indices and routes them: keys[i] = idx[i]; with several ranks owner[i] and the
+/// per-owner counts (block-local counts first, then one atomic per block and owner).  A bad
+/// index leaves its position in *bad (the smallest wins).
+template <typename IndexT>
+__global__ void route_indices(const IndexT* idx, std::size_t n, std::int64_t rows,
+                              const std::int64_t* row_begin, int ranks, std::uint64_t* keys,
+                              std::uint32_t* owner, unsigned long long* counts,
+                              unsigned long long* bad) {
+  extern __shared__ unsigned long long block_counts[];
+  if (owner != nullptr) {
+    for (int r = threadIdx.x; r < ranks; r += blockDim.x) block_counts[r] = 0;
+    __syncthreads();
+  }
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const auto v = static_cast<std::int64_t>(idx[i]);
+    if (v < 0 || v >= rows) {
+      atomicMin(bad, static_cast<unsigned long long>(i));
+      continue;
+    }
+    keys[i] = static_cast<std::uint64_t>(v);
+    if (owner != nullptr) {
+      // The last rank whose range starts at or before v (empty ranges share starts).
+      int lo = 0, hi = ranks - 1;
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (row_begin[mid] <= v) {
+          lo = mid;
+        } else {
+          hi = mid - 1;
+        }
+      }
+      owner[i] = static_cast<std::uint32_t>(lo);
+      atomicAdd(&block_counts[lo], 1ull);
+    }
+  }
+  if (owner != nullptr) {
+    __syncthreads();
+    for (int r = threadIdx.x; r < ranks; r += blockDim.x)
+      if (block_counts[r] != 0) atomicAdd(&counts[r], block_counts[r]);
+  }
+}
+
+__global__ void fill_positions(std::uint32_t* out, std::size_t n) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride)
+    out[i] = static_cast<std::uint32_t>(i);
+}
+
+/// Packs entry perm[k] (k without perm) as slot k: its key and its gradient row in float32.
+template <typename GradT>
+__global__ void pack_rows(const GradT* grads, std::size_t grad_stride, std::size_t dim,
+                          std::size_t n, const std::uint32_t* perm, const std::uint64_t* keys,
+                          std::uint64_t* out_keys, float* out_grads) {
+  const std::size_t total = n * dim;
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t e = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < total;
+       e += stride) {
+    const std::size_t k = e / dim, c = e - k * dim;
+    const std::size_t src = perm != nullptr ? perm[k] : k;
+    out_grads[e] = wholememory::convert_element<float>(grads[src * grad_stride + c]);
+    if (c == 0 && out_keys != nullptr) out_keys[k] = keys[src];
+  }
+}
+
+template <typename IndexT>
+void launch_route(const void* idx, std::size_t n, const table_impl& t, gpu_workspace& ws,
+                  std::uint64_t* keys, std::uint32_t* owner, unsigned long long* flags,
+                  cudaStream_t stream) {
+  const int ranks = t.ranks();
+  const std::size_t shared = owner != nullptr ? ranks * sizeof(unsigned long long) : 0;
+  route_indices<IndexT><<<grid_for(n), block_threads, shared, stream>>>(
+      static_cast<const IndexT*>(idx), n, static_cast<std::int64_t>(t.options.rows),
+      ws.row_begin.data_as<std::int64_t>(), ranks, keys, owner, flags, flags + ranks);
+  WM_CUDA_CHECK_LAUNCH();
+}
+
+void launch_pack(const wholememory::dense_matrix& grads, std::size_t n, const std::uint32_t* perm,
+                 const std::uint64_t* keys, std::uint64_t* out_keys, float* out_grads,
+                 cudaStream_t stream) {
+  if (n == 0) return;
+  const unsigned grid = grid_for(n * grads.cols);
+  switch (grads.type) {
+    case wholememory::dtype::float16:
+      pack_rows<<<grid, block_threads, 0, stream>>>(
+          static_cast<const wholememory::half_t*>(grads.data), grads.row_stride, grads.cols, n,
+          perm, keys, out_keys, out_grads);
+      break;
+    case wholememory::dtype::bfloat16:
+      pack_rows<<<grid, block_threads, 0, stream>>>(
+          static_cast<const wholememory::bfloat16_t*>(grads.data), grads.row_stride, grads.cols, n,
+          perm, keys, out_keys, out_grads);
+      break;
+    default:
+      pack_rows<<<grid, block_threads, 0, stream>>>(static_cast<const float*>(grads.data),
+                                                    grads.row_stride, grads.cols, n, perm, keys,
+                                                    out_keys, out_grads);
+      break;
+  }
+  WM_CUDA_CHECK_LAUNCH();
+}
+
+/// Stable radix sort of (keys, positions 0..n-1) on bits [0, end_bit).
+template <typename KeyT>
+void sort_positions(gpu_workspace& ws, const KeyT* keys_in, KeyT* keys_out,
+                    std::uint32_t* positions_out, std::size_t n, int end_bit, cudaStream_t stream) {
+  std::uint32_t* positions = reserve<std::uint32_t>(ws.positions, n, ws.device);
+  fill_positions<<<grid_for(n), block_threads, 0, stream>>>(positions, n);
+  WM_CUDA_CHECK_LAUNCH();
+  std::size_t temp_bytes = 0;
+  WM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in, keys_out, positions,
+                                              positions_out, n, 0, end_bit, stream));
+  void* temp = ws.sort_temp.reserve_discard(std::max<std::size_t>(temp_bytes, 1), ws.device);
+  WM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out, positions,
+                                              positions_out, n, 0, end_bit, stream));
+}
+
+/// The device this rank's part lives on (device memory), else the NCCL communicator's or the
+/// caller's current device.
+int rank_device(const table_impl& t) {
+  const int part_device = t.weights.local_part().device;
+  if (part_device >= 0) return part_device;
+  if (t.comm->get_backend() == wholememory::backend::nccl) return t.comm->device();
+  return wholememory::current_device();
+}
+
+gpu_workspace& workspace(table_impl& t, int device) {
+  if (!t.gpu || t.gpu->device != device) {
+    t.gpu.reset(new gpu_workspace);
+    t.gpu->device = device;
+    const std::size_t bytes = t.row_begin.size() * sizeof(std::int64_t);
+    t.gpu->row_begin = wholememory::device_buffer(bytes, device);
+    WM_CUDA_TRY(
+        cudaMemcpy(t.gpu->row_begin.data(), t.row_begin.data(), bytes, cudaMemcpyHostToDevice));
+  }
+  return *t.gpu;
+}
+
+std::vector<std::size_t> scaled(std::vector<std::size_t> v, std::size_t factor) {
+  for (auto& x : v) x *= factor;
+  return v;
+}
+
+/// Sends the packed rows to their owners; returns the received keys and rows on the device.
+void exchange(table_impl& t, gpu_workspace& ws, const apply_counts& counts, std::size_t n,
+              std::uint64_t* recv_keys, float* recv_grads, cudaStream_t stream) {
+  const std::size_t dim = t.options.dim, m = counts.total_recv();
+  const std::vector<std::size_t> send_displs = displacements(counts.send);
+  const std::vector<std::size_t> recv_displs = displacements(counts.recv);
+  const auto* send_keys = ws.send_keys.data_as<std::uint64_t>();
+  const auto* send_grads = ws.send_grads.data_as<float>();
+  wholememory::communicator& comm = *t.comm;
+  if (comm.get_backend() == wholememory::backend::nccl) {
+    comm.alltoallv(send_keys, counts.send.data(), send_displs.data(), recv_keys, counts.recv.data(),
+                   recv_displs.data(), wholememory::dtype::int64, stream);
+    comm.alltoallv(send_grads, scaled(counts.send, dim).data(), scaled(send_displs, dim).data(),
+                   recv_grads, scaled(counts.recv, dim).data(), scaled(recv_displs, dim).data(),
+                   wholememory::dtype::float32, stream);
+    return;
+  }
+  // Host communicator: through host memory.
+  ws.host_send_keys.resize(n);
+  ws.host_send_grads.resize(n * dim);
+  ws.host_recv_keys.resize(m);
+  ws.host_recv_grads.resize(m * dim);
+  if (n > 0) {
+    WM_CUDA_TRY(cudaMemcpyAsync(ws.host_send_keys.data(), send_keys, n * sizeof(std::uint64_t),
+                                cudaMemcpyDeviceToHost, stream));
+    WM_CUDA_TRY(cudaMemcpyAsync(ws.host_send_grads.data(), send_grads, n * dim * sizeof(float),
+                                cudaMemcpyDeviceToHost, stream));
+  }
+  WM_CUDA_TRY(cudaStreamSynchronize(stream));
+  comm.alltoallv(ws.host_send_keys.data(), counts.send.data(), send_displs.data(),
+                 ws.host_recv_keys.data(), counts.recv.data(), recv_displs.data(),
+                 wholememory::dtype::int64, stream);
+  comm.alltoallv(ws.host_send_grads.data(), scaled(counts.send, dim).data(),
+                 scaled(send_displs, dim).data(), ws.host_recv_grads.data(),
+                 scaled(counts.recv, dim).data(), scaled(recv_displs, dim).data(),
+                 wholememory::dtype::float32, stream);
+  if (m > 0) {
+    WM_CUDA_TRY(cudaMemcpyAsync(recv_keys, ws.host_recv_keys.data(), m * sizeof(std::uint64_t),
+                                cudaMemcpyHostToDevice, stream));
+    WM_CUDA_TRY(cudaMemcpyAsync(recv_grads, ws.host_recv_grads.data(), m * dim * sizeof(float),
+                                cudaMemcpyHostToDevice, stream));
+  }
+}
+
+/// Step 1: checks the indices and counts entries per owner on the device, then waits for the
+/// result.  Returns the device array of the entries' global rows.
+std::uint64_t* route(const table_impl& t, gpu_workspace& ws,
+                     const wholememory::index_array& indices, cudaStream_t stream, bad_index& bad,
+                     std::vector<std::size_t>& send_counts) {
+  const int ranks = t.ranks(), device = ws.device;
+  const std::size_t n = indices.count;
+  auto* flags = reserve<unsigned long long>(ws.flags, ranks + 1, device);
+  auto* keys = reserve<std::uint64_t>(ws.keys, n, device);
+  std::uint32_t* owner = ranks > 1 ? reserve<std::uint32_t>(ws.owner, n, device) : nullptr;
+  WM_CUDA_TRY(cudaMemsetAsync(flags, 0, ranks * sizeof(unsigned long long), stream));
+  WM_CUDA_TRY(cudaMemsetAsync(flags + ranks, 0xff, sizeof(unsigned long long), stream));
+  if (indices.type == wholememory::dtype::int32) {
+    launch_route<std::int32_t>(indices.data, n, t, ws, keys, owner, flags, stream);
+  } else {
+    launch_route<std::int64_t>(indices.data, n, t, ws, keys, owner, flags, stream);
+  }
+  ws.host_flags.resize(ranks + 1);
+  WM_CUDA_TRY(cudaMemcpyAsync(ws.host_flags.data(), flags, (ranks + 1) * sizeof(unsigned long long),
+                              cudaMemcpyDeviceToHost, stream));
+  WM_CUDA_TRY(cudaStreamSynchronize(stream));
+  if (ws.host_flags[ranks] != no_bad_index) {
+    // Read only on error: the bad value itself.
+    bad.position = static_cast<std::int64_t>(ws.host_flags[ranks]);
+    const std::size_t isize = wholememory::dtype_size(indices.type);
+    std::int64_t value64 = 0;
+    std::int32_t value32 = 0;
+    const bool narrow = indices.type == wholememory::dtype::int32;
+    void* dst = narrow ? static_cast<void*>(&value32) : static_cast<void*>(&value64);
+    WM_CUDA_TRY(cudaMemcpy(dst, static_cast<const char*>(indices.data) + bad.position * isize,
+                           isize, cudaMemcpyDefault));
+    bad.value = narrow ? value32 : value64;
+  } else if (ranks == 1) {
+    send_counts[0] = n;
+  } else {
+    for (int r = 0; r < ranks; ++r) send_counts[r] = ws.host_flags[r];
+  }
+  return keys;
+}
+
+}  // namespace
+}  // namespace detail
+
+void table::apply_gradients(const wholememory::index_array& indices,
+                            const wholememory::dense_matrix& grads, float lr, cudaStream_t stream) {
+  WM_EXPECTS(impl_ != nullptr, "use of an empty embedding::table");
+  detail::table_impl& t = *impl_;
+  const char* op = "apply_gradients";
+  const int ranks = t.ranks();
+  const std::size_t n = indices.count, dim = t.options.dim;
+
+  std::string error =
+      detail::check_apply_arguments(t, indices, grads, lr, op, detail::apply_path::gpu);
+  if (error.empty() && (n > std::numeric_limits<std::uint32_t>::max() ||
+                        n * dim > std::numeric_limits<std::size_t>::max() / 8)) {
+    error = std::string(op) + ": " + std::to_string(n) +
+            " indices in one call; at most 2^32 - 1 are supported";
+  }
+  if (error.empty() && ranks > detail::max_route_ranks) {
+    error = std::string(op) + ": the GPU path routes among at most " +
+            std::to_string(detail::max_route_ranks) + " ranks, the table has " +
+            std::to_string(ranks);
+  }
+  // 1. Route and check on the device; one wait for the counts.  Local failures (no device,
+  // a CUDA error) become this rank's error, so that the other ranks fail with it instead of
+  // waiting for it.
+  int device = -1;
+  detail::bad_index bad;
+  std::vector<std::size_t> send_counts(ranks, 0);
+  std::uint64_t* keys = nullptr;
+  std::optional<wholememory::device_guard> guard;
+  if (error.empty()) {
+    try {
+      device = detail::rank_device(t);
+      guard.emplace(device);
+      detail::gpu_workspace& ws = detail::workspace(t, device);
+      if (n > 0) {
+        keys = detail::route(t, ws, indices, stream, bad, send_counts);
+      }
+    } catch (const std::exception& e) {
+      error = std::string(op) + ": " + e.what();
+    }
+  }
+  // 2. Every rank learns of every error before anything changes.
+  const detail::apply_counts counts = detail::agree_on_apply(t, op, error, bad, send_counts, lr);
+  const std::size_t m = ranks == 1 ? n : counts.total_recv();
+  WM_EXPECTS(m <= std::numeric_limits<std::uint32_t>::max(),
+             op << ": " << m << " gradient rows reached rank " << t.rank()
+                << " in one call; at most 2^32 - 1 are supported");
+  t.step += 1;
+  detail::gpu_workspace& ws = *t.gpu;
+
+  // 3 and 4. Received rows in rank order (one rank: the caller's rows in its order).
+  std::uint64_t* recv_keys = nullptr;
+  float* recv_grads = nullptr;
+  if (ranks == 1) {
+    recv_keys = keys;
+    recv_grads = detail::reserve<float>(ws.recv_grads, n * dim, device);
+    detail::launch_pack(grads, n, nullptr, nullptr, nullptr, recv_grads, stream);
+  } else {
+    if (n > 0) {
+      std::uint32_t* perm = detail::reserve<std::uint32_t>(ws.perm, n, device);
+      std::uint32_t* owner_sorted = detail::reserve<std::uint32_t>(ws.owner_sorted, n, device);
+      detail::sort_positions(ws, ws.owner.data_as<std::uint32_t>(), owner_sorted, perm, n,
+                             detail::bits_for(static_cast<std::uint64_t>(ranks)), stream);
+      detail::launch_pack(grads, n, perm, keys,
+                          detail::reserve<std::uint64_t>(ws.send_keys, n, device),
+                          detail::reserve<float>(ws.send_grads, n * dim, device), stream);
+    }
+    recv_keys = detail::reserve<std::uint64_t>(ws.recv_keys, m, device);
+    recv_grads = detail::reserve<float>(ws.recv_grads, m * dim, device);
+    detail::exchange(t, ws, counts, n, recv_keys, recv_grads, stream);
+  }
+  if (m == 0) return;
+
+  // 5. Sort by row, ties in received order, and update every touched row.
+  auto* sorted_keys = detail::reserve<std::uint64_t>(ws.sorted_keys, m, device);
+  auto* order = detail::reserve<std::uint32_t>(ws.order, m, device);
+  detail::sort_positions(ws, recv_keys, sorted_keys, order, m,
+                         detail::bits_for(static_cast<std::uint64_t>(t.options.rows)), stream);
+  detail::update_rows_args args;
+  args.sorted_keys = sorted_keys;
+  args.order = order;
+  args.grads = recv_grads;
+  args.m = m;
+  args.dim = dim;
+  args.row_begin = t.own().begin;
+  args.weights = t.weights.local_part().ptr;
+  args.state0 = t.state.size() > 0 ? static_cast<float*>(t.state[0].local_part().ptr) : nullptr;
+  args.state1 = t.state.size() > 1 ? static_cast<float*>(t.state[1].local_part().ptr) : nullptr;
+  args.params = detail::make_update_params(t.options.optimizer, lr, t.step);
+  detail::launch_update_rows(t.options.dtype, t.options.optimizer.kind, args, stream);
+}
+
+}  // namespace wholestore::embedding

@@ -1,0 +1,21 @@
+// Builds without CUDA: the GPU path of apply_gradients reports that it is missing.
+#include "table_impl.hpp"
+
+#include <embedding/table.hpp>
+#include <wholememory/error.hpp>
+
+namespace wholestore::embedding {
+
+namespace detail {
+struct gpu_workspace {};
+void destroy_gpu_workspace(gpu_workspace* ws) noexcept { delete ws; }
+}  // namespace detail
+
+void table::apply_gradients(const wholememory::index_array&, const wholememory::dense_matrix&,
+                            float, cudaStream_t) {
+  WM_FAIL(wholememory::logic_error,
+          "apply_gradients runs on a GPU and wholestore was built without CUDA; use "
+          "apply_gradients_host");
+}
+
+}  // namespace wholestore::embedding

@@ -1,0 +1,76 @@
+// What a table holds, and the host-side pieces both apply_gradients paths share: the argument
+// checks, the agreement among ranks before anything changes, and the row routing.
+#pragma once
+
+#include <embedding/table.hpp>
+#include <wholememory/communicator.hpp>
+#include <wholememory/gather.hpp>
+#include <wholememory/wholememory.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace wholestore::embedding::detail {
+
+/// Scratch of the GPU path (src/cuda/apply_gradients.cu), kept across calls.
+struct gpu_workspace;
+void destroy_gpu_workspace(gpu_workspace* ws) noexcept;
+
+struct table_impl {
+  std::shared_ptr<wholememory::communicator> comm;
+  table_options options;
+  wholememory::wholememory weights;
+  std::vector<wholememory::wholememory> state;
+  std::vector<std::string> state_names;
+  std::vector<row_range> rank_rows;
+  /// rank_rows[p].begin for every rank, then rows: owner lookup by binary search.
+  std::vector<std::int64_t> row_begin;
+  std::uint64_t step = 0;
+  std::unique_ptr<wholememory::chunked_view> host_view;  // made by view(-1)
+  std::unique_ptr<gpu_workspace, void (*)(gpu_workspace*)> gpu{nullptr, &destroy_gpu_workspace};
+
+  int rank() const { return comm->rank(); }
+  int ranks() const { return comm->size(); }
+  row_range own() const { return rank_rows[static_cast<std::size_t>(comm->rank())]; }
+};
+
+/// Rank owning global row `row` (0 <= row < rows): the last rank whose range starts at or
+/// before it (empty ranges share their start with the next rank).
+int owner_of(const std::vector<std::int64_t>& row_begin, std::int64_t row);
+
+/// The first index outside [0, rows) of a list, position -1 when none.
+struct bad_index {
+  std::int64_t position = -1;
+  std::int64_t value = 0;
+};
+
+enum class apply_path { host, gpu };
+
+/// The local checks of an apply_gradients call; returns the error message, empty when they
+/// pass.  Nothing is thrown here so that every rank can learn of the error first.
+std::string check_apply_arguments(const table_impl& t, const wholememory::index_array& indices,
+                                  const wholememory::dense_matrix& grads, float lr, const char* op,
+                                  apply_path path);
+
+/// Entries each rank sends to this one, and this rank to each, agreed by all ranks.
+struct apply_counts {
+  std::vector<std::size_t> send;  ///< to rank r
+  std::vector<std::size_t> recv;  ///< from rank r
+  std::size_t total_recv() const;
+};
+
+/// Every rank publishes its error (argument error or bad index), step, learning rate and send
+/// counts over the bootstrap (one allgather; no CUDA stream involved).  When any rank reported
+/// an error every rank throws logic_error (the rank at fault with its own message, the others
+/// naming it) and nothing has changed; different steps or learning rates throw
+/// mismatch_error on every rank.  Collective.
+apply_counts agree_on_apply(const table_impl& t, const char* op, const std::string& local_error,
+                            bad_index bad, const std::vector<std::size_t>& send_counts, float lr);
+
+/// Exclusive prefix sums of counts.
+std::vector<std::size_t> displacements(const std::vector<std::size_t>& counts);
+
+}  // namespace wholestore::embedding::detail

@@ -1,0 +1,365 @@
+// apply_gradients on the GPU: bit-identical to the CPU path (itself checked against the
+// float64 reference in apply_gradients_test.cpp) for every optimizer, table dtype and dims 1,
+// 33, 100; device and host locations, continuous and chunked memory on one rank; two ranks on
+// two GPUs over NCCL (every memory type); two ranks sharing GPU 0 over the host communicator
+// (the exchange staged through host memory); duplicates summed in global batch order; an
+// out-of-range index changes nothing; lookup and scatter_rows on the GPU.
+//
+// The test process never calls CUDA (a forked child of a process that did could not): devices
+// are counted in a short-lived child, and every body runs in forked ranks.
+#include "embedding/embedding_test_util.hpp"
+
+#include <embedding/table.hpp>
+#include <wholememory/cuda_check.hpp>
+#include <wholememory/device.hpp>
+#include <wholememory/device_buffer.hpp>
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+
+namespace wholestore_test::embed {
+namespace {
+
+/// Visible CUDA devices, counted in a forked child so this process never initializes CUDA.
+int gpu_count() {
+  static const int count = [] {
+    std::fflush(stdout);
+    pid_t pid = ::fork();
+    if (pid < 0) return 0;
+    if (pid == 0) ::_exit(std::min(wholememory::device_count(), 100));
+    int status = 0;
+    if (::waitpid(pid, &status, 0) != pid) return 0;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+  }();
+  return count;
+}
+
+#define EMBED_REQUIRE_GPUS(n)                                                                   \
+  do {                                                                                          \
+    const int embed_have_gpus_ = gpu_count();                                                   \
+    if (embed_have_gpus_ < (n)) {                                                               \
+      GTEST_SKIP() << "needs " << (n) << " CUDA device(s), " << embed_have_gpus_ << " visible"; \
+    }                                                                                           \
+  } while (0)
+
+/// How the ranks of a test meet: one GPU each over NCCL, or all on GPU 0 over the host
+/// communicator.
+enum class rank_setup { own_gpu_nccl, shared_gpu_host };
+
+struct gpu_rank {
+  std::shared_ptr<wholememory::communicator> comm;
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  gpu_rank() = default;
+  gpu_rank(const gpu_rank&) = delete;
+  gpu_rank& operator=(const gpu_rank&) = delete;
+  ~gpu_rank() {
+    if (stream != nullptr) WM_CUDA_WARN(cudaStreamDestroy(stream));
+  }
+};
+
+using gpu_body = std::function<void(gpu_rank&)>;
+
+void run_gpu_ranks(int ranks, rank_setup setup, const gpu_body& body) {
+  fork_result result = fork_ranks(ranks, [&](std::shared_ptr<wholememory::bootstrap> bs) {
+    gpu_rank g;
+    g.device = setup == rank_setup::shared_gpu_host ? 0 : bs->rank() % wholememory::device_count();
+    wholememory::set_device(g.device);
+    WM_CUDA_TRY(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
+    g.comm = setup == rank_setup::own_gpu_nccl ? wholememory::make_nccl_communicator(bs, g.device)
+                                               : wholememory::make_host_communicator(bs);
+    body(g);
+  });
+  for (int r = 0; r < ranks; ++r) EXPECT_EQ(result.status[r], 0) << "rank " << r << " failed";
+}
+
+/// Host bytes copied into a new device buffer.
+wholememory::device_buffer to_device(const std::vector<char>& bytes, int device) {
+  wholememory::device_buffer b(bytes.size(), device);
+  WM_CUDA_TRY(cudaMemcpy(b.data(), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  return b;
+}
+
+constexpr std::size_t test_rows = 97;
+constexpr std::size_t batch_entries = 150;
+constexpr int steps = 3;
+constexpr float learning_rate = 0.05f;
+
+dtype grad_type_of(int step) {
+  static const dtype types[] = {dtype::float32, dtype::float16, dtype::bfloat16};
+  return types[step % 3];
+}
+
+table_options options_for(optimizer_kind k, dtype t, std::size_t dim, memory_type type,
+                          memory_location loc, std::uint64_t seed) {
+  table_options o;
+  o.rows = test_rows;
+  o.dim = dim;
+  o.dtype = t;
+  o.type = type;
+  o.location = loc;
+  o.init.method = seed % 3 == 0 ? init_options::normal : init_options::uniform;
+  o.init.a = -0.5;
+  o.init.b = 0.5;
+  o.init.std = 0.2;
+  o.init.seed = seed;
+  o.optimizer = optimizer_for(k, seed % 2 == 1);
+  return o;
+}
+
+std::string describe(const table_options& o) {
+  return std::string(optimizer_name(o.optimizer.kind)) + " " + wholememory::dtype_name(o.dtype) +
+         " dim " + std::to_string(o.dim) + " " + wholememory::memory_type_name(o.type) + " " +
+         wholememory::memory_location_name(o.location);
+}
+
+/// apply_gradients with entries [first, last) of `b` in device buffers; waits for the stream.
+void apply_slice_gpu(table& tb, const batch& b, std::size_t first, std::size_t last, dtype it,
+                     dtype gt, float lr, const gpu_rank& g) {
+  const std::size_t n = last - first, dim = tb.dim(), stride = dim + 2;
+  auto di = to_device(index_bytes(b.index.data() + first, n, it), g.device);
+  auto dg = to_device(encode_floats(b.grads.data() + first * dim, n, dim, stride, gt), g.device);
+  tb.apply_gradients(wholememory::index_array{n ? di.data() : nullptr, it, n},
+                     wholememory::dense_matrix{n ? dg.data() : nullptr, gt, n, dim, stride}, lr,
+                     g.stream);
+  WM_CUDA_TRY(cudaStreamSynchronize(g.stream));
+}
+
+/// The CPU path on one rank, host memory, whole batches: what every GPU run must equal.
+table cpu_baseline(const table_options& o, std::uint64_t seed) {
+  table_options solo = o;
+  solo.type = memory_type::continuous;
+  solo.location = memory_location::host;
+  table base = table::create(solo_comm(), solo);
+  for (int s = 0; s < steps; ++s) {
+    batch b = global_batch(seed, s, batch_entries, o.rows, o.dim);
+    const std::size_t n = b.index.size(), stride = o.dim + 2;
+    auto ib = index_bytes(b.index.data(), n, dtype::int64);
+    auto gb = encode_floats(b.grads.data(), n, o.dim, stride, grad_type_of(s));
+    base.apply_gradients_host(
+        wholememory::index_array{ib.data(), dtype::int64, n},
+        wholememory::dense_matrix{gb.data(), grad_type_of(s), n, o.dim, stride}, learning_rate, 1);
+  }
+  return base;
+}
+
+/// Trains a table of every optimizer x dtype x dim on the GPU path, each rank with its slice of
+/// the global batches, and checks its own rows against the CPU baseline bit for bit.
+void every_optimizer_matches_the_cpu_path(gpu_rank& g, memory_type type, memory_location loc) {
+  const int ranks = g.comm->size(), rank = g.comm->rank();
+  std::uint64_t seed = 700;
+  for (optimizer_kind k : all_optimizers()) {
+    for (dtype t : table_dtypes()) {
+      for (std::size_t dim : {std::size_t{1}, std::size_t{33}, std::size_t{100}}) {
+        const table_options o = options_for(k, t, dim, type, loc, ++seed);
+        table tb = table::create(g.comm, o);
+        for (int s = 0; s < steps; ++s) {
+          batch b = global_batch(seed, s, batch_entries, test_rows, dim);
+          auto [first, last] = slice(batch_entries, ranks, rank, s);
+          apply_slice_gpu(tb, b, first, last, s % 2 ? dtype::int32 : dtype::int64, grad_type_of(s),
+                          learning_rate, g);
+        }
+        table base = cpu_baseline(o, seed);
+        const own_content mine = own_content_of(tb);
+        const own_content want = rows_of(base, tb.own_rows());
+        ASSERT_EQ(mine.step, static_cast<std::uint64_t>(steps));
+        ASSERT_EQ(first_difference(mine.weights, want.weights), -1)
+            << describe(o) << ": GPU weights differ from the CPU path at byte "
+            << first_difference(mine.weights, want.weights) << " of rows " << tb.own_rows().begin
+            << ".." << tb.own_rows().end;
+        ASSERT_EQ(mine.state.size(), want.state.size());
+        for (std::size_t i = 0; i < want.state.size(); ++i)
+          ASSERT_EQ(first_difference(mine.state[i], want.state[i]), -1)
+              << describe(o) << ": GPU state " << tb.state_names()[i] << " differs at byte "
+              << first_difference(mine.state[i], want.state[i]);
+      }
+    }
+  }
+}
+
+using one_rank_param = std::tuple<memory_type, memory_location>;
+class GpuApplyOneRank : public ::testing::TestWithParam<one_rank_param> {};
+
+using two_rank_param = std::tuple<rank_setup, memory_type, memory_location>;
+class GpuApplyTwoRanks : public ::testing::TestWithParam<two_rank_param> {};
+
+}  // namespace
+
+TEST_P(GpuApplyOneRank, EveryOptimizerDtypeAndDimMatchesTheCpuPathBitForBit) {
+  EMBED_REQUIRE_GPUS(1);
+  auto [type, loc] = GetParam();
+  run_gpu_ranks(1, rank_setup::shared_gpu_host, [type = type, loc = loc](gpu_rank& g) {
+    every_optimizer_matches_the_cpu_path(g, type, loc);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TypesAndLocations, GpuApplyOneRank,
+    ::testing::Combine(::testing::Values(memory_type::continuous, memory_type::chunked),
+                       ::testing::Values(memory_location::device, memory_location::host)),
+    [](const auto& info) {
+      return std::string(wholememory::memory_type_name(std::get<0>(info.param))) + "_" +
+             wholememory::memory_location_name(std::get<1>(info.param));
+    });
+
+TEST_P(GpuApplyTwoRanks, EveryOptimizerDtypeAndDimMatchesTheCpuPathBitForBit) {
+  auto [setup, type, loc] = GetParam();
+  EMBED_REQUIRE_GPUS(setup == rank_setup::own_gpu_nccl ? 2 : 1);
+  run_gpu_ranks(2, setup, [type = type, loc = loc](gpu_rank& g) {
+    every_optimizer_matches_the_cpu_path(g, type, loc);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    SetupsTypesLocations, GpuApplyTwoRanks,
+    ::testing::Values(
+        two_rank_param{rank_setup::own_gpu_nccl, memory_type::continuous, memory_location::device},
+        two_rank_param{rank_setup::own_gpu_nccl, memory_type::chunked, memory_location::device},
+        two_rank_param{rank_setup::own_gpu_nccl, memory_type::distributed, memory_location::device},
+        two_rank_param{rank_setup::own_gpu_nccl, memory_type::chunked, memory_location::host},
+        two_rank_param{rank_setup::shared_gpu_host, memory_type::chunked, memory_location::device},
+        two_rank_param{rank_setup::shared_gpu_host, memory_type::distributed,
+                       memory_location::device},
+        two_rank_param{rank_setup::shared_gpu_host, memory_type::continuous,
+                       memory_location::host}),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param) == rank_setup::own_gpu_nccl ? "nccl_2gpus"
+                                                                             : "host_sharedgpu") +
+             "_" + wholememory::memory_type_name(std::get<1>(info.param)) + "_" +
+             wholememory::memory_location_name(std::get<2>(info.param));
+    });
+
+TEST(GpuApply, DuplicatesAreSummedLeftToRightInGlobalBatchOrder) {
+  EMBED_REQUIRE_GPUS(1);
+  // Row 7's gradients in global order: 1e8, 1, -1e8, 1: left to right in float32 the sum is 1
+  // (per-rank partial sums would give 0), so SGD at lr 1 from zeros gives -1.  Row 2 appears
+  // twice with gradient 1: lr 1 moves it by 2.
+  for (int ranks : {1, 2}) {
+    run_gpu_ranks(ranks, rank_setup::shared_gpu_host, [](gpu_rank& g) {
+      const int n = g.comm->size(), rank = g.comm->rank();
+      table_options o;
+      o.rows = 10;
+      o.dim = 1;
+      o.type = memory_type::chunked;
+      o.location = memory_location::device;
+      o.init.method = init_options::zeros;
+      table tb = table::create(g.comm, o);
+      const float global[] = {1e8f, 1.0f, -1e8f, 1.0f, 1.0f, 1.0f};
+      const std::int64_t rows[] = {7, 7, 7, 7, 2, 2};
+      std::vector<std::int64_t> idx;
+      std::vector<float> grads;
+      for (int i = 0; i < 6; ++i) {
+        if ((i % 4) * n / 4 == rank) {
+          idx.push_back(rows[i]);
+          grads.push_back(global[i]);
+        }
+      }
+      batch b{idx, grads};
+      apply_slice_gpu(tb, b, 0, idx.size(), dtype::int64, dtype::float32, 1.0f, g);
+      g.comm->barrier(nullptr);
+      std::vector<float> all(10);
+      for (int p = 0; p < tb.weights_memory().num_parts(); ++p) {
+        wholememory::part_info part = tb.weights_memory().part(p);
+        if (part.bytes) wholememory::copy_bytes(all.data() + part.offset / 4, part.ptr, part.bytes);
+      }
+      EXPECT_EQ(all[7], -1.0f);
+      EXPECT_EQ(all[2], -2.0f);
+      EXPECT_EQ(all[0], 0.0f);
+    });
+  }
+}
+
+TEST(GpuApply, AnOutOfRangeIndexNamesItAndChangesNothingOnAnyRank) {
+  EMBED_REQUIRE_GPUS(1);
+  for (int ranks : {1, 2}) {
+    run_gpu_ranks(ranks, rank_setup::shared_gpu_host, [](gpu_rank& g) {
+      const int rank = g.comm->rank();
+      const table_options o = options_for(optimizer_kind::adam, dtype::bfloat16, 33,
+                                          memory_type::chunked, memory_location::device, 4);
+      table tb = table::create(g.comm, o);
+      batch good = global_batch(4, 0, 40, test_rows, 33);
+      apply_slice_gpu(tb, good, 0, 40, dtype::int64, dtype::float32, 0.1f, g);
+      const own_content before = own_content_of(tb);
+      for (std::int64_t bad : {std::int64_t{test_rows}, std::int64_t{-5}}) {
+        batch b = global_batch(4, 1, 40, test_rows, 33);
+        if (rank == g.comm->size() - 1) b.index[17] = bad;
+        try {
+          apply_slice_gpu(tb, b, 0, 40, dtype::int32, dtype::float16, 0.1f, g);
+          ADD_FAILURE() << "no error for index " << bad;
+        } catch (const wholememory::logic_error& e) {
+          const std::string what = e.what();
+          const bool mine = rank == g.comm->size() - 1;
+          EXPECT_NE(what.find(mine ? "index " + std::to_string(bad) + " at position 17"
+                                   : "passed index " + std::to_string(bad) + " at position 17"),
+                    std::string::npos)
+              << what;
+        }
+        EXPECT_TRUE(own_content_of(tb) == before) << "rank " << rank << " changed";
+      }
+      apply_slice_gpu(tb, good, 0, 40, dtype::int64, dtype::float32, 0.1f, g);
+      EXPECT_EQ(tb.step(), 2u);
+    });
+  }
+}
+
+TEST(GpuApply, EmptyCallsOnEveryRankAdvanceTheStepOnly) {
+  EMBED_REQUIRE_GPUS(1);
+  run_gpu_ranks(2, rank_setup::shared_gpu_host, [](gpu_rank& g) {
+    const table_options o = options_for(optimizer_kind::rmsprop, dtype::float32, 5,
+                                        memory_type::distributed, memory_location::device, 8);
+    table tb = table::create(g.comm, o);
+    const own_content before = own_content_of(tb);
+    tb.apply_gradients(wholememory::index_array{nullptr, dtype::int64, 0},
+                       wholememory::dense_matrix{nullptr, dtype::float32, 0, 5, 5}, 0.1f, g.stream);
+    own_content after = own_content_of(tb);
+    EXPECT_EQ(after.step, 1u);
+    after.step = 0;
+    EXPECT_TRUE(after == before);
+  });
+}
+
+TEST(GpuApply, LookupAndScatterRowsOnTheGpu) {
+  EMBED_REQUIRE_GPUS(1);
+  run_gpu_ranks(1, rank_setup::shared_gpu_host, [](gpu_rank& g) {
+    for (memory_location loc : {memory_location::device, memory_location::host}) {
+      table_options o =
+          options_for(optimizer_kind::sgd, dtype::float16, 33, memory_type::continuous, loc, 12);
+      table tb = table::create(g.comm, o);
+      std::vector<std::int64_t> idx{0, 96, 5, 5, 40};
+      auto di = to_device(index_bytes(idx.data(), idx.size(), dtype::int32), g.device);
+      wholememory::device_buffer out(idx.size() * 33 * 4, g.device);
+      tb.lookup(wholememory::index_array{di.data(), dtype::int32, idx.size()},
+                wholememory::dense_matrix{out.data(), dtype::float32, idx.size(), 33, 33},
+                g.stream);
+      WM_CUDA_TRY(cudaStreamSynchronize(g.stream));
+      std::vector<float> host(idx.size() * 33);
+      WM_CUDA_TRY(cudaMemcpy(host.data(), out.data(), host.size() * 4, cudaMemcpyDeviceToHost));
+      for (std::size_t i = 0; i < idx.size(); ++i)
+        for (std::size_t c = 0; c < 33; ++c)
+          ASSERT_EQ(host[i * 33 + c], round_to(dtype::float16, init_value(o.init, idx[i], c)));
+      // Raw rows in, the same rows out.
+      std::vector<float> rows(2 * 33);
+      for (std::size_t k = 0; k < rows.size(); ++k) rows[k] = static_cast<float>(k) / 4.0f;
+      std::vector<char> raw(rows.size() * 4);
+      std::memcpy(raw.data(), rows.data(), raw.size());
+      auto dr = to_device(raw, g.device);
+      std::vector<std::int64_t> targets{3, 90};
+      auto dt = to_device(index_bytes(targets.data(), 2, dtype::int64), g.device);
+      tb.scatter_rows(wholememory::index_array{dt.data(), dtype::int64, 2},
+                      wholememory::dense_matrix{dr.data(), dtype::float32, 2, 33, 33}, g.stream);
+      tb.lookup(wholememory::index_array{dt.data(), dtype::int64, 2},
+                wholememory::dense_matrix{out.data(), dtype::float32, 2, 33, 33}, g.stream);
+      WM_CUDA_TRY(cudaStreamSynchronize(g.stream));
+      WM_CUDA_TRY(cudaMemcpy(host.data(), out.data(), 2 * 33 * 4, cudaMemcpyDeviceToHost));
+      for (std::size_t k = 0; k < rows.size(); ++k) ASSERT_EQ(host[k], rows[k]);
+    }
+  });
+}
+
+}  // namespace wholestore_test::embed
