@@ -208,7 +208,9 @@ void fill_part(const wholememory::wholememory& wm, std::uint64_t seed) {
 }  // namespace
 
 int run_bench(int argc, char** argv) {
-  if (bench_suite(argc, argv) == "sample") return run_bench_sample(argc, argv);
+  const std::string suite = bench_suite(argc, argv);
+  if (suite == "sample") return run_bench_sample(argc, argv);
+  if (suite == "embedding") return run_bench_embedding(argc, argv);
   command_args args = parse_command_args(argc, argv);
   config cfg = load_config(bench_schema, args.config_file, args.overrides);
   auto timeout =

@@ -26,6 +26,10 @@ int run_bench(int argc, char** argv);
 /// throughput per case; run_bench dispatches here.
 int run_bench_sample(int argc, char** argv);
 
+/// `wholestore bench configs/bench_embedding.yaml` (`suite: embedding`): embedding-table
+/// lookup and training-step throughput; run_bench dispatches here.
+int run_bench_embedding(int argc, char** argv);
+
 /// The `suite` a bench invocation asks for (config file's `suite:` or `--set suite=`), "gather"
 /// when none.
 std::string bench_suite(int argc, char** argv);

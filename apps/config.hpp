@@ -62,4 +62,7 @@ struct command_args {
 };
 command_args parse_command_args(int argc, char** argv);
 
+/// The items of a `sep`-separated list, blanks around each trimmed, empty items dropped.
+std::vector<std::string> split_list(const std::string& text, char sep);
+
 }  // namespace wholestore::apps
