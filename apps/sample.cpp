@@ -289,7 +289,7 @@ int run_sample(int argc, char** argv) {
 
   // Load or generate.
   graph::csr_graph g;
-  double load_s = 0, gen_s = 0;
+  double load_s = 0, gen_s = 0, check_s = 0;
   std::uint64_t load_bytes = 0;
   std::string source;
   if (!generate) {
@@ -302,6 +302,7 @@ int run_sample(int argc, char** argv) {
     graph::load_stats st;
     g = graph::load_graph(comm, dataset, where, &st);
     load_s = st.seconds;
+    check_s = st.validate_seconds;
     load_bytes = st.total_bytes;
   } else {
     graph::generate_options go;
@@ -342,6 +343,10 @@ int run_sample(int argc, char** argv) {
     if (generate) std::printf("  generate  %8.3f s (rank 0)\n", gen_s);
     std::printf("  %-9s %8.3f s  %7.2f GB/s  (%.1f MB, all ranks)\n", generate ? "place" : "load",
                 load_s, load_s > 0 ? load_bytes / load_s / 1e9 : 0.0, load_bytes / 1e6);
+    if (!generate) {
+      std::printf("  check     %8.3f s  (CSR structure, readers' CPU time, busiest rank)\n",
+                  check_s);
+    }
     std::printf("  graph: %llu nodes, %llu edges (%s cols)%s, %llu x %s features\n",
                 static_cast<unsigned long long>(g.num_nodes),
                 static_cast<unsigned long long>(g.num_edges), wm::dtype_name(g.col_type),
@@ -517,7 +522,7 @@ int run_sample(int argc, char** argv) {
              << "\nnum_nodes: " << g.num_nodes << "\nnum_edges: " << g.num_edges
              << "\nfeature_dim: " << g.feature_dim << "\ngenerate_s: " << gen_s
              << "\nload_s: " << load_s << "\nload_bytes: " << load_bytes
-             << "\nload_gbps: " << load_gbps << "\nepochs: " << epochs
+             << "\nload_gbps: " << load_gbps << "\ncheck_s: " << check_s << "\nepochs: " << epochs
              << "\nbatches: " << tot.batches << "\nseeds: " << tot.seeds
              << "\nsampled_edges: " << tot.sampled_edges << "\nsample_s: " << tot.sample_s
              << "\nsampled_edges_per_s: " << edges_per_s << "\nloop_s: " << tot.loop_s

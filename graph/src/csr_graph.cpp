@@ -1,12 +1,15 @@
 // csr_graph: copying host graphs into WholeMemory.  Loading from files is in load_graph.cpp.
 #include <graph/csr_graph.hpp>
 
+#include "csr_check.hpp"
+
 #include <wholememory/convert.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 namespace wholestore::graph {
@@ -27,12 +30,16 @@ wm::wm_tensor csr_graph::features_tensor() const {
 
 namespace {
 
+// Elements [first, first + count) of an array: the part a rank copies.
+using check_part = std::function<void(std::uint64_t first, std::size_t count)>;
+
 // Collective: an array of `count` elements of `elem` bytes each, every rank writing its own
-// part from `src` (the whole array, identical on all ranks).  Rows of `row_elems` elements
-// never straddle parts.
+// part from `src` (the whole array, identical on all ranks), after `check` (when given) saw
+// the part's elements.  Rows of `row_elems` elements never straddle parts.
 wm::wholememory make_array(const std::shared_ptr<wm::communicator>& comm, const void* src,
                            std::size_t count, std::size_t elem, std::size_t row_elems,
-                           wm::memory_type type, wm::memory_location location) {
+                           wm::memory_type type, wm::memory_location location,
+                           const check_part& check = {}) {
   wm::allocation_options opts;
   opts.granularity = elem * std::max<std::size_t>(row_elems, 1);
   std::size_t bytes = std::max<std::size_t>(count * elem, opts.granularity);
@@ -41,6 +48,7 @@ wm::wholememory make_array(const std::shared_ptr<wm::communicator>& comm, const 
   std::size_t have = count * elem;
   if (mine.offset < have && mine.bytes > 0) {
     std::size_t n = std::min(mine.bytes, have - mine.offset);
+    if (check) check(mine.offset / elem, n / elem);
     wm::copy_bytes(mine.ptr, static_cast<const char*>(src) + mine.offset, n);
   }
   comm->barrier(nullptr);
@@ -71,15 +79,23 @@ csr_graph make_graph(std::shared_ptr<wm::communicator> comm, const host_csr& gra
   g.num_edges = graph.num_edges();
   g.directed = graph.directed;
   g.col_type = graph.num_nodes < (std::uint64_t{1} << 31) ? wm::dtype::int32 : wm::dtype::int64;
-  g.row_offsets =
-      make_array(comm, graph.row_offsets.data(), graph.row_offsets.size(), 8, 1, type, location);
+  // Each rank checks the part it copies, column indices before they are narrowed.
+  detail::csr_checker checker("the host graph of make_graph", g.num_nodes, g.num_edges);
+  g.row_offsets = make_array(comm, graph.row_offsets.data(), graph.row_offsets.size(), 8, 1, type,
+                             location, [&](std::uint64_t first, std::size_t count) {
+                               checker.row_offsets(graph.row_offsets.data() + first, first, count);
+                             });
+  const check_part check_cols = [&](std::uint64_t first, std::size_t count) {
+    checker.col_indices(graph.col_indices.data() + first, first, count);
+  };
   if (g.col_type == wm::dtype::int32) {
     std::vector<std::int32_t> cols(graph.col_indices.begin(), graph.col_indices.end());
-    g.col_indices = make_array(comm, cols.data(), cols.size(), 4, 1, type, location);
+    g.col_indices = make_array(comm, cols.data(), cols.size(), 4, 1, type, location, check_cols);
   } else {
-    g.col_indices =
-        make_array(comm, graph.col_indices.data(), graph.col_indices.size(), 8, 1, type, location);
+    g.col_indices = make_array(comm, graph.col_indices.data(), graph.col_indices.size(), 8, 1, type,
+                               location, check_cols);
   }
+  detail::agree_on_findings(comm->get_bootstrap(), checker);
   if (!graph.edge_weights.empty() && placement.load_weights) {
     g.edge_weights = make_array(comm, graph.edge_weights.data(), graph.edge_weights.size(), 4, 1,
                                 type, location);

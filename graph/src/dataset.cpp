@@ -2,6 +2,8 @@
 // validation and degree statistics.  See docs/dataset-format.md for the format itself.
 #include <graph/dataset.hpp>
 
+#include "csr_check.hpp"
+
 #include <wholememory/convert.hpp>
 #include <wholememory/error.hpp>
 
@@ -161,36 +163,26 @@ void read_array(const std::string& dir, const array_file& a, std::vector<Dst>& d
   }
 }
 
-// Throws naming the first rule of a CSR that `graph` breaks.
-void validate_csr(const host_csr& graph, const std::string& what) {
+// Throws naming the first rule of a CSR that `graph` breaks: the array sizes here, the
+// structure through the loaders' shared checker (csr_check.hpp).
+void validate_csr(const host_csr& graph, const std::string& source) {
   const std::uint64_t n = graph.num_nodes, m = graph.num_edges();
-  WM_EXPECTS(graph.row_offsets.size() == n + 1,
-             what << ": row_offsets has " << graph.row_offsets.size()
-                  << " entries, expected num_nodes + 1 = " << n + 1);
-  WM_EXPECTS(graph.row_offsets[0] == 0,
-             what << ": row_offsets[0] is " << graph.row_offsets[0] << ", expected 0");
-  for (std::uint64_t v = 0; v < n; ++v) {
-    WM_EXPECTS(graph.row_offsets[v + 1] >= graph.row_offsets[v],
-               what << ": row_offsets decreases at node " << v << " (" << graph.row_offsets[v]
-                    << " -> " << graph.row_offsets[v + 1] << ")");
-  }
-  WM_EXPECTS(static_cast<std::uint64_t>(graph.row_offsets[n]) == m,
-             what << ": row_offsets[num_nodes] is " << graph.row_offsets[n]
-                  << ", expected num_edges = " << m);
-  for (std::uint64_t e = 0; e < m; ++e) {
-    const std::int64_t c = graph.col_indices[e];
-    WM_EXPECTS(c >= 0 && static_cast<std::uint64_t>(c) < n,
-               what << ": col_indices[" << e << "] is " << c << ", outside [0, " << n << ")");
-  }
+  WM_EXPECTS(n < std::numeric_limits<std::uint64_t>::max() && graph.row_offsets.size() == n + 1,
+             source << ": row_offsets has " << graph.row_offsets.size()
+                    << " entries, expected num_nodes + 1 = " << n + 1);
   WM_EXPECTS(graph.edge_weights.empty() || graph.edge_weights.size() == m,
-             what << ": edge_weights has " << graph.edge_weights.size()
-                  << " entries, expected 0 or num_edges = " << m);
+             source << ": edge_weights has " << graph.edge_weights.size()
+                    << " entries, expected 0 or num_edges = " << m);
   WM_EXPECTS(graph.node_features.size() == n * graph.feature_dim,
-             what << ": node_features has " << graph.node_features.size()
-                  << " entries, expected num_nodes * feature_dim = " << n * graph.feature_dim);
+             source << ": node_features has " << graph.node_features.size()
+                    << " entries, expected num_nodes * feature_dim = " << n * graph.feature_dim);
   WM_EXPECTS(graph.node_ids.empty() || graph.node_ids.size() == n,
-             what << ": node_ids has " << graph.node_ids.size()
-                  << " entries, expected 0 or num_nodes = " << n);
+             source << ": node_ids has " << graph.node_ids.size()
+                    << " entries, expected 0 or num_nodes = " << n);
+  detail::csr_checker check(source, n, m);
+  check.row_offsets(graph.row_offsets.data(), 0, graph.row_offsets.size());
+  check.col_indices(graph.col_indices.data(), 0, graph.col_indices.size());
+  check.finish();
 }
 
 // Node count from which column indices need int64.
@@ -399,7 +391,7 @@ std::uint64_t fnv1a64(const void* data, std::size_t bytes, std::uint64_t seed) {
 }
 
 manifest write_dataset(const std::string& dir, const host_csr& graph, dtype features_type) {
-  validate_csr(graph, "write_dataset(" + dir + ")");
+  validate_csr(graph, "write_dataset " + dir);
   WM_EXPECTS(features_type == dtype::float32 || features_type == dtype::float16 ||
                  features_type == dtype::bfloat16,
              "write_dataset: features_type " << wholememory::dtype_name(features_type)
@@ -610,7 +602,7 @@ host_csr read_dataset(const std::string& dir) {
   }
   // Checksums match the manifest, but a manifest written by other tools may still describe a
   // broken CSR; check it before anyone indexes with it.
-  validate_csr(g, join(dir, manifest_name));
+  validate_csr(g, "dataset " + dir);
   return g;
 }
 

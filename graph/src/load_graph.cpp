@@ -13,10 +13,16 @@
  *    turn and pread them straight into the part (host location) or into their own staging
  *    buffer, page-locked when a GPU is present, and copy_bytes on to the part (device location;
  *    copy_bytes takes any address, also a continuous range's piece on the next GPU).
+ *    Each chunk of row_offsets and col_indices is checked (rule 6 of docs/dataset-format.md,
+ *    csr_check.hpp) by the thread that read it, while the bytes are still in its cache.
  * 4. A rank's failure (I/O error, short read) is shared over the bootstrap so that every rank
- *    throws instead of waiting in the next collective.  Statistics are exchanged the same way.
+ *    throws instead of waiting in the next collective.  Statistics are exchanged the same way,
+ *    and then every rank's check findings: a fault in any rank's part, or between two parts,
+ *    throws the same error on every rank.
  */
 #include <graph/csr_graph.hpp>
+
+#include "csr_check.hpp"
 
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
@@ -89,6 +95,9 @@ wm::wholememory create_array(const std::shared_ptr<wm::communicator>& comm, std:
   return wm::wholememory::create(comm, bytes, type, location, opts);
 }
 
+// Which structural check a chunk's elements get once read (csr_check.hpp).
+enum class array_check { none, row_offsets, col_indices32, col_indices64, edge_weights };
+
 // One piece of work: `bytes` bytes at `file_offset` of `fd` into `dst`.
 struct chunk {
   int fd;
@@ -97,25 +106,68 @@ struct chunk {
   std::size_t bytes;
   char* dst;
   bool staged;  // dst is device memory: read into the staging buffer first
+  array_check check;
 };
 
+std::size_t element_bytes(array_check check) {
+  switch (check) {
+    case array_check::row_offsets:
+    case array_check::col_indices64:
+      return 8;
+    case array_check::col_indices32:
+    case array_check::edge_weights:
+      return 4;
+    case array_check::none:
+      break;
+  }
+  return 1;
+}
+
 // Appends the chunks of this rank's part of `mem`, whose first `have` bytes come from `f`.
+// Checked arrays get chunks of whole elements (parts start on an element: the granularity),
+// so each chunk is checked on its own right after its read.
 void plan(const wm::wholememory& mem, std::uint64_t have, const open_file& f,
-          std::size_t chunk_bytes, std::vector<chunk>& out) {
+          std::size_t chunk_bytes, array_check check, std::vector<chunk>& out) {
   const wm::part_info mine = mem.local_part();
   if (mine.bytes == 0 || mine.offset >= have) return;
   WM_EXPECTS(mine.ptr != nullptr, f.path << ": this rank's part is not mapped in this process");
   const std::uint64_t n = std::min<std::uint64_t>(mine.bytes, have - mine.offset);
   const bool staged = mem.location() == wm::memory_location::device;
-  for (std::uint64_t done = 0; done < n; done += chunk_bytes) {
+  const std::size_t elem = element_bytes(check);
+  const std::size_t step = std::max(elem, chunk_bytes / elem * elem);
+  for (std::uint64_t done = 0; done < n; done += step) {
     chunk c;
     c.fd = f.fd;
     c.path = &f.path;
     c.file_offset = mine.offset + done;
-    c.bytes = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, n - done));
+    c.bytes = static_cast<std::size_t>(std::min<std::uint64_t>(step, n - done));
     c.dst = static_cast<char*>(mine.ptr) + done;
     c.staged = staged;
+    c.check = check;
     out.push_back(c);
+  }
+}
+
+// Checks the elements of chunk `c`, read into `data` (host memory).
+void check_chunk(const chunk& c, const char* data, detail::csr_checker& checker) {
+  const std::size_t elem = element_bytes(c.check);
+  const std::uint64_t first = c.file_offset / elem;
+  const std::size_t count = c.bytes / elem;
+  switch (c.check) {
+    case array_check::row_offsets:
+      checker.row_offsets(reinterpret_cast<const std::int64_t*>(data), first, count);
+      break;
+    case array_check::col_indices32:
+      checker.col_indices(reinterpret_cast<const std::int32_t*>(data), first, count);
+      break;
+    case array_check::col_indices64:
+      checker.col_indices(reinterpret_cast<const std::int64_t*>(data), first, count);
+      break;
+    case array_check::edge_weights:
+      checker.edge_weights(reinterpret_cast<const float*>(data), first, count);
+      break;
+    case array_check::none:
+      break;
   }
 }
 
@@ -133,11 +185,13 @@ void pread_all(const chunk& c, char* buf) {
   }
 }
 
-// Runs the chunks on `threads` threads; progress is reported from the calling thread.
-// Returns the first error message ("" when all went well).
+// Runs the chunks on `threads` threads, each chunk checked by `checker` right after its read;
+// progress is reported from the calling thread.  Returns the first error message ("" when all
+// went well).
 std::string read_chunks(const std::vector<chunk>& chunks, unsigned threads, std::size_t chunk_bytes,
                         std::uint64_t total,
-                        const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
+                        const std::function<void(std::uint64_t, std::uint64_t)>& progress,
+                        detail::csr_checker& checker) {
   std::atomic<std::size_t> next{0};
   std::atomic<std::uint64_t> done_bytes{0};
   std::atomic<bool> failed{false};
@@ -159,16 +213,18 @@ std::string read_chunks(const std::vector<chunk>& chunks, unsigned threads, std:
       std::vector<char> staging;
       wm::host_registration pinned;
       if (any_staged) {
-        staging.resize(chunk_bytes);
+        staging.resize(std::max<std::size_t>(chunk_bytes, 8));
         pinned = wm::host_registration(staging.data(), staging.size());
       }
       for (std::size_t i = next++; i < chunks.size() && !failed; i = next++) {
         const chunk& c = chunks[i];
         if (c.staged) {
           pread_all(c, staging.data());
+          check_chunk(c, staging.data(), checker);
           wm::copy_bytes(c.dst, staging.data(), c.bytes);
         } else {
           pread_all(c, c.dst);
+          check_chunk(c, c.dst, checker);
         }
         done_bytes += c.bytes;
       }
@@ -226,7 +282,8 @@ void verify_split(wm::bootstrap& bs,
                 static_cast<std::size_t>(
                     std::min<std::uint64_t>(buf.size(), files[i].second->bytes - off)),
                 nullptr,
-                false};
+                false,
+                array_check::none};
         pread_all(c, buf.data());
         h = fnv1a64(buf.data(), c.bytes, h);
       }
@@ -326,28 +383,36 @@ csr_graph load_graph(std::shared_ptr<wm::communicator> comm, const std::string& 
 
   // 3. This rank's byte ranges, read in parallel.
   std::vector<chunk> chunks;
-  plan(g.row_offsets, m.row_offsets.bytes, row_file, options.chunk_bytes, chunks);
-  plan(g.col_indices, m.col_indices.bytes, col_file, options.chunk_bytes, chunks);
-  if (want_weights)
-    plan(g.edge_weights, m.edge_weights->bytes, weight_file, options.chunk_bytes, chunks);
+  plan(g.row_offsets, m.row_offsets.bytes, row_file, options.chunk_bytes, array_check::row_offsets,
+       chunks);
+  plan(g.col_indices, m.col_indices.bytes, col_file, options.chunk_bytes,
+       g.col_type == wm::dtype::int32 ? array_check::col_indices32 : array_check::col_indices64,
+       chunks);
+  if (want_weights) {
+    plan(g.edge_weights, m.edge_weights->bytes, weight_file, options.chunk_bytes, array_check::none,
+         chunks);
+  }
   if (want_features) {
-    plan(g.node_features, m.node_features->bytes, feature_file, options.chunk_bytes, chunks);
+    plan(g.node_features, m.node_features->bytes, feature_file, options.chunk_bytes,
+         array_check::none, chunks);
   }
   std::uint64_t local_bytes = 0;
   for (const chunk& c : chunks) local_bytes += c.bytes;
   unsigned threads = options.threads;
   if (threads == 0) threads = std::min(4u, wm::default_host_threads());
+  detail::csr_checker checker("dataset " + dir, m.num_nodes, m.num_edges);
   std::string error =
-      read_chunks(chunks, threads, options.chunk_bytes, local_bytes, options.progress);
-  const double seconds = seconds_since(t0);
+      read_chunks(chunks, threads, options.chunk_bytes, local_bytes, options.progress, checker);
 
-  // 4. Outcome and statistics of every rank.
+  // 4. Outcome and statistics of every rank, then the structure: every rank merges every
+  // rank's findings and throws the same first fault (rule 6), or none does.
   struct rank_result {
     double seconds;
+    double validate_seconds;
     std::uint64_t bytes;
     std::uint64_t failed;
   };
-  rank_result own{seconds, local_bytes, error.empty() ? 0u : 1u};
+  rank_result own{seconds_since(t0), checker.seconds(), local_bytes, error.empty() ? 0u : 1u};
   std::vector<rank_result> all(static_cast<std::size_t>(comm->size()));
   bs.allgather(&own, all.data(), sizeof(rank_result));
   if (!error.empty()) WM_FAIL(wm::logic_error, "load_graph " << dir << ": " << error);
@@ -355,11 +420,14 @@ csr_graph load_graph(std::shared_ptr<wm::communicator> comm, const std::string& 
     WM_EXPECTS(all[r].failed == 0, "load_graph " << dir << ": rank " << r
                                                  << " failed to read its part (see its error)");
   }
+  detail::agree_on_findings(bs, checker);
   if (stats) {
     stats->seconds = 0;
+    stats->validate_seconds = 0;
     stats->total_bytes = 0;
     for (const rank_result& r : all) {
       stats->seconds = std::max(stats->seconds, r.seconds);
+      stats->validate_seconds = std::max(stats->validate_seconds, r.validate_seconds);
       stats->total_bytes += r.bytes;
     }
     stats->local_bytes = local_bytes;

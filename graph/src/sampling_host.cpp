@@ -23,6 +23,8 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -408,11 +410,70 @@ void fill_edge_ids(const frontier_rows& rows, const std::vector<std::int64_t>& d
 }
 
 // ---------------------------------------------------------------------------------------------
+// A graph changed after its loader checked it (rule 6 of docs/dataset-format.md): the sampler
+// checks every row and neighbor it reads, so that no bad value is ever used as an index.
+
+/// Whether [first, end) is a row within the graph's edges.
+bool row_in_bounds(std::int64_t first, std::int64_t end, std::uint64_t num_edges) {
+  return first >= 0 && end >= first && static_cast<std::uint64_t>(end) <= num_edges;
+}
+
+std::string bad_row(std::int64_t v, std::int64_t first, std::int64_t end, std::uint64_t num_edges) {
+  std::ostringstream os;
+  os << "sample_host: the graph is corrupt: row_offsets[" << v << "] = " << first
+     << " and row_offsets[" << v + 1 << "] = " << end
+     << " are not a row within [0, num_edges = " << num_edges
+     << "] (its memory was changed after loading?)";
+  return os.str();
+}
+
+std::string bad_neighbor(std::int64_t edge, std::int64_t id, std::uint64_t num_nodes) {
+  std::ostringstream os;
+  os << "sample_host: the graph is corrupt: col_indices[" << edge << "] = " << id
+     << " is outside [0, num_nodes = " << num_nodes << ") (its memory was changed after loading?)";
+  return os.str();
+}
+
+/// The first fault a distributed sample met; the sample goes on with the bad row empty or the
+/// bad neighbor replaced by node 0, so that every rank issues the same collectives, and all
+/// throw at the end (throw_collectively).
+class fault_record {
+ public:
+  void note(std::string message) {
+    if (any_.load(std::memory_order_relaxed)) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (message_.empty()) message_ = std::move(message);
+    any_ = true;
+  }
+  /// Collective: throws logic_error on every rank when any rank noted a fault.
+  void throw_collectively(wm::communicator& comm) const {
+    std::vector<std::int64_t> flags(static_cast<std::size_t>(comm.size()), 0);
+    flags[static_cast<std::size_t>(comm.rank())] = any_ ? 1 : 0;
+    comm.allreduce_sum(flags.data(), flags.data(), flags.size(), wm::dtype::int64, nullptr);
+    if (std::all_of(flags.begin(), flags.end(), [](std::int64_t f) { return f == 0; })) return;
+    // Every rank knows there was a fault: all of them take part in sharing the messages.
+    const std::vector<std::string> all = comm.get_bootstrap().allgatherv(message_);
+    for (std::size_t r = 0; r < all.size(); ++r) {
+      if (!all[r].empty()) {
+        WM_FAIL(wm::logic_error, all[r] << (static_cast<int>(r) == comm.rank()
+                                                ? std::string()
+                                                : " (found by rank " + std::to_string(r) + ")"));
+      }
+    }
+  }
+
+ private:
+  std::atomic<bool> any_{false};
+  std::mutex mutex_;
+  std::string message_;
+};
+
+// ---------------------------------------------------------------------------------------------
 // Graphs read in place (continuous, chunked)
 
 template <typename RowGen, typename ColGen, typename WeightGen>
-sample_result sample_direct(const RowGen& row, const ColGen& col, const WeightGen& weight,
-                            const std::int64_t* seeds, std::size_t count,
+sample_result sample_direct(const csr_graph& g, const RowGen& row, const ColGen& col,
+                            const WeightGen& weight, const std::int64_t* seeds, std::size_t count,
                             const sample_options& options, unsigned threads) {
   std::vector<scratch> scratches(threads);
   frontier_rows rows;
@@ -422,7 +483,11 @@ sample_result sample_direct(const RowGen& row, const ColGen& col, const WeightGe
     parallel_chunks(n, count_grain, threads, [&](std::size_t b, std::size_t e, unsigned) {
       for (std::size_t i = b; i < e; ++i) {
         const std::int64_t first = *row.At(dst[i]);
-        const std::int64_t d = *row.At(dst[i] + 1) - first;
+        const std::int64_t end = *row.At(dst[i] + 1);
+        if (!row_in_bounds(first, end, g.num_edges)) {
+          WM_FAIL(wm::logic_error, bad_row(dst[i], first, end, g.num_edges));
+        }
+        const std::int64_t d = end - first;
         rows.begin[i] = first;
         rows.degree[i] = d;
         rows.offsets[i + 1] = sample_count(options.method, d, fanout,
@@ -438,7 +503,11 @@ sample_result sample_direct(const RowGen& row, const ColGen& col, const WeightGe
     parallel_chunks(out.edge_ids.size(), 4096, threads,
                     [&](std::size_t b, std::size_t e, unsigned) {
                       for (std::size_t j = b; j < e; ++j) {
-                        out.neighbors[j] = static_cast<std::int64_t>(*col.At(out.edge_ids[j]));
+                        const auto id = static_cast<std::int64_t>(*col.At(out.edge_ids[j]));
+                        if (static_cast<std::uint64_t>(id) >= g.num_nodes) {
+                          WM_FAIL(wm::logic_error, bad_neighbor(out.edge_ids[j], id, g.num_nodes));
+                        }
+                        out.neighbors[j] = id;
                       }
                     });
     out.offsets = rows.offsets;
@@ -453,7 +522,7 @@ sample_result sample_continuous(const csr_graph& g, const std::int64_t* seeds, s
   PtrGen<const std::int64_t, const std::int64_t> row(g.row_offsets.data());
   PtrGen<const ColT, const ColT> col(g.col_indices.data());
   PtrGen<const float, const float> weight(g.has_weights() ? g.edge_weights.data() : nullptr);
-  return sample_direct(row, col, weight, seeds, count, options, threads);
+  return sample_direct(g, row, col, weight, seeds, count, options, threads);
 }
 
 template <typename ColT>
@@ -468,7 +537,7 @@ sample_result sample_chunked(const csr_graph& g, const std::int64_t* seeds, std:
   PtrGen<const wm::chunked_view, const std::int64_t> row(&row_view);
   PtrGen<const wm::chunked_view, const ColT> col(&col_view);
   PtrGen<const wm::chunked_view, const float> weight(&weight_view);
-  return sample_direct(row, col, weight, seeds, count, options, threads);
+  return sample_direct(g, row, col, weight, seeds, count, options, threads);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -536,6 +605,7 @@ sample_result sample_distributed(const csr_graph& g, const std::int64_t* seeds, 
   }
   std::vector<scratch> scratches(threads);
   frontier_rows rows;
+  fault_record faults;
   std::vector<std::int64_t> idx, fetched;
   std::vector<std::int64_t> weight_first;  // per node, its first weight in `weights`
   std::vector<float> weights;
@@ -553,8 +623,15 @@ sample_result sample_distributed(const csr_graph& g, const std::int64_t* seeds, 
     fetched.resize(2 * n);
     gather_column(row_table, idx, fetched.data(), wm::dtype::int64, threads);
     for (std::size_t i = 0; i < n; ++i) {
-      rows.begin[i] = fetched[2 * i];
-      rows.degree[i] = fetched[2 * i + 1] - fetched[2 * i];
+      const std::int64_t first = fetched[2 * i], end = fetched[2 * i + 1];
+      if (row_in_bounds(first, end, g.num_edges)) {
+        rows.begin[i] = first;
+        rows.degree[i] = end - first;
+      } else {
+        faults.note(bad_row(dst[i], first, end, g.num_edges));
+        rows.begin[i] = 0;
+        rows.degree[i] = 0;
+      }
     }
     const bool need_weights = options.method == sample_method::weighted && fanout > 0;
     if (need_weights) {
@@ -581,9 +658,17 @@ sample_result sample_distributed(const csr_graph& g, const std::int64_t* seeds, 
     fill_edge_ids(rows, dst, hop, fanout, options, weight_at, scratches, threads, out);
     out.neighbors.resize(out.edge_ids.size());
     gather_column(col_table, out.edge_ids, out.neighbors.data(), wm::dtype::int64, threads);
+    for (std::size_t j = 0; j < out.neighbors.size(); ++j) {
+      if (static_cast<std::uint64_t>(out.neighbors[j]) >= g.num_nodes) {
+        faults.note(bad_neighbor(out.edge_ids[j], out.neighbors[j], g.num_nodes));
+        out.neighbors[j] = 0;
+      }
+    }
     out.offsets = rows.offsets;
   };
-  return run_hops(seeds, count, options, fetch);
+  sample_result result = run_hops(seeds, count, options, fetch);
+  faults.throw_collectively(g.row_offsets.comm());
+  return result;
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 # `wholestore sample` end to end: the shipped config with small overrides on 1 and 2 ranks
 # prints a summary with sampled edges, --report writes the keys, a dataset written by
 # `wholestore gen` is loaded and sampled, and bad config or a damaged dataset fails naming the
-# key or file.  Runs from the project root.
+# key, file or broken array.  Runs from the project root.
 # Usage: sample_cli_test.sh <path-to-wholestore>
 set -uo pipefail
 bin=$1
@@ -53,6 +53,23 @@ out=$("$bin" sample "$work/bad.yaml" 2>&1)
   fail "wrong-typed value not named with its line: $out"
 out=$("$bin" sample configs/sample.yaml --set fanouts=15,x 2>&1)
 [ $? -ne 0 ] && grep -q "fanouts" <<<"$out" || fail "bad fanouts not named: $out"
+
+# A dataset whose checksums were not checked and whose CSR is broken (a negative row offset,
+# then a column index of -1) fails on every rank with exit code 1, naming the array, the
+# position and the rule, never crashing.
+for array in row_offsets col_indices; do
+  cp -r "$work/ds" "$work/bad-$array"
+  if [ "$array" = row_offsets ]; then at=800; else at=40; fi  # element 100, element 10
+  printf '\xff\xff\xff\xff\xff\xff\xff\xff' |
+    dd of="$work/bad-$array/$array.bin" bs=1 seek="$at" count=$([ "$array" = row_offsets ] && echo 8 || echo 4) \
+      conv=notrunc status=none
+  out=$("$bin" launch -n 2 -- "$bin" sample configs/sample.yaml --set dataset="$work/bad-$array" \
+    --set sampler=cpu --set batches=2 2>&1)
+  rc=$?
+  [ $rc -ne 0 ] && grep -q "$array\[" <<<"$out" && grep -q "is -1" <<<"$out" &&
+    grep -q "rule 6" <<<"$out" || fail "broken $array not refused by name (exit $rc): $(tail -4 <<<"$out")"
+  grep -Eqi "segmentation|abort|core dumped|signal" <<<"$out" && fail "broken $array: a rank crashed: $out"
+done
 
 # A truncated dataset file fails on every rank, naming the file.
 truncate -s -4 "$work/ds/edge_weights.bin"

@@ -192,7 +192,7 @@ TEST(Dataset, WriteRejectsInvalidCsr) {
     host_csr g = good;
     g.col_indices[0] = 10;
     expect_error([&] { wholestore::graph::write_dataset(dir.str(), g); },
-                 {"col_indices[0] is 10", "[0, 10)"});
+                 {"col_indices[0] is 10", "[0, num_nodes = 10)", "rule 6"});
   }
   {
     host_csr g = good;
@@ -203,7 +203,8 @@ TEST(Dataset, WriteRejectsInvalidCsr) {
     host_csr g = good;
     std::swap(g.row_offsets[3], g.row_offsets[4]);
     if (g.row_offsets[3] == g.row_offsets[4]) g.row_offsets[3] += 1;
-    expect_error([&] { wholestore::graph::write_dataset(dir.str(), g); }, {"decreases"});
+    expect_error([&] { wholestore::graph::write_dataset(dir.str(), g); },
+                 {"row_offsets[4]", "never decrease"});
   }
   {
     host_csr g = good;
@@ -345,7 +346,7 @@ TEST_F(DatasetValidation, ConsistentChecksumButBrokenCsrIsCaught) {
       << wholestore::graph::fnv1a64(bytes.data(), bytes.size());
   edit_manifest("col_indices.checksum", sum.str());
   expect_error([&] { wholestore::graph::read_dataset(dir.str()); },
-               {dir.file("manifest.yaml"), "col_indices[0] is 300"});
+               {"dataset " + dir.str(), "col_indices[0] is 300", "rule 6"});
 }
 
 TEST_F(DatasetValidation, FeatureDimWithoutFeatures) {

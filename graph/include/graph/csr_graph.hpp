@@ -11,7 +11,9 @@
  * load_graph() reads a dataset directory (docs/dataset-format.md): every rank reads only the
  * byte ranges of the files that its own part holds, in parallel, after the manifest's sizes
  * (and, optionally, checksums) were checked.  make_graph() copies a host_csr that every rank
- * holds (tests, generated defaults).  Both are collective over the communicator.
+ * holds (tests, generated defaults).  Both are collective over the communicator, and both
+ * check the CSR's structure (rule 6 of docs/dataset-format.md) on the part each rank reads or
+ * copies, so no graph that breaks it reaches a sampler.
  */
 #pragma once
 
@@ -68,18 +70,25 @@ struct load_options {
 };
 
 struct load_stats {
-  double seconds = 0;             ///< wall time of the collective load, max over ranks
+  double seconds = 0;  ///< wall time of the collective load, max over ranks
+  /// CPU time of the structural checks (rule 6), summed over a rank's reader threads, max
+  /// over ranks; part of `seconds` only as far as the threads were not waiting for the disk.
+  double validate_seconds = 0;
   std::uint64_t local_bytes = 0;  ///< bytes this rank read from files
   std::uint64_t total_bytes = 0;  ///< bytes all ranks read together
   double gbps() const { return seconds > 0 ? total_bytes / seconds / 1e9 : 0.0; }
 };
 
 /// Loads a dataset directory into WholeMemory; collective.  Throws logic_error naming the file
-/// for a missing, truncated or mismatched array.
+/// for a missing, truncated or mismatched array, and, on every rank, naming the dataset, the
+/// array, the first bad position and value for a CSR that breaks rule 6 of
+/// docs/dataset-format.md (each rank checks the chunks it reads, as it reads them).
 csr_graph load_graph(std::shared_ptr<wholememory::communicator> comm, const std::string& dir,
                      const load_options& options, load_stats* stats = nullptr);
 
-/// Copies a host graph (identical on every rank) into WholeMemory; collective.
+/// Copies a host graph (identical on every rank) into WholeMemory; collective.  Each rank checks
+/// the part it copies; a CSR that breaks rule 6 of docs/dataset-format.md throws logic_error on
+/// every rank naming the array, the first bad position and value.
 csr_graph make_graph(std::shared_ptr<wholememory::communicator> comm, const host_csr& graph,
                      wholememory::memory_type type, wholememory::memory_location location,
                      wholememory::dtype feature_type = wholememory::dtype::float32);

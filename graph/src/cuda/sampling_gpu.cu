@@ -110,7 +110,8 @@ struct gpu_sampler::impl {
   scratch ro2, row_idx, wbase, wbuf, widx, gathered_cols, flag;
   // The call's counts, on the device and (after a fetch) in pinned host memory:
   // [0] ~first bad seed position (0: none), [1 + h] the dst count of hop h (h = hops: the last
-  // src count), [2 + hops + h] the edge count of hop h, [2 + 2 hops + h] its big-node count.
+  // src count), [2 + hops + h] the edge count of hop h, [2 + 2 hops + h] its big-node count,
+  // [2 + 3 hops] and [3 + 3 hops] the graph fault (gpu::record_fault; 0: none).
   scratch info;
   long long* host_info = nullptr;
   std::size_t host_words = 0;
@@ -185,6 +186,9 @@ struct gpu_sampler::impl {
 
   /// Throws when host_info[0] names a bad seed (on any rank, for distributed memory).
   void check_seeds(const std::int64_t* seeds, cudaStream_t stream);
+  /// Throws when host_info's fault words name a corrupt row or column index (on every rank,
+  /// for distributed memory).
+  void check_graph(std::size_t num_hops, cudaStream_t stream);
   /// Scans the new-node flags of `entries_bound` entries and assigns local ids.
   template <typename K>
   void relabel(const gpu::new_node_flag<K>& f, std::int64_t entries_bound, std::int32_t* src_index,
@@ -243,6 +247,37 @@ void gpu_sampler::impl::check_seeds(const std::int64_t* seeds, cudaStream_t stre
     WM_CUDA_TRY(cudaStreamSynchronize(stream));
     WM_FAIL(wm::logic_error, "sample: seed " << value << " at position " << bad_pos
                                              << " is outside [0, " << num_nodes << ")");
+  }
+}
+
+void gpu_sampler::impl::check_graph(std::size_t num_hops, cudaStream_t stream) {
+  const std::size_t at = 2 + 3 * num_hops;
+  const long long kind = host_info[at], where = host_info[at + 1];
+  if (distributed) {
+    long long* any = flag.get<long long>(2, device, stream);
+    long long* host_any = host_info + host_words - 1;  // the last word is not an info word
+    *host_any = kind != 0 ? 1 : 0;
+    WM_CUDA_TRY(cudaMemcpyAsync(any, host_any, sizeof(long long), cudaMemcpyHostToDevice, stream));
+    graph->row_offsets.comm().allreduce_sum(any, any, 1, wm::dtype::int64, stream);
+    graph->row_offsets.comm().synchronize(stream);
+    WM_CUDA_TRY(cudaMemcpyAsync(host_any, any, sizeof(long long), cudaMemcpyDeviceToHost, stream));
+    WM_CUDA_TRY(cudaStreamSynchronize(stream));
+    if (*host_any > 0 && kind == 0) {
+      WM_FAIL(wm::logic_error,
+              "sample: the graph is corrupt (another rank met a row_offsets or col_indices value "
+              "outside the graph; its memory was changed after loading?)");
+    }
+  }
+  if (kind == gpu::kFaultRow) {
+    WM_FAIL(wm::logic_error, "sample: the graph is corrupt: row_offsets["
+                                 << where << "] and row_offsets[" << where + 1
+                                 << "] are not a row within [0, num_edges = " << graph->num_edges
+                                 << "] (its memory was changed after loading?)");
+  }
+  if (kind == gpu::kFaultColumn) {
+    WM_FAIL(wm::logic_error, "sample: the graph is corrupt: col_indices["
+                                 << where << "] is outside [0, num_nodes = " << graph->num_nodes
+                                 << ") (its memory was changed after loading?)");
   }
 }
 
@@ -368,10 +403,12 @@ std::int64_t gpu_sampler::impl::weight_stats(cudaStream_t stream) {
   const std::int64_t n = static_cast<std::int64_t>(graph->num_nodes);
   if (chunked) {
     gpu::degree_stats_kernel<<<grid(n), kThreads, 0, stream>>>(
-        ro_chunked(static_cast<const wm::chunked_view*>(ro_ptr)), n, words);
+        ro_chunked(static_cast<const wm::chunked_view*>(ro_ptr)), n,
+        static_cast<std::int64_t>(graph->num_edges), words);
   } else {
     gpu::degree_stats_kernel<<<grid(n), kThreads, 0, stream>>>(
-        ro_direct(static_cast<const std::int64_t*>(ro_ptr)), n, words);
+        ro_direct(static_cast<const std::int64_t*>(ro_ptr)), n,
+        static_cast<std::int64_t>(graph->num_edges), words);
   }
   WM_CUDA_CHECK_LAUNCH(stream);
   const std::int64_t ne = static_cast<std::int64_t>(graph->num_edges);
@@ -404,13 +441,15 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
   const std::int64_t num_nodes = static_cast<std::int64_t>(g.num_nodes);
   const bool weighted = options.method == sample_method::weighted;
   const int num_hops = static_cast<int>(options.fanouts.size());
-  const std::size_t words = 2 + 3 * static_cast<std::size_t>(num_hops);
+  const std::size_t words = 4 + 3 * static_cast<std::size_t>(num_hops);
   // One more host word than info words: check_seeds' scratch.
   long long* d_info = device_info(words + 1, stream);
   WM_CUDA_TRY(cudaMemsetAsync(d_info, 0, words * sizeof(long long), stream));
   long long* level = d_info + 1;
   long long* edge_words = d_info + 2 + num_hops;
   long long* big_words = d_info + 2 + 2 * num_hops;
+  long long* fault = d_info + 2 + 3 * num_hops;
+  const auto num_edges = static_cast<std::int64_t>(g.num_edges);
   const std::int64_t degree_bound =
       weighted && !distributed && g.has_weights() ? weight_stats(stream) : 0;
 
@@ -491,7 +530,7 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
                  wm::dense_matrix{r2, wm::dtype::int64, 2 * nb, 1, 1}, stream);
       gpu::dst_info_kernel<<<grid(bound + 1), kThreads, 0, stream>>>(
           dst, n_dst, bound, gpu::ro_gathered{r2}, options.method, fanout, st, dg, cnt, nullptr,
-          nullptr);
+          nullptr, num_edges, fault);
       WM_CUDA_CHECK_LAUNCH(stream);
       if (race) {
         // Weights of every frontier edge: scan the degrees, then gather them.
@@ -535,12 +574,12 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
         gpu::dst_info_kernel<<<grid(bound + 1), kThreads, 0, stream>>>(
             dst, n_dst, bound,
             gpu::ro_direct<ro_chunked>{ro_chunked(static_cast<const wm::chunked_view*>(ro_ptr))},
-            options.method, fanout, st, dg, cnt, info_big, big_count);
+            options.method, fanout, st, dg, cnt, info_big, big_count, num_edges, fault);
       } else {
         gpu::dst_info_kernel<<<grid(bound + 1), kThreads, 0, stream>>>(
             dst, n_dst, bound,
             gpu::ro_direct<ro_direct>{ro_direct(static_cast<const std::int64_t*>(ro_ptr))},
-            options.method, fanout, st, dg, cnt, info_big, big_count);
+            options.method, fanout, st, dg, cnt, info_big, big_count, num_edges, fault);
       }
       WM_CUDA_CHECK_LAUNCH(stream);
       if (race && !counted_by_degree) {
@@ -639,30 +678,30 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
     if (distributed) {
       gpu::entry_insert_kernel<K><<<ig, kThreads, 0, stream>>>(
           dst, eids, gathered, ro_direct(static_cast<const std::int64_t*>(nullptr)), n_dst, n_edges,
-          t, sl);
+          t, sl, num_nodes, fault);
     } else if (g.col_type == wm::dtype::int32) {
       if (chunked) {
         using cg = wm::PtrGen<const wm::chunked_view, const std::int32_t>;
         gpu::entry_insert_kernel<K><<<ig, kThreads, 0, stream>>>(
             dst, eids, gathered, cg(static_cast<const wm::chunked_view*>(col_ptr)), n_dst, n_edges,
-            t, sl);
+            t, sl, num_nodes, fault);
       } else {
         using cg = wm::PtrGen<const std::int32_t, const std::int32_t>;
         gpu::entry_insert_kernel<K><<<ig, kThreads, 0, stream>>>(
             dst, eids, gathered, cg(static_cast<const std::int32_t*>(col_ptr)), n_dst, n_edges, t,
-            sl);
+            sl, num_nodes, fault);
       }
     } else {
       if (chunked) {
         using cg = wm::PtrGen<const wm::chunked_view, const std::int64_t>;
         gpu::entry_insert_kernel<K><<<ig, kThreads, 0, stream>>>(
             dst, eids, gathered, cg(static_cast<const wm::chunked_view*>(col_ptr)), n_dst, n_edges,
-            t, sl);
+            t, sl, num_nodes, fault);
       } else {
         using cg = wm::PtrGen<const std::int64_t, const std::int64_t>;
         gpu::entry_insert_kernel<K><<<ig, kThreads, 0, stream>>>(
             dst, eids, gathered, cg(static_cast<const std::int64_t*>(col_ptr)), n_dst, n_edges, t,
-            sl);
+            sl, num_nodes, fault);
       }
     }
     WM_CUDA_CHECK_LAUNCH(stream);
@@ -696,6 +735,7 @@ void gpu_sampler::impl::finish(std::vector<device_block>& blocks, const std::int
                                cudaStream_t stream) {
   if (seeds != nullptr) check_seeds(seeds, stream);
   const std::size_t num_hops = blocks.size();
+  check_graph(num_hops, stream);
   for (std::size_t h = 0; h < num_hops; ++h) {
     device_block& b = blocks[h];
     b.num_dst = host_info[1 + h];

@@ -110,6 +110,26 @@ __global__ void seed_insert_kernel(const std::int64_t* seeds, std::int64_t n,
   }
 }
 
+/// A graph changed after its loader checked it: fault[0] = 1 for a row outside the edges (at
+/// node fault[1]), 2 for a column index outside the nodes (at edge fault[1]); the first fault
+/// wins.  The caller goes on with the row empty or the neighbor replaced by node 0, so nothing
+/// is read or written out of bounds, and the call throws before returning.
+constexpr long long kFaultRow = 1;
+constexpr long long kFaultColumn = 2;
+
+__device__ __forceinline__ void record_fault(long long* fault, long long kind, long long where) {
+  if (atomicCAS(reinterpret_cast<unsigned long long*>(fault), 0ull,
+                static_cast<unsigned long long>(kind)) == 0ull) {
+    fault[1] = where;
+  }
+}
+
+/// Whether [s, e) is a row within a graph of num_edges edges.
+__device__ __forceinline__ bool row_in_bounds(std::int64_t s, std::int64_t e,
+                                              std::int64_t num_edges) {
+  return s >= 0 && e >= s && e <= num_edges;
+}
+
 /// Row offsets of dst node i (id v), read through a PtrGen.
 template <typename Gen>
 struct ro_direct {
@@ -136,11 +156,13 @@ struct ro_gathered {
 /// graphs whose weights are all positive, where no counting pass runs): counts[i] is the
 /// degree, the positive-weight count that pass would find, and nodes above kBigDegree edges
 /// are listed.
+/// A row outside [0, num_edges] is recorded in `fault` and taken as empty.
 template <typename Ro>
 __global__ void dst_info_kernel(const std::int64_t* dst, device_count n_dst, std::int64_t bound,
                                 Ro ro, sample_method method, int fanout, std::int64_t* start,
                                 std::int64_t* deg, std::int64_t* counts, std::int32_t* big_list,
-                                unsigned long long* big_count) {
+                                unsigned long long* big_count, std::int64_t num_edges,
+                                long long* fault) {
   const std::int64_t n = n_dst.get();
   for (std::int64_t i = thread_id(); i <= bound; i += thread_count()) {
     if (i >= n) {
@@ -150,6 +172,11 @@ __global__ void dst_info_kernel(const std::int64_t* dst, device_count n_dst, std
     const std::int64_t v = dst[i];
     std::int64_t s, e;
     ro(i, v, s, e);
+    if (!row_in_bounds(s, e, num_edges)) {
+      record_fault(fault, kFaultRow, v);
+      s = 0;
+      e = 0;
+    }
     start[i] = s;
     deg[i] = e - s;
     if (big_list == nullptr) {
@@ -753,21 +780,25 @@ __global__ void fill_small_kernel(const std::int64_t* dst, const std::int64_t* s
 
 /// The hop's table entries: entry x < n_dst is dst node x, entry n_dst + e the node id at edge
 /// eids[e], read from col (or from `gathered` values, distributed memory), for e < *n_edges.
+/// A node id outside [0, num_nodes) is recorded in `fault` and replaced by node 0.
 template <typename K, typename ColGen>
 __global__ void entry_insert_kernel(const std::int64_t* dst, const std::int64_t* eids,
                                     const std::int64_t* gathered, ColGen col, device_count n_dst,
                                     const std::int64_t* n_edges, key_table<K> table,
-                                    std::uint32_t* slot) {
+                                    std::uint32_t* slot, std::int64_t num_nodes, long long* fault) {
   const std::int64_t nd = n_dst.get();
   const std::int64_t total = nd + *n_edges;
   for (std::int64_t x = thread_id(); x < total; x += thread_count()) {
     std::int64_t id;
     if (x < nd) {
       id = dst[x];
-    } else if (gathered != nullptr) {
-      id = gathered[x - nd];
     } else {
-      id = static_cast<std::int64_t>(*col.At(eids[x - nd]));
+      id =
+          gathered != nullptr ? gathered[x - nd] : static_cast<std::int64_t>(*col.At(eids[x - nd]));
+      if (id < 0 || id >= num_nodes) {
+        record_fault(fault, kFaultColumn, eids[x - nd]);
+        id = 0;
+      }
     }
     slot[x] = table_insert(table, static_cast<K>(id), static_cast<unsigned>(x));
   }
@@ -828,12 +859,15 @@ __global__ void count_nonpositive_kernel(Gen w, std::int64_t n, unsigned long lo
 }
 
 /// The largest degree of rows [0, n) read through ro into out[0] (atomicMax), and the number
-/// of rows above kBigDegree into out[1].
+/// of rows above kBigDegree into out[1].  Rows outside [0, num_edges] count as empty (the
+/// sampler reports them when it meets them).
 template <typename Gen>
-__global__ void degree_stats_kernel(Gen ro, std::int64_t n, unsigned long long* out) {
+__global__ void degree_stats_kernel(Gen ro, std::int64_t n, std::int64_t num_edges,
+                                    unsigned long long* out) {
   unsigned long long m = 0, big = 0;
   for (std::int64_t v = thread_id(); v < n; v += thread_count()) {
-    const std::int64_t dg = *ro.At(v + 1) - *ro.At(v);
+    const std::int64_t s = *ro.At(v), e = *ro.At(v + 1);
+    const std::int64_t dg = row_in_bounds(s, e, num_edges) ? e - s : 0;
     if (static_cast<unsigned long long>(dg) > m) m = static_cast<unsigned long long>(dg);
     big += dg > kBigDegree ? 1 : 0;
   }

@@ -1,0 +1,343 @@
+// Hostile graphs: every loader (load_graph, make_graph) refuses a CSR that breaks rule 6 of
+// docs/dataset-format.md even when its checksums are valid, on every rank, naming the source,
+// the array, the first bad position and value and the rule; and the CPU sampler never reads or
+// writes out of bounds whatever the graph's memory holds (a graph changed after loading).
+#include "common/multiprocess.hpp"
+
+#include <graph/csr_graph.hpp>
+#include <graph/dataset.hpp>
+#include <graph/generate.hpp>
+#include <graph/sampling.hpp>
+#include <wholememory/communicator.hpp>
+#include <wholememory/error.hpp>
+#include <wholememory/wholememory.hpp>
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace wm = wholememory;
+using namespace wholestore::graph;
+using wholestore_test::fork_ranks;
+using wholestore_test::thread_ranks;
+using wm::memory_location;
+using wm::memory_type;
+
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    std::string tmpl = (fs::temp_directory_path() / "csr_validation_test.XXXXXX").string();
+    path = ::mkdtemp(tmpl.data());
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string str() const { return path.string(); }
+};
+
+// 997 nodes, 9001 edges: parts end mid-row for every rank count.
+host_csr small_graph() {
+  generate_options o;
+  o.num_nodes = 997;
+  o.num_edges = 9001;
+  o.seed = 5;
+  o.with_weights = true;
+  o.threads = 1;
+  return generate_graph(o);
+}
+
+std::vector<char> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void set_manifest(const std::string& dir, const std::string& key, const std::string& value) {
+  std::ifstream in(dir + "/manifest.yaml");
+  std::stringstream out;
+  std::string line;
+  bool found = false;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) == 0) {
+      line = key + ": " + value;
+      found = true;
+    }
+    out << line << "\n";
+  }
+  in.close();
+  ASSERT_TRUE(found) << key;
+  std::ofstream(dir + "/manifest.yaml") << out.str();
+}
+
+// Overwrites element `pos` of array file `array`.bin (elements of T) with `value` and fixes
+// the manifest's checksum, so that only the structural check can find it.
+template <typename T>
+void poke(const std::string& dir, const std::string& array, std::uint64_t pos, T value) {
+  const std::string path = dir + "/" + array + ".bin";
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(pos * sizeof(T)));
+    f.write(reinterpret_cast<const char*>(&value), sizeof(T));
+  }
+  std::vector<char> bytes = file_bytes(path);
+  std::ostringstream sum;
+  sum << "0x" << std::hex << fnv1a64(bytes.data(), bytes.size());
+  set_manifest(dir, array + ".checksum", sum.str());
+}
+
+// A broken rule: which array, where, the value written and what the message must say.
+struct hostile_case {
+  const char* name;
+  const char* array;  // row_offsets (int64) or col_indices (int32)
+  std::uint64_t position;
+  std::int64_t value;  // the value to write; kMinusOneBelow: row_offsets[position - 1] - 1
+  const char* expect;  // in the message besides the array and position
+};
+constexpr std::int64_t kMinusOneBelow = std::numeric_limits<std::int64_t>::min();
+
+const hostile_case hostile_cases[] = {
+    {"DecreasingOffset", "row_offsets", 700, kMinusOneBelow, "never decrease"},
+    {"HugeOffset", "row_offsets", 300, std::int64_t{1} << 40, "outside [0, num_edges = 9001]"},
+    {"NegativeOffset", "row_offsets", 300, -7, "outside [0, num_edges = 9001]"},
+    {"FirstOffsetNotZero", "row_offsets", 0, 1, "must be 0"},
+    {"LastOffsetNotEdgeCount", "row_offsets", 997, 9000, "9000"},
+    {"ColumnIntMax", "col_indices", 8000, std::numeric_limits<std::int32_t>::max(),
+     "outside [0, num_nodes = 997)"},
+    {"ColumnMinusOne", "col_indices", 5, -1, "outside [0, num_nodes = 997)"},
+};
+
+// Writes the dataset and breaks it as `c` says; returns the value written.
+std::int64_t write_hostile(const std::string& dir, const hostile_case& c) {
+  const host_csr g = small_graph();
+  write_dataset(dir, g);
+  std::int64_t value = c.value;
+  if (std::string(c.array) == "row_offsets") {
+    if (value == kMinusOneBelow) value = g.row_offsets[c.position - 1] - 1;
+    poke<std::int64_t>(dir, c.array, c.position, value);
+  } else {
+    poke<std::int32_t>(dir, c.array, c.position, static_cast<std::int32_t>(value));
+  }
+  return value;
+}
+
+void expect_names_fault(const std::string& message, const std::string& source,
+                        const hostile_case& c, std::int64_t value) {
+  EXPECT_NE(message.find(source), std::string::npos) << message;
+  EXPECT_NE(message.find(std::string(c.array) + "["), std::string::npos) << message;
+  EXPECT_NE(message.find(std::to_string(c.position) + "]"), std::string::npos) << message;
+  EXPECT_NE(message.find(std::to_string(value)), std::string::npos) << message;
+  EXPECT_NE(message.find(c.expect), std::string::npos) << message;
+  EXPECT_NE(message.find("rule 6"), std::string::npos) << message;
+}
+
+class HostileDataset : public ::testing::TestWithParam<std::tuple<hostile_case, int, memory_type>> {
+};
+
+// Loads with valid checksums (also verified) still fail on every rank, whichever rank's part
+// holds the fault.
+TEST_P(HostileDataset, LoadGraphRefusesOnEveryRank) {
+  const auto& [c, ranks, type] = GetParam();
+  temp_dir dir;
+  const std::int64_t value = write_hostile(dir.str(), c);
+  std::vector<std::string> errors(static_cast<std::size_t>(ranks));
+  thread_ranks(ranks, [&, type = type](std::shared_ptr<wm::bootstrap> bs) {
+    auto comm = wm::make_host_communicator(bs);
+    load_options opts;
+    opts.type = type;
+    opts.verify_checksums = true;
+    opts.chunk_bytes = 1000;  // many pieces: faults between two pieces are found too
+    opts.threads = 3;
+    try {
+      csr_graph g = load_graph(comm, dir.str(), opts);
+      errors[static_cast<std::size_t>(comm->rank())] = "(loaded)";
+    } catch (const wm::logic_error& e) {
+      errors[static_cast<std::size_t>(comm->rank())] = e.what();
+    }
+  });
+  for (const std::string& e : errors) expect_names_fault(e, dir.str(), c, value);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rules, HostileDataset,
+    ::testing::Combine(::testing::ValuesIn(hostile_cases), ::testing::Values(1, 3),
+                       ::testing::Values(memory_type::continuous, memory_type::distributed)),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param).name) + "_" +
+             std::to_string(std::get<1>(info.param)) + "ranks_" +
+             wm::memory_type_name(std::get<2>(info.param));
+    });
+
+// The same in processes: a fault in the last rank's part reaches rank 0.
+TEST(HostileDatasetProcesses, EveryRankThrows) {
+  const hostile_case& c = hostile_cases[5];  // col_indices[8000]: the last of 3 ranks' part
+  temp_dir dir;
+  const std::int64_t value = write_hostile(dir.str(), c);
+  auto result = fork_ranks(
+      3,
+      [&](std::shared_ptr<wm::bootstrap> bs) {
+        auto comm = wm::make_host_communicator(bs);
+        load_options opts;
+        opts.type = memory_type::chunked;
+        try {
+          load_graph(comm, dir.str(), opts);
+          ADD_FAILURE() << "rank " << bs->rank() << " loaded a broken graph";
+        } catch (const wm::logic_error& e) {
+          expect_names_fault(e.what(), dir.str(), c, value);
+        }
+      },
+      std::chrono::seconds(20));
+  EXPECT_TRUE(result.all_ok());
+}
+
+// read_dataset (`wholestore info`) names the same fault.
+TEST(HostileDatasetRead, ReadDatasetNamesTheFault) {
+  for (const hostile_case& c : hostile_cases) {
+    SCOPED_TRACE(c.name);
+    temp_dir dir;
+    const std::int64_t value = write_hostile(dir.str(), c);
+    try {
+      read_dataset(dir.str());
+      ADD_FAILURE() << "read a broken graph";
+    } catch (const wm::logic_error& e) {
+      expect_names_fault(e.what(), dir.str(), c, value);
+    }
+  }
+}
+
+// make_graph checks the host graph it is given, on every rank.
+TEST(HostileHostGraph, MakeGraphRefusesOnEveryRank) {
+  for (const hostile_case& c : hostile_cases) {
+    SCOPED_TRACE(c.name);
+    host_csr g = small_graph();
+    std::int64_t value = c.value;
+    if (std::string(c.array) == "row_offsets") {
+      if (value == kMinusOneBelow) value = g.row_offsets[c.position - 1] - 1;
+      g.row_offsets[c.position] = value;
+    } else {
+      g.col_indices[c.position] = value;
+    }
+    for (memory_type type : {memory_type::continuous, memory_type::distributed}) {
+      std::vector<std::string> errors(3);
+      thread_ranks(3, [&](std::shared_ptr<wm::bootstrap> bs) {
+        auto comm = wm::make_host_communicator(bs);
+        try {
+          csr_graph made = make_graph(comm, g, type, memory_location::host);
+          errors[static_cast<std::size_t>(comm->rank())] = "(made)";
+        } catch (const wm::logic_error& e) {
+          errors[static_cast<std::size_t>(comm->rank())] = e.what();
+        }
+      });
+      for (const std::string& e : errors) expect_names_fault(e, "make_graph", c, value);
+    }
+  }
+}
+
+// A column index above int32 in a graph of fewer than 2^31 nodes would be narrowed to a
+// valid-looking id: make_graph checks before narrowing.
+TEST(HostileHostGraph, MakeGraphChecksBeforeNarrowing) {
+  host_csr g = small_graph();
+  g.col_indices[17] = (std::int64_t{1} << 32) + 3;  // narrows to 3
+  auto comm = wm::make_host_communicator(
+      std::shared_ptr<wm::bootstrap>(std::move(wm::make_thread_bootstraps(1)[0])));
+  try {
+    make_graph(comm, g, memory_type::continuous, memory_location::host);
+    ADD_FAILURE() << "made a broken graph";
+  } catch (const wm::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("col_indices[17] is 4294967299"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The sampler meets a graph whose memory was changed after a valid load: it throws naming the
+// array, never reads or writes out of bounds (a crash fails the whole test binary).
+class HostileMemory : public ::testing::TestWithParam<memory_type> {};
+
+// Writes `value` at element `pos` of `mem` (int64 or int32 elements), through whichever part
+// of this rank holds it.
+template <typename T>
+void overwrite(const wm::wholememory& mem, std::uint64_t pos, T value) {
+  for (int p = 0; p < mem.num_parts(); ++p) {
+    const wm::part_info part = mem.part(p);
+    const std::uint64_t at = pos * sizeof(T);
+    if (part.ptr != nullptr && at >= part.offset && at < part.offset + part.bytes) {
+      std::memcpy(static_cast<char*>(part.ptr) + (at - part.offset), &value, sizeof(T));
+      return;
+    }
+  }
+}
+
+TEST_P(HostileMemory, SamplerStaysInBounds) {
+  const memory_type type = GetParam();
+  const host_csr g = small_graph();
+  struct corruption {
+    const char* array;
+    std::uint64_t position;
+    std::int64_t value;
+  };
+  const corruption corruptions[] = {
+      {"row_offsets", 500, 3},                      // decreasing: a negative degree
+      {"row_offsets", 500, std::int64_t{1} << 40},  // far past the edges
+      {"row_offsets", 500, -(std::int64_t{1} << 40)},
+      {"row_offsets", 997, 20000},  // the last row runs past the edges
+      {"col_indices", 4000, std::numeric_limits<std::int32_t>::max()},
+      {"col_indices", 4000, -1},
+  };
+  for (const corruption& k : corruptions) {
+    for (sample_method method : {sample_method::uniform, sample_method::uniform_with_replacement,
+                                 sample_method::weighted}) {
+      SCOPED_TRACE(std::string(k.array) + "[" + std::to_string(k.position) +
+                   "] = " + std::to_string(k.value) + ", " + sample_method_name(method));
+      std::vector<std::string> errors(2);
+      thread_ranks(2, [&](std::shared_ptr<wm::bootstrap> bs) {
+        auto comm = wm::make_host_communicator(bs);
+        csr_graph wg = make_graph(comm, g, type, memory_location::host);
+        if (comm->rank() == 0 || type == memory_type::distributed) {
+          // Distributed: only the owner of the element can write it; the others skip.
+          if (std::string(k.array) == "row_offsets") {
+            overwrite<std::int64_t>(wg.row_offsets, k.position, k.value);
+          } else {
+            overwrite<std::int32_t>(wg.col_indices, k.position, static_cast<std::int32_t>(k.value));
+          }
+        }
+        comm->barrier(nullptr);
+        std::vector<std::int64_t> seeds(g.num_nodes);
+        std::iota(seeds.begin(), seeds.end(), 0);
+        sample_options so;
+        so.fanouts = {-1, 10, 5};
+        so.method = method;
+        try {
+          sample_host(wg, seeds.data(), seeds.size(), so, 2);
+          errors[static_cast<std::size_t>(comm->rank())] = "(sampled)";
+        } catch (const wm::logic_error& e) {
+          errors[static_cast<std::size_t>(comm->rank())] = e.what();
+        }
+      });
+      for (const std::string& e : errors) {
+        EXPECT_NE(e.find(k.array), std::string::npos) << e;
+        EXPECT_NE(e.find("corrupt"), std::string::npos) << e;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, HostileMemory,
+                         ::testing::Values(memory_type::continuous, memory_type::chunked,
+                                           memory_type::distributed),
+                         [](const auto& info) { return wm::memory_type_name(info.param); });
+
+}  // namespace
