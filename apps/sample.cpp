@@ -35,6 +35,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace wholestore::apps {
@@ -196,6 +197,42 @@ class progress_display {
   int next_pct_ = 0, last_pct_ = -1;
 };
 
+// The effective settings every rank must share, as (key, value) for agree_on_values.
+std::vector<std::pair<std::string, std::string>> shared_settings(const config& cfg, bool generate,
+                                                                 bool use_gpu,
+                                                                 const graph::load_options& where,
+                                                                 const std::vector<int>& fanouts) {
+  std::vector<std::pair<std::string, std::string>> v;
+  // Values as parsed, so that 64 and 064 agree.
+  auto integer = [&](const char* key) { v.emplace_back(key, std::to_string(cfg.get_int(key))); };
+  auto boolean = [&](const char* key) {
+    v.emplace_back(key, cfg.get_bool(key) ? "true" : "false");
+  };
+  v.emplace_back("dataset", generate ? "(none: generated)" : "(loaded)");
+  if (generate) {
+    for (const char* key : {"gen.num_nodes", "gen.num_edges", "gen.feature_dim", "gen.seed"}) {
+      integer(key);
+    }
+    v.emplace_back("gen.features_dtype", cfg.get_string("gen.features_dtype"));
+    boolean("gen.weights");
+  } else {
+    boolean("load.verify_checksums");
+  }
+  v.emplace_back("graph.type", wm::memory_type_name(where.type));
+  v.emplace_back("graph.location", wm::memory_location_name(where.location));
+  v.emplace_back("features.type", wm::memory_type_name(where.features_type.value_or(where.type)));
+  v.emplace_back("features.location",
+                 wm::memory_location_name(where.features_location.value_or(where.location)));
+  v.emplace_back("sampler", use_gpu ? "gpu" : "cpu");
+  v.emplace_back("method",
+                 graph::sample_method_name(graph::parse_sample_method(cfg.get_string("method"))));
+  std::string list;
+  for (int f : fanouts) list += (list.empty() ? "" : ",") + std::to_string(f);
+  v.emplace_back("fanouts", list);
+  for (const char* key : {"batch_size", "random_seed", "epochs", "batches"}) integer(key);
+  return v;
+}
+
 // Per-rank figures exchanged over the bootstrap at the end.
 struct rank_figures {
   double sample_s = 0, gather_s = 0, loop_s = 0;
@@ -255,6 +292,11 @@ int run_sample(int argc, char** argv) {
   // gather exchange rows through it), and NCCL needs a GPU per rank: refused here, before any
   // work, with the ways out.
   std::shared_ptr<wm::bootstrap> bs = wm::make_job_bootstrap(timeout);
+  // Every rank runs the same job: settings that decide the graph, the collectives or the
+  // batches must match (threads and timeouts may differ); a rank with other values would
+  // build or sample a different graph, or wait in a collective the others never call.
+  wm::agree_on_values(*bs, "the config of every rank must match",
+                      shared_settings(cfg, generate, use_gpu, where, fanouts));
   std::shared_ptr<wm::communicator> comm = wm::make_host_communicator(bs);
   wm::gpu_sharing sharing;
   if (use_gpu) {

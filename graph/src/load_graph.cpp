@@ -3,9 +3,11 @@
  *
  * 1. Every rank reads and checks the manifest (read_manifest compares every file's size with
  *    the manifest), then opens each array file and compares its size again on the open
- *    descriptor.  Any problem throws on every rank (they all see the same files) before
- *    anything is allocated.  Optional checksums are split among the ranks (file i on rank
- *    i % size) and the verdicts shared, so a mismatch also throws on every rank.
+ *    descriptor.  A problem on any rank throws on every rank (wholememory::agree) before
+ *    anything is allocated, and so do ranks that see different datasets (counts, dtypes or
+ *    checksums in their manifests) or pass different load options (agree_on_values).
+ *    Optional checksums are split among the ranks (file i on rank i % size) and the verdicts
+ *    shared, so a mismatch also throws on every rank.
  * 2. The four arrays are created with make_graph's granularity rules (one element, or one row
  *    of features), so a part is a byte range [offset, offset + bytes) of the array and so of
  *    its file (the files are the raw arrays).
@@ -24,6 +26,7 @@
 
 #include "csr_check.hpp"
 
+#include <wholememory/bootstrap.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
 
@@ -38,6 +41,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -315,6 +319,41 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+std::string hex(std::uint64_t v) {
+  std::ostringstream os;
+  os << "0x" << std::hex << v;
+  return os.str();
+}
+
+// What every rank must load alike: the manifest's counts, dtypes and checksums of the arrays
+// it loads, and the options that decide what is loaded and which collectives run.
+std::vector<std::pair<std::string, std::string>> what_is_loaded(const manifest& m,
+                                                                bool want_weights,
+                                                                bool want_features,
+                                                                const load_options& options) {
+  std::vector<std::pair<std::string, std::string>> v = {
+      {"num_nodes", std::to_string(m.num_nodes)},
+      {"num_edges", std::to_string(m.num_edges)},
+      {"directed", m.directed ? "true" : "false"},
+      {"edge weights loaded", want_weights ? "yes" : "no"},
+      {"node features loaded", want_features ? "yes" : "no"},
+      {"verify_checksums", options.verify_checksums ? "true" : "false"},
+  };
+  auto array = [&](const char* key, const array_file& a) {
+    v.emplace_back(std::string(key) + ".dtype", wm::dtype_name(a.type));
+    v.emplace_back(std::string(key) + ".count", std::to_string(a.count));
+    v.emplace_back(std::string(key) + ".checksum", hex(a.checksum));
+  };
+  array("row_offsets", m.row_offsets);
+  array("col_indices", m.col_indices);
+  if (want_weights) array("edge_weights", *m.edge_weights);
+  if (want_features) {
+    v.emplace_back("feature_dim", std::to_string(m.feature_dim));
+    array("node_features", *m.node_features);
+  }
+  return v;
+}
+
 }  // namespace
 
 csr_graph load_graph(std::shared_ptr<wm::communicator> comm, const std::string& dir,
@@ -325,32 +364,43 @@ csr_graph load_graph(std::shared_ptr<wm::communicator> comm, const std::string& 
   bs.barrier();  // every rank starts the clock together
   const auto t0 = std::chrono::steady_clock::now();
 
-  // 1. Validation: identical on every rank, so every rank throws the same error.
-  const manifest m = read_manifest(dir);
-  const bool want_weights = options.load_weights && m.edge_weights.has_value();
-  const bool want_features =
-      options.load_features && m.node_features.has_value() && m.feature_dim > 0;
+  // 1. Validation.  A rank that cannot read the manifest or open a file makes every rank throw
+  // (agree); then every rank compares what it is about to load with the others, so ranks
+  // handed different datasets (or different load options) never build one graph out of their
+  // parts.
+  const std::string call = "load_graph " + dir;
+  manifest m;
+  bool want_weights = false, want_features = false;
   open_file row_file, col_file, weight_file, feature_file;
-  open_checked(dir, m.row_offsets, row_file);
-  open_checked(dir, m.col_indices, col_file);
-  if (want_weights) open_checked(dir, *m.edge_weights, weight_file);
-  if (want_features) open_checked(dir, *m.node_features, feature_file);
-  WM_EXPECTS(m.row_offsets.type == wm::dtype::int64 && m.row_offsets.count == m.num_nodes + 1,
-             row_file.path << ": expected " << (m.num_nodes + 1) << " int64 offsets, manifest has "
-                           << m.row_offsets.count << " " << wm::dtype_name(m.row_offsets.type));
-  WM_EXPECTS((m.col_indices.type == wm::dtype::int32 || m.col_indices.type == wm::dtype::int64) &&
-                 m.col_indices.count == m.num_edges,
-             col_file.path << ": expected " << m.num_edges << " int32/int64 indices, manifest has "
-                           << m.col_indices.count << " " << wm::dtype_name(m.col_indices.type));
-  if (want_weights) {
-    WM_EXPECTS(m.edge_weights->type == wm::dtype::float32 && m.edge_weights->count == m.num_edges,
-               weight_file.path << ": expected " << m.num_edges << " float32 weights");
-  }
-  if (want_features) {
-    WM_EXPECTS(m.node_features->count == m.num_nodes * m.feature_dim,
-               feature_file.path << ": expected " << m.num_nodes << " x " << m.feature_dim
-                                 << " elements, manifest has " << m.node_features->count);
-  }
+  wm::agree(bs, call, "reading the manifest", [&] {
+    m = read_manifest(dir);
+    want_weights = options.load_weights && m.edge_weights.has_value();
+    want_features = options.load_features && m.node_features.has_value() && m.feature_dim > 0;
+    open_checked(dir, m.row_offsets, row_file);
+    open_checked(dir, m.col_indices, col_file);
+    if (want_weights) open_checked(dir, *m.edge_weights, weight_file);
+    if (want_features) open_checked(dir, *m.node_features, feature_file);
+    WM_EXPECTS(m.row_offsets.type == wm::dtype::int64 && m.row_offsets.count == m.num_nodes + 1,
+               row_file.path << ": expected " << (m.num_nodes + 1)
+                             << " int64 offsets, manifest has " << m.row_offsets.count << " "
+                             << wm::dtype_name(m.row_offsets.type));
+    WM_EXPECTS((m.col_indices.type == wm::dtype::int32 || m.col_indices.type == wm::dtype::int64) &&
+                   m.col_indices.count == m.num_edges,
+               col_file.path << ": expected " << m.num_edges
+                             << " int32/int64 indices, manifest has " << m.col_indices.count << " "
+                             << wm::dtype_name(m.col_indices.type));
+    if (want_weights) {
+      WM_EXPECTS(m.edge_weights->type == wm::dtype::float32 && m.edge_weights->count == m.num_edges,
+                 weight_file.path << ": expected " << m.num_edges << " float32 weights");
+    }
+    if (want_features) {
+      WM_EXPECTS(m.node_features->count == m.num_nodes * m.feature_dim,
+                 feature_file.path << ": expected " << m.num_nodes << " x " << m.feature_dim
+                                   << " elements, manifest has " << m.node_features->count);
+    }
+    return std::string();
+  });
+  wm::agree_on_values(bs, call, what_is_loaded(m, want_weights, want_features, options));
 
   if (options.verify_checksums) {
     std::vector<std::pair<const open_file*, const array_file*>> files = {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `wholestore sample` end to end: the shipped config with small overrides on 1 and 2 ranks
 # prints a summary with sampled edges, --report writes the keys, a dataset written by
-# `wholestore gen` is loaded and sampled, and bad config or a damaged dataset fails naming the
-# key, file or broken array.  Runs from the project root.
+# `wholestore gen` is loaded and sampled, and bad config, settings that differ across ranks or
+# a damaged dataset fail naming the key, file or broken array.  Runs from the project root.
 # Usage: sample_cli_test.sh <path-to-wholestore>
 set -uo pipefail
 bin=$1
@@ -69,6 +69,18 @@ for array in row_offsets col_indices; do
   [ $rc -ne 0 ] && grep -q "$array\[" <<<"$out" && grep -q "is -1" <<<"$out" &&
     grep -q "rule 6" <<<"$out" || fail "broken $array not refused by name (exit $rc): $(tail -4 <<<"$out")"
   grep -Eqi "segmentation|abort|core dumped|signal" <<<"$out" && fail "broken $array: a rank crashed: $out"
+done
+
+# Ranks with different settings (each rank's own generator seed, batch size, epochs or method)
+# fail on every rank naming the key and the ranks, before any graph is built.
+for setting in 'gen.seed=$RANK' 'batch_size=$((256 + RANK))' 'epochs=$((1 + RANK))' \
+  'method=$([ $RANK = 0 ] && echo uniform || echo weighted)'; do
+  key=${setting%%=*}
+  out=$("$bin" launch -n 2 -- bash -c "exec \"$bin\" sample configs/sample.yaml ${small[*]} --set $setting" 2>&1)
+  rc=$?
+  [ $rc -ne 0 ] && grep -q "disagree on $key: rank 0 has .*, rank 1 has" <<<"$out" ||
+    fail "per-rank $key not refused by name (exit $rc): $(tail -4 <<<"$out")"
+  [ "$(grep -c "disagree on $key" <<<"$out")" -ge 2 ] || fail "per-rank $key: not every rank said so: $out"
 done
 
 # A truncated dataset file fails on every rank, naming the file.

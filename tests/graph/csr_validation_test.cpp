@@ -1,7 +1,9 @@
 // Hostile graphs: every loader (load_graph, make_graph) refuses a CSR that breaks rule 6 of
 // docs/dataset-format.md even when its checksums are valid, on every rank, naming the source,
-// the array, the first bad position and value and the rule; and the CPU sampler never reads or
-// writes out of bounds whatever the graph's memory holds (a graph changed after loading).
+// the array, the first bad position and value and the rule; the CPU sampler never reads or
+// writes out of bounds whatever the graph's memory holds (a graph changed after loading); and
+// ranks that were handed different graphs (another generator seed, another dataset, a missing
+// one) all fail, naming the difference, before anything shared is built from them.
 #include "common/multiprocess.hpp"
 
 #include <graph/csr_graph.hpp>
@@ -16,6 +18,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -339,5 +342,113 @@ INSTANTIATE_TEST_SUITE_P(Types, HostileMemory,
                          ::testing::Values(memory_type::continuous, memory_type::chunked,
                                            memory_type::distributed),
                          [](const auto& info) { return wm::memory_type_name(info.param); });
+
+// ---- ranks that disagree ----
+
+host_csr graph_with_seed(std::uint64_t seed) {
+  generate_options o;
+  o.num_nodes = 997;
+  o.num_edges = 9001;
+  o.seed = seed;
+  o.with_weights = true;
+  o.threads = 1;
+  return generate_graph(o);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Each rank generated its graph with its own seed (same sizes): make_graph must not build one
+// shared CSR out of slices of different graphs.
+TEST(RanksDisagree, MakeGraphFromDifferentGraphs) {
+  for (memory_type type : {memory_type::continuous, memory_type::distributed}) {
+    auto result = fork_ranks(
+        2,
+        [&](std::shared_ptr<wm::bootstrap> bs) {
+          auto comm = wm::make_host_communicator(bs);
+          const host_csr g = graph_with_seed(100 + static_cast<std::uint64_t>(bs->rank()));
+          try {
+            make_graph(comm, g, type, memory_location::host);
+            ADD_FAILURE() << "rank " << bs->rank() << " built a graph from different inputs";
+          } catch (const wm::mismatch_error& e) {
+            const std::string what = e.what();
+            EXPECT_NE(what.find("make_graph"), std::string::npos) << what;
+            EXPECT_NE(what.find("rank 1"), std::string::npos) << what;
+          }
+        },
+        std::chrono::seconds(10));
+    EXPECT_TRUE(result.all_ok()) << wm::memory_type_name(type);
+  }
+}
+
+// The same graph everywhere but another feature dtype on one rank: the bytes differ.
+TEST(RanksDisagree, MakeGraphWithDifferentFeatureTypes) {
+  generate_options o;
+  o.num_nodes = 300;
+  o.num_edges = 2000;
+  o.feature_dim = 4;
+  o.threads = 1;
+  const host_csr g = generate_graph(o);
+  std::vector<std::string> errors(2);
+  thread_ranks(2, [&](std::shared_ptr<wm::bootstrap> bs) {
+    auto comm = wm::make_host_communicator(bs);
+    const wm::dtype ft = bs->rank() == 0 ? wm::dtype::float16 : wm::dtype::bfloat16;
+    try {
+      make_graph(comm, g, memory_type::chunked, memory_location::host, ft);
+    } catch (const wm::mismatch_error& e) {
+      errors[static_cast<std::size_t>(bs->rank())] = e.what();
+    }
+  });
+  for (const std::string& e : errors) EXPECT_NE(e.find("feature"), std::string::npos) << e;
+}
+
+// Ranks pointed at two different datasets: the manifests differ, every rank says so.
+TEST(RanksDisagree, LoadGraphOfDifferentDatasets) {
+  temp_dir a, b;
+  write_dataset(a.str(), graph_with_seed(1));
+  write_dataset(b.str(), graph_with_seed(2));
+  auto result = fork_ranks(
+      2,
+      [&](std::shared_ptr<wm::bootstrap> bs) {
+        auto comm = wm::make_host_communicator(bs);
+        const std::string dir = bs->rank() == 0 ? a.str() : b.str();
+        try {
+          load_graph(comm, dir, load_options{});
+          ADD_FAILURE() << "rank " << bs->rank() << " loaded half of two datasets";
+        } catch (const wm::mismatch_error& e) {
+          const std::string what = e.what();
+          EXPECT_NE(what.find("rank 1"), std::string::npos) << what;
+          EXPECT_NE(what.find("checksum"), std::string::npos) << what;
+        }
+      },
+      std::chrono::seconds(10));
+  EXPECT_TRUE(result.all_ok());
+}
+
+// One rank cannot read its manifest: every rank throws at once (not after the timeout of the
+// next collective), naming the rank and the file.
+TEST(RanksDisagree, LoadGraphWithAMissingDatasetOnOneRank) {
+  temp_dir a;
+  write_dataset(a.str(), graph_with_seed(1));
+  const auto start = std::chrono::steady_clock::now();
+  auto result = fork_ranks(
+      3,
+      [&](std::shared_ptr<wm::bootstrap> bs) {
+        auto comm = wm::make_host_communicator(bs);
+        const std::string dir = bs->rank() == 2 ? a.str() + "/missing" : a.str();
+        try {
+          load_graph(comm, dir, load_options{});
+          ADD_FAILURE() << "rank " << bs->rank() << " loaded";
+        } catch (const wm::logic_error& e) {
+          const std::string what = e.what();
+          EXPECT_NE(what.find("rank 2"), std::string::npos) << what;
+          EXPECT_NE(what.find("manifest"), std::string::npos) << what;
+        }
+      },
+      std::chrono::seconds(20));
+  EXPECT_TRUE(result.all_ok());
+  EXPECT_LT(seconds_since(start), 10.0) << "the ranks waited for a timeout";
+}
 
 }  // namespace

@@ -127,6 +127,44 @@ TEST_P(BootstrapTest, AllgathervWithDifferentLengths) {
   });
 }
 
+// agree_on_values: silent when every rank holds the same values; otherwise every rank throws
+// mismatch_error naming the first key that differs and which ranks hold which value.
+TEST_P(BootstrapTest, AgreeOnValuesNamesTheKeyAndRanks) {
+  const int n = ranks();
+  run([n](std::shared_ptr<bootstrap> bs) {
+    using values = std::vector<std::pair<std::string, std::string>>;
+    wholememory::agree_on_values(*bs, "same", values{{"a", "1"}, {"b", "x"}});
+    wholememory::agree_on_values(*bs, "none", values{});
+    // The last rank differs on "b" (and on "c", which is not reported: "b" comes first).
+    const bool odd_one = bs->rank() == n - 1 && n > 1;
+    try {
+      wholememory::agree_on_values(
+          *bs, "job", values{{"a", "1"}, {"b", odd_one ? "y" : "x"}, {"c", odd_one ? "9" : "8"}});
+      EXPECT_EQ(n, 1) << "no mismatch reported";
+    } catch (const wholememory::mismatch_error& e) {
+      const std::string what = e.what();
+      std::string others = n == 2 ? "rank 0" : "ranks 0";
+      for (int r = 1; r + 1 < n; ++r) others += ", " + std::to_string(r);
+      others += " has x";
+      EXPECT_NE(what.find("job: the ranks disagree on b: " + others + ", rank " +
+                          std::to_string(n - 1) + " has y"),
+                std::string::npos)
+          << what;
+    }
+    // A rank that checks another key list is named too.
+    try {
+      wholememory::agree_on_values(*bs, "keys", odd_one ? values{{"z", "1"}} : values{{"a", "1"}});
+      EXPECT_EQ(n, 1) << "no mismatch reported";
+    } catch (const wholememory::mismatch_error& e) {
+      EXPECT_NE(std::string(e.what()).find("keys: the ranks check different settings"),
+                std::string::npos)
+          << e.what();
+    }
+    // Still in step afterwards.
+    bs->barrier();
+  });
+}
+
 TEST_P(BootstrapTest, BroadcastFromEachRoot) {
   const int n = ranks();
   run([n](std::shared_ptr<bootstrap> bs) {

@@ -1,6 +1,6 @@
 // The parts of the bootstrap contract that do not depend on the transport: the default timeout,
-// the base-class collectives built on allgather, the shared agreement check, and reading the
-// launch environment.
+// the base-class collectives built on allgather, the shared agreement check, agree() (every
+// rank learns every rank's outcome of a phase), and reading the launch environment.
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/error.hpp>
 
@@ -11,8 +11,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <sstream>
+#include <stdexcept>
 #include <tuple>
+#include <utility>
 
 namespace wholememory {
 
@@ -126,6 +129,150 @@ std::vector<std::string> bootstrap::allgatherv(const std::string& mine) {
   allgather(send.data(), recv.data(), longest);
   for (int r = 0; r < n; ++r) out[r] = recv.substr(longest * r, lengths[r]);
   return out;
+}
+
+// ---- agree: the outcome of a phase on every rank ----
+
+namespace {
+
+// The exception type of a failed phase, sent along with its message so that every rank throws
+// the type the failing rank threw.
+enum class error_kind : char {
+  none = 'o',
+  logic = 'l',
+  mismatch = 'm',
+  system = 's',
+  timeout = 't',
+  cuda = 'c',
+  memory = 'M',
+  other = 'x',
+};
+
+std::pair<error_kind, std::string> describe(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const mismatch_error& e) {
+    return {error_kind::mismatch, e.what()};
+  } catch (const logic_error& e) {
+    return {error_kind::logic, e.what()};
+  } catch (const system_error& e) {
+    return {error_kind::system, e.what()};
+  } catch (const timeout_error& e) {
+    return {error_kind::timeout, e.what()};
+  } catch (const cuda_error& e) {
+    return {error_kind::cuda, e.what()};
+  } catch (const out_of_memory& e) {
+    return {error_kind::memory, e.what()};
+  } catch (const std::exception& e) {
+    return {error_kind::other, e.what()};
+  } catch (...) {
+    return {error_kind::other, "an exception that is not a std::exception"};
+  }
+}
+
+[[noreturn]] void throw_kind(error_kind kind, const std::string& message) {
+  switch (kind) {
+    case error_kind::mismatch:
+      throw mismatch_error(message);
+    case error_kind::logic:
+      throw logic_error(message);
+    case error_kind::system:
+      throw system_error(message);
+    case error_kind::timeout:
+      throw timeout_error(message);
+    case error_kind::cuda:
+      throw cuda_error(message);
+    case error_kind::memory:
+      throw out_of_memory(message);
+    default:
+      throw std::runtime_error(message);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> agree(bootstrap& bs, const std::string& call, const std::string& phase,
+                               const std::function<std::string()>& body) {
+  std::string mine;
+  try {
+    mine = static_cast<char>(error_kind::none) + body();
+  } catch (...) {
+    auto [kind, message] = describe(std::current_exception());
+    mine = static_cast<char>(kind) + message;
+  }
+  std::vector<std::string> all;
+  try {
+    all = bs.allgatherv(mine);
+  } catch (const timeout_error& e) {
+    WM_FAIL(timeout_error, call << ": the ranks did not all finish " << phase << ": " << e.what());
+  }
+  std::vector<int> failed;
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    if (all[r].empty() || all[r][0] != static_cast<char>(error_kind::none)) failed.push_back(r);
+  }
+  if (!failed.empty()) {
+    const std::string& first = all[failed[0]];
+    std::ostringstream os;
+    os << call << ": rank " << failed[0] << " failed " << phase << ": " << first.substr(1);
+    if (failed.size() > 1) {
+      os << " (" << failed.size() - 1 << " other rank" << (failed.size() > 2 ? "s" : "")
+         << " failed too)";
+    }
+    const auto kind = first.empty() ? error_kind::other : static_cast<error_kind>(first[0]);
+    throw_kind(kind, detail::format_location(__FILE__, __LINE__, os.str()));
+  }
+  for (std::string& s : all) s.erase(0, 1);
+  return all;
+}
+
+void agree_on_values(bootstrap& bs, const std::string& call,
+                     const std::vector<std::pair<std::string, std::string>>& values) {
+  // key, value, key, value, ... each with its length in front.
+  std::string mine;
+  auto put = [&](const std::string& text) {
+    const std::uint64_t n = text.size();
+    mine.append(reinterpret_cast<const char*>(&n), sizeof(n));
+    mine += text;
+  };
+  for (const auto& [key, value] : values) {
+    put(key);
+    put(value);
+  }
+  const std::vector<std::string> all = bs.allgatherv(mine);
+  std::vector<std::vector<std::string>> fields(all.size());
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    for (std::size_t at = 0; at + sizeof(std::uint64_t) <= all[r].size();) {
+      std::uint64_t n = 0;
+      std::memcpy(&n, all[r].data() + at, sizeof(n));
+      at += sizeof(n);
+      n = std::min<std::uint64_t>(n, all[r].size() - at);
+      fields[r].push_back(all[r].substr(at, n));
+      at += n;
+    }
+  }
+  const std::size_t count =
+      std::max_element(fields.begin(), fields.end(), [](const auto& a, const auto& b) {
+        return a.size() < b.size();
+      })->size();
+  for (std::size_t i = 0; i < count; ++i) {
+    auto field = [&](std::size_t r) {
+      return i < fields[r].size() ? fields[r][i] : std::string("(nothing)");
+    };
+    bool same = true;
+    for (std::size_t r = 1; r < all.size() && same; ++r) same = field(r) == field(0);
+    if (same) continue;
+    if (i % 2 == 0) {
+      WM_FAIL(mismatch_error,
+              call << ": the ranks check different settings: "
+                   << group_by_value(
+                          all.size(), [&](std::size_t r) { return "'" + field(r) + "'"; }, "has"));
+    }
+    // The keys up to here agreed, so rank 0 has key i - 1.
+    WM_FAIL(mismatch_error,
+            call << ": the ranks disagree on " << fields[0][i - 1] << ": "
+                 << group_by_value(
+                        all.size(), [&](std::size_t r) { return field(r); }, "has"));
+  }
 }
 
 std::optional<launch_env> read_launch_env() {

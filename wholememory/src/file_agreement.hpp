@@ -20,13 +20,8 @@
 
 namespace wholememory::detail {
 
-/// Runs this rank's part of one phase, `body`, then exchanges every rank's outcome.  When any
-/// rank failed, throws on every rank the same message, "<call>: rank R failed <phase>:
-/// <reason>", with the exception type rank R threw (std::runtime_error for types outside
-/// error.hpp).  Returns every rank's payload (what `body` returned), in rank order.  A dead
-/// peer ends in the bootstrap's timeout_error.  Collective.
-std::vector<std::string> agree(bootstrap& bs, const std::string& call, const std::string& phase,
-                               const std::function<std::string()>& body);
+/// The phases of a store or load agree through the public wholememory::agree (bootstrap.hpp).
+using ::wholememory::agree;
 
 /// Builds an exchange message: integers in host byte order (the ranks of one job share it) and
 /// length-prefixed strings.

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,6 +68,25 @@ class bootstrap {
   /// Allgather of byte strings of any length per rank (lengths may differ).
   std::vector<std::string> allgatherv(const std::string& mine);
 };
+
+/// Runs this rank's part of one phase of a collective call, `body`, then exchanges every
+/// rank's outcome over `bs`, so that all ranks go on or all throw and none is left waiting in
+/// a later collective.  When any rank's body threw, throws on every rank the same message,
+/// "<call>: rank R failed <phase>: <reason>" (R the lowest failing rank), with the exception
+/// type rank R threw (std::runtime_error for types outside error.hpp).  Returns every rank's
+/// payload (what `body` returned), in rank order.  A dead peer ends in the bootstrap's
+/// timeout_error.  Collective.
+std::vector<std::string> agree(bootstrap& bs, const std::string& call, const std::string& phase,
+                               const std::function<std::string()>& body);
+
+/// Checks that every rank holds the same value for each key (every rank passes the same keys,
+/// in the same order, with its own values: the effective settings or the digest of inputs
+/// that must match before a shared structure is built from them).  Throws mismatch_error on
+/// every rank naming the first key that differs and which ranks hold which value:
+/// "<call>: the ranks disagree on batch_size: ranks 0, 2 have 1024, rank 1 has 512".
+/// Collective.
+void agree_on_values(bootstrap& bs, const std::string& call,
+                     const std::vector<std::pair<std::string, std::string>>& values);
 
 /// One bootstrap per thread for `size` ranks living as threads of this process.  Hand
 /// element i to the thread that plays rank i.
