@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <sstream>
 #include <utility>
@@ -324,7 +325,11 @@ table::~table() {
   try {
     free();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "wholestore: embedding::table: free failed: %s\n", e.what());
+    // While another exception unwinds the stack (the collective that failed first), that one
+    // is the error to report; the memory is released either way.
+    if (std::uncaught_exceptions() == 0) {
+      std::fprintf(stderr, "wholestore: embedding::table: free failed: %s\n", e.what());
+    }
   }
 }
 

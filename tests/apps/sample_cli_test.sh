@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `wholestore sample` end to end: the shipped config with small overrides on 1 and 2 ranks
 # prints a summary with sampled edges, --report writes the keys, a dataset written by
-# `wholestore gen` is loaded and sampled, and bad config, settings that differ across ranks or
-# a damaged dataset fail naming the key, file or broken array.  Runs from the project root.
+# `wholestore gen` is loaded and sampled, bad config, settings that differ across ranks or a
+# damaged dataset fail naming the key, file or broken array, and a peer that dies or stops
+# leaves the survivor with the first error and exit code 1 within about one timeout.  Runs from the project root.
 # Usage: sample_cli_test.sh <path-to-wholestore>
 set -uo pipefail
 bin=$1
@@ -72,7 +73,8 @@ for array in row_offsets col_indices; do
 done
 
 # Ranks with different settings (each rank's own generator seed, batch size, epochs or method)
-# fail on every rank naming the key and the ranks, before any graph is built.
+# fail naming the key and the ranks, before any graph is built (every rank throws; `launch`
+# may stop the slower one before it prints).
 for setting in 'gen.seed=$RANK' 'batch_size=$((256 + RANK))' 'epochs=$((1 + RANK))' \
   'method=$([ $RANK = 0 ] && echo uniform || echo weighted)'; do
   key=${setting%%=*}
@@ -80,7 +82,36 @@ for setting in 'gen.seed=$RANK' 'batch_size=$((256 + RANK))' 'epochs=$((1 + RANK
   rc=$?
   [ $rc -ne 0 ] && grep -q "disagree on $key: rank 0 has .*, rank 1 has" <<<"$out" ||
     fail "per-rank $key not refused by name (exit $rc): $(tail -4 <<<"$out")"
-  [ "$(grep -c "disagree on $key" <<<"$out")" -ge 2 ] || fail "per-rank $key: not every rank said so: $out"
+done
+
+# A peer that dies (SIGKILL) or stops (SIGSTOP) in the middle of sampling a distributed graph:
+# the survivor exits 1 within about one timeout (3 s), printing the failed collective and the
+# rank, and nothing from the destructors that unwind after it (no crash, no second error).
+# The ranks are started by hand: `launch` would stop the survivor itself.
+for sig in KILL STOP; do
+  port=$((20000 + RANDOM % 20000))
+  for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      "$bin" sample configs/sample.yaml "${small[@]}" --set batches=0 --set epochs=100000 \
+      --set graph.type=distributed --set timeout_s=3 >"$work/peer$sig$r.log" 2>&1 &
+    pids[$r]=$!
+  done
+  for _ in $(seq 1 300); do grep -q "sample " "$work/peer${sig}0.log" && break; sleep 0.1; done
+  sleep 0.3
+  start=$(date +%s%N)
+  kill -"$sig" "${pids[1]}"
+  wait "${pids[0]}" 2>/dev/null
+  rc=$?
+  elapsed_ms=$((($(date +%s%N) - start) / 1000000))
+  kill -KILL "${pids[1]}" 2>/dev/null
+  wait "${pids[1]}" 2>/dev/null
+  log=$(cat "$work/peer${sig}0.log")
+  [ $rc -eq 1 ] || fail "SIG$sig: the survivor exited $rc, not 1: $(tail -3 <<<"$log")"
+  [ $elapsed_ms -lt 6000 ] || fail "SIG$sig: the survivor took $elapsed_ms ms (timeout 3 s)"
+  grep -Eq "error: .*(alltoallv|allreduce|barrier|allgather).* 1 \(pid ${pids[1]}\)" <<<"$log" ||
+    fail "SIG$sig: the error does not name the collective and rank 1: $(tail -3 <<<"$log")"
+  [ "$(grep -c "error" <<<"$log")" -eq 1 ] || fail "SIG$sig: more than the first error: $log"
+  grep -Eqi "freeing|segmentation|abort|core dumped" <<<"$log" && fail "SIG$sig: unwinding went wrong: $log"
 done
 
 # A truncated dataset file fails on every rank, naming the file.

@@ -12,11 +12,17 @@
 #include <dirent.h>
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 using namespace wholememory;
 using wholestore_test::fork_ranks;
@@ -262,6 +268,81 @@ TEST(HostMemoryErrors, KilledRankMakesOthersTimeOut) {
   EXPECT_LT(seconds, 15.0);
   EXPECT_EQ(list_dir("/dev/shm"), shm_before);
 }
+
+// A peer dies (SIGKILL) or stops (SIGSTOP) while the others are in collectives and own
+// allocations.  The survivors see the collective's error (which one, which rank) and unwind:
+// the allocations' destructors must not crash, must not wait in a barrier that cannot
+// complete, and must not print a second error over the first; all within about one timeout,
+// leaving nothing in /dev/shm.
+void peer_fault_case(int signal_number) {
+  const auto timeout = std::chrono::seconds(2);
+  const std::string logs = "/tmp/wholememory_peer_fault_" + std::to_string(::getpid());
+  auto shm_before = list_dir("/dev/shm");
+  auto result = fork_ranks(
+      3,
+      [&](std::shared_ptr<bootstrap> bs) {
+        // This rank's stderr, to check what the destructors printed.
+        const std::string log = logs + "." + std::to_string(bs->rank());
+        std::FILE* err = std::freopen(log.c_str(), "w", stderr);
+        ASSERT_NE(err, nullptr);
+        std::vector<std::int64_t> pids(3);
+        const std::int64_t me = ::getpid();
+        bs->allgather(&me, pids.data(), sizeof(me));
+        const auto start = std::chrono::steady_clock::now();
+        std::string error;
+        try {
+          auto comm = make_host_communicator(bs);
+          auto a = wholememory::wholememory::create(comm, 1 << 20, memory_type::continuous,
+                                                    memory_location::host);
+          auto b = wholememory::wholememory::create(comm, 1 << 20, memory_type::chunked,
+                                                    memory_location::host);
+          auto c = wholememory::wholememory::create(comm, 1 << 20, memory_type::distributed,
+                                                    memory_location::host);
+          std::int64_t x = 1;
+          for (int i = 0; i < 1000; ++i) {
+            if (bs->rank() == 1 && i == 5) {
+              if (signal_number == SIGSTOP && ::fork() == 0) {
+                // A watchdog: a stopped peer never exits by itself, whatever the others do.
+                // It leaves as soon as its parent is gone (then it has a new parent).
+                for (int tick = 0; tick < 100 && ::getppid() == me; ++tick) ::usleep(100000);
+                if (::getppid() == me) ::kill(static_cast<pid_t>(me), SIGKILL);
+                ::_exit(0);
+              }
+              ::raise(signal_number);
+            }
+            comm->allreduce_sum(&x, &x, 1, dtype::int64, nullptr);
+          }
+        } catch (const timeout_error& e) {
+          error = e.what();
+        }
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        // One timeout to notice a stopped peer (a dead one is noticed at once).
+        EXPECT_LT(seconds, 2.0 + 1.0) << "the survivors waited for more than one timeout";
+        if (bs->rank() == 0 && signal_number == SIGSTOP) {
+          ::kill(static_cast<pid_t>(pids[1]), SIGKILL);
+        }
+        std::fflush(stderr);
+        std::ifstream in(log);
+        const std::string printed((std::istreambuf_iterator<char>(in)),
+                                  std::istreambuf_iterator<char>());
+        EXPECT_NE(error.find("allreduce"), std::string::npos) << error;
+        // The dead or stopped rank by number and pid, also where another rank noticed first.
+        EXPECT_NE(error.find("1 (pid " + std::to_string(pids[1]) + ")"), std::string::npos)
+            << error;
+        EXPECT_EQ(printed, "") << "a destructor printed";
+        std::remove(log.c_str());
+      },
+      timeout);
+  EXPECT_EQ(result.status[0], 0);
+  EXPECT_EQ(result.status[1], 128 + (signal_number == SIGSTOP ? SIGKILL : signal_number));
+  EXPECT_EQ(result.status[2], 0);
+  EXPECT_EQ(list_dir("/dev/shm"), shm_before);
+}
+
+TEST(PeerFaults, KilledPeerLeavesTheFirstErrorAndNoCrash) { peer_fault_case(SIGKILL); }
+
+TEST(PeerFaults, StoppedPeerLeavesTheFirstErrorWithinOneTimeout) { peer_fault_case(SIGSTOP); }
 
 // Creating and freeing leaves no descriptor open and no mapping behind.
 TEST(HostMemoryErrors, NoDescriptorLeaks) {

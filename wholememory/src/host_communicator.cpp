@@ -4,7 +4,8 @@
  * name ever appears in /dev/shm).
  *
  * Segment layout (offsets from the start of the mapping):
- *   header      magic, rank count, slot size, `aborted` (0, or 1 + the rank that gave up)
+ *   header      magic, rank count, slot size, `aborted` (0, or 1 + the rank that gave up) and
+ *               why it gave up (the first failure's message, for the others' errors)
  *   arrivals    one cache line per rank: the epoch of the last barrier the rank entered
  *   descriptors [2 halves][ranks] what each rank called (op, dtype, count, root, counts row)
  *   data        [2 halves][ranks] slot_bytes each
@@ -32,6 +33,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <exception>
@@ -67,7 +69,9 @@ struct segment_header {
   std::uint64_t magic;
   std::uint64_t ranks;
   std::uint64_t slot_bytes;
-  std::atomic<std::uint64_t> aborted;
+  std::atomic<std::uint64_t> aborted;      // set after abort_reason is written
+  std::atomic<std::uint64_t> abort_claim;  // 1 + the rank that writes abort_reason
+  char abort_reason[512];
 };
 
 struct alignas(cache_line) arrival {
@@ -240,6 +244,9 @@ class host_communicator final : public communicator {
 
   backend get_backend() const override { return backend::host; }
   int device() const override { return -1; }
+  bool broken() const override {
+    return header().aborted.load(std::memory_order_acquire) != 0 || bootstrap_->broken();
+  }
 
   void barrier(cudaStream_t) override {
     run([&] { begin(call_args{op_kind::barrier}); });
@@ -395,17 +402,37 @@ class host_communicator final : public communicator {
     const std::uint64_t aborted = header().aborted.load(std::memory_order_acquire);
     if (aborted != 0)
       WM_FAIL(timeout_error, "host communicator: unusable since rank "
-                                 << aborted - 1 << " gave up on an earlier collective");
+                                 << aborted - 1
+                                 << " gave up on an earlier collective: " << abort_reason());
     try {
       body();
     } catch (const logic_error&) {
       throw;
+    } catch (const std::exception& e) {
+      abort_segment(e.what());
+      throw;
     } catch (...) {
-      std::uint64_t expected = 0;
-      header().aborted.compare_exchange_strong(expected, static_cast<std::uint64_t>(rank()) + 1,
-                                               std::memory_order_acq_rel);
+      abort_segment("an exception that is not a std::exception");
       throw;
     }
+  }
+
+  /// Marks the segment aborted with `why`, unless another rank did first.
+  void abort_segment(const char* why) {
+    std::uint64_t expected = 0;
+    segment_header& h = header();
+    if (!h.abort_claim.compare_exchange_strong(expected, static_cast<std::uint64_t>(rank()) + 1,
+                                               std::memory_order_acq_rel)) {
+      return;
+    }
+    std::snprintf(h.abort_reason, sizeof(h.abort_reason), "%s", why);
+    h.aborted.store(static_cast<std::uint64_t>(rank()) + 1, std::memory_order_release);
+  }
+
+  /// Why the rank named by `aborted` gave up (valid once `aborted` was read non-zero).
+  std::string abort_reason() const {
+    const segment_header& h = header();
+    return std::string(h.abort_reason, strnlen(h.abort_reason, sizeof(h.abort_reason)));
   }
 
   /// Publishes this rank's call, waits for every rank and checks that they all agree.  Every
@@ -543,7 +570,7 @@ class host_communicator final : public communicator {
       if (aborted != 0)
         WM_FAIL(timeout_error, "host communicator " << op_name(static_cast<std::int32_t>(op))
                                                     << " #" << sequence_ << ": rank " << aborted - 1
-                                                    << " gave up");
+                                                    << " gave up: " << abort_reason());
       if (attempt < 64) continue;
       if (attempt < 128) {
         ::sched_yield();
@@ -642,6 +669,8 @@ std::shared_ptr<communicator> make_host_communicator(std::shared_ptr<bootstrap> 
       header->ranks = layout.ranks;
       header->slot_bytes = slot_bytes;
       header->aborted.store(0, std::memory_order_relaxed);
+      header->abort_claim.store(0, std::memory_order_relaxed);
+      header->abort_reason[0] = '\0';
       for (std::size_t r = 0; r < layout.ranks; ++r)
         new (base + layout.arrivals_offset + r * sizeof(arrival)) arrival{};
     } catch (...) {

@@ -691,6 +691,7 @@ class tcp_bootstrap final : public bootstrap {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::chrono::milliseconds timeout() const override { return timeout_; }
+  bool broken() const override { return !broken_.empty(); }
 
   void allgather(const void* send, void* recv, std::size_t bytes) override {
     exchange(collective_op::allgather, ++seq_, bytes, 0, send, bytes, recv,

@@ -33,6 +33,12 @@ class thread_group : public std::enable_shared_from_this<thread_group> {
 
   int size() const { return size_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // A rank timed out or left: the next round cannot complete.
+  bool broken() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !broken_.empty() ||
+           std::find(departed_.begin(), departed_.end(), true) != departed_.end();
+  }
 
   // One collective round.  `send` holds `send_bytes` bytes (the rank's contribution, or
   // nothing for a non-root broadcast); `recv` receives the round's result.
@@ -164,6 +170,7 @@ class thread_bootstrap final : public bootstrap {
   int rank() const override { return rank_; }
   int size() const override { return group_->size(); }
   std::chrono::milliseconds timeout() const override { return group_->timeout(); }
+  bool broken() const override { return group_->broken(); }
 
   void allgather(const void* send, void* recv, std::size_t bytes) override {
     group_->run_round(rank_, {collective_op::allgather, 0, bytes, 0}, send, bytes, recv);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -358,9 +359,14 @@ wholememory::~wholememory() {
   try {
     free();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "wholememory: error while freeing an allocation: %s\n", e.what());
-    impl_->release();
-    impl_.reset();
+    // free() has released this process's part either way.  While another exception unwinds
+    // the stack (the collective that failed first), that one is the error to report.
+    if (std::uncaught_exceptions() == 0) {
+      std::fprintf(stderr,
+                   "wholememory: the other ranks did not free an allocation together with this "
+                   "one (released here): %s\n",
+                   e.what());
+    }
   }
 }
 
@@ -374,6 +380,9 @@ void wholememory::free() {
       impl.reset();
     }
   } release_on_exit{impl_};
+  // After a failed collective the peers are gone, stuck or out of step: a barrier could not
+  // complete (or would wait out another timeout), so release this process's part alone.
+  if (impl_->comm->broken()) return;
   impl_->comm->get_bootstrap().barrier();
 }
 

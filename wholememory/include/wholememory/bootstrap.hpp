@@ -43,6 +43,10 @@ class bootstrap {
   virtual int size() const = 0;
   /// Timeout after which a collective that is missing a peer throws timeout_error.
   virtual std::chrono::milliseconds timeout() const = 0;
+  /// True once a collective failed in a way that leaves the ranks out of step (a peer died,
+  /// left or timed out): every later collective would fail too, so cleanup skips them.  Not
+  /// collective, never blocks.  The default (user-supplied bootstraps): false.
+  virtual bool broken() const { return false; }
 
   /// Every rank contributes `bytes` bytes from `send`; `recv` receives size() * bytes, in rank
   /// order.  All ranks must pass the same `bytes` (else mismatch_error on every rank).

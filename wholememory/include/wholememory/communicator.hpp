@@ -85,6 +85,12 @@ class communicator {
   /// host backend returns at once.
   virtual void synchronize(cudaStream_t stream) = 0;
 
+  /// True once a collective of this communicator (or of its bootstrap) failed in a way that
+  /// leaves the ranks out of step: a peer died, stopped or timed out, or an NCCL error aborted
+  /// the communicator.  Destructors check it to release their resources locally instead of
+  /// waiting in a collective that cannot complete.  Not collective, never blocks.
+  virtual bool broken() const { return bootstrap_->broken(); }
+
   /// Splits into sub-communicators of the same backend by `color` (ordered by key, then rank).
   /// Collective over this communicator; a negative color returns nullptr.
   virtual std::shared_ptr<communicator> split(int color, int key) = 0;

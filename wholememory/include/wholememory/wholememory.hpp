@@ -75,11 +75,14 @@ class wholememory {
   wholememory& operator=(wholememory&&) noexcept;
   wholememory(const wholememory&) = delete;
   wholememory& operator=(const wholememory&) = delete;
-  /// Frees like free() but never throws: errors are logged to stderr.
+  /// Frees like free() but never throws: an error is logged to stderr, unless another
+  /// exception is unwinding the stack (that one is the error to report).
   ~wholememory();
 
   /// Frees the allocation.  Collective: waits for every rank (barrier) before releasing, so
-  /// no rank unmaps memory another still reads.  No-op on an empty handle.
+  /// no rank unmaps memory another still reads; once the communicator is broken() (a peer
+  /// died, stopped or timed out) it releases this rank's part without waiting.  This rank's
+  /// part is released even when the barrier throws.  No-op on an empty handle.
   void free();
 
   explicit operator bool() const { return impl_ != nullptr; }

@@ -25,6 +25,7 @@
 
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -145,6 +146,10 @@ class nccl_communicator final : public communicator {
       : communicator(std::move(bs), std::move(topology)), device_(device), checks_(checks) {}
 
   ~nccl_communicator() override { destroy(); }
+
+  bool broken() const override {
+    return aborted_.load(std::memory_order_acquire) || bootstrap_->broken();
+  }
 
   /// Creates the NCCL communicator.  Collective.
   void init() {
@@ -444,6 +449,7 @@ class nccl_communicator final : public communicator {
       std::fprintf(stderr, "wholestore: ncclCommAbort failed: %s\n", ncclGetErrorString(res));
     }
     comm_ = nullptr;
+    aborted_.store(true, std::memory_order_release);
     if (previous >= 0) cudaSetDevice(previous);
     cudaGetLastError();
   }
@@ -493,6 +499,7 @@ class nccl_communicator final : public communicator {
   std::unique_ptr<detail::resource> barrier_owner_;
   void* barrier_buf_ = nullptr;
   ncclComm_t comm_ = nullptr;
+  std::atomic<bool> aborted_{false};  // abort_comm ran: collectives can no longer complete
 };
 
 }  // namespace
