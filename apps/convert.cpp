@@ -24,6 +24,8 @@ namespace {
 const std::vector<config_key> convert_schema = {
     {"input", value_kind::string, "", "edge-list text file to read (required)"},
     {"output", value_kind::string, "datasets/converted", "dataset directory to write"},
+    {"overwrite", value_kind::boolean, "false",
+     "replace `output` even when it holds files that are not a dataset's"},
     {"symmetrize", value_kind::boolean, "false", "add the reverse of every edge (undirected)"},
     {"drop_self_loops", value_kind::boolean, "false", "leave out edges u -> u"},
     {"drop_duplicates", value_kind::boolean, "false", "keep one copy of each (src, dst)"},
@@ -78,7 +80,7 @@ int run_convert(int argc, char** argv) {
     for (float& x : g.node_features) x = u(rng);
   }
   t0 = std::chrono::steady_clock::now();
-  graph::manifest m = graph::write_dataset(output, g, features_type);
+  graph::manifest m = graph::write_dataset(output, g, features_type, cfg.get_bool("overwrite"));
   const double write_s = seconds_since(t0);
 
   std::printf("wholestore convert: %s -> %s\n", input.c_str(), output.c_str());

@@ -21,6 +21,8 @@ namespace {
 
 const std::vector<config_key> gen_schema = {
     {"output", value_kind::string, "datasets/rmat-products", "dataset directory to write"},
+    {"overwrite", value_kind::boolean, "false",
+     "replace `output` even when it holds files that are not a dataset's"},
     {"kind", value_kind::string, "rmat", "rmat or uniform"},
     {"num_nodes", value_kind::integer, "2449029", "nodes (ogbn-products has 2449029)"},
     {"num_edges", value_kind::integer, "61859140", "edges drawn (ogbn-products has 61859140)"},
@@ -91,7 +93,7 @@ int run_gen(int argc, char** argv) {
   std::fflush(stdout);
 
   t0 = std::chrono::steady_clock::now();
-  graph::manifest m = graph::write_dataset(output, g, features_type);
+  graph::manifest m = graph::write_dataset(output, g, features_type, cfg.get_bool("overwrite"));
   const double write_s = seconds_since(t0);
   std::uint64_t bytes = m.row_offsets.bytes + m.col_indices.bytes;
   if (m.edge_weights) bytes += m.edge_weights->bytes;

@@ -1,8 +1,10 @@
-// Datasets on disk: manifest writing and strict parsing, array files with checksums, CSR
-// validation and degree statistics.  See docs/dataset-format.md for the format itself.
+// Datasets on disk, the reading side: strict manifest parsing, array files with checksums, CSR
+// validation and degree statistics (writing is in dataset_write.cpp).  See
+// docs/dataset-format.md for the format itself.
 #include <graph/dataset.hpp>
 
 #include "csr_check.hpp"
+#include "dataset_files.hpp"
 
 #include <wholememory/convert.hpp>
 #include <wholememory/error.hpp>
@@ -22,26 +24,11 @@
 
 namespace wholestore::graph {
 
-namespace {
-
-namespace fs = std::filesystem;
-using wholememory::dtype;
-
-constexpr const char* manifest_name = "manifest.yaml";
-constexpr std::uint64_t fnv_offset_basis = 14695981039346656037ull;  // FNV-1a 64's start
-// Big enough to keep the disk busy, small enough not to matter next to the arrays.
-constexpr std::size_t io_chunk_bytes = std::size_t{4} << 20;
+namespace detail {
 
 std::string join(const std::string& dir, const std::string& name) {
-  return (fs::path(dir) / name).string();
+  return (std::filesystem::path(dir) / name).string();
 }
-
-struct file_closer {
-  void operator()(std::FILE* f) const {
-    if (f) std::fclose(f);
-  }
-};
-using file_ptr = std::unique_ptr<std::FILE, file_closer>;
 
 file_ptr open_file(const std::string& path, const char* mode) {
   file_ptr f(std::fopen(path.c_str(), mode));
@@ -53,82 +40,44 @@ file_ptr open_file(const std::string& path, const char* mode) {
   return f;
 }
 
-// Writes a file as <path>.tmp and renames it into place, so a reader never sees a half-written
-// array under the final name; the checksum is taken over exactly the bytes written.
-class atomic_writer {
- public:
-  explicit atomic_writer(std::string path)
-      : path_(std::move(path)), tmp_(path_ + ".tmp"), file_(open_file(tmp_, "wb")) {}
-  atomic_writer(const atomic_writer&) = delete;
-  atomic_writer& operator=(const atomic_writer&) = delete;
-  ~atomic_writer() {
-    if (file_) {  // not committed: an exception is on its way, leave nothing behind
-      file_.reset();
-      std::error_code ec;
-      fs::remove(tmp_, ec);
-    }
-  }
-
-  void write(const void* data, std::size_t bytes) {
-    if (bytes == 0) return;
-    if (std::fwrite(data, 1, bytes, file_.get()) != bytes) {
-      int err = errno;
-      WM_FAIL(wholememory::system_error,
-              tmp_ << ": write failed (" << wholememory::errno_text(err) << ")");
-    }
-    checksum_ = fnv1a64(data, bytes, checksum_);
-    bytes_ += bytes;
-  }
-
-  void commit() {
-    std::FILE* f = file_.release();
-    if (std::fclose(f) != 0) {
-      int err = errno;
-      std::error_code ec;
-      fs::remove(tmp_, ec);
-      WM_FAIL(wholememory::system_error,
-              tmp_ << ": close failed (" << wholememory::errno_text(err) << ")");
-    }
-    std::error_code ec;
-    fs::rename(tmp_, path_, ec);
-    WM_EXPECTS(!ec, tmp_ << ": cannot rename to " << path_ << " (" << ec.message() << ")");
-  }
-
-  std::uint64_t checksum() const { return checksum_; }
-  std::uint64_t bytes() const { return bytes_; }
-
- private:
-  std::string path_, tmp_;
-  file_ptr file_;
-  std::uint64_t checksum_ = fnv_offset_basis;
-  std::uint64_t bytes_ = 0;
-};
-
-// Writes `count` elements of Src converted to Dst, in chunks.
-template <typename Dst, typename Src>
-array_file write_array(const std::string& dir, const std::string& name, dtype type, const Src* src,
-                       std::size_t count) {
-  atomic_writer out(join(dir, name));
-  if constexpr (std::is_same<Dst, Src>::value) {
-    out.write(src, count * sizeof(Src));
-  } else {
-    const std::size_t chunk = io_chunk_bytes / sizeof(Dst);
-    std::vector<Dst> buf(std::min(chunk, count));
-    for (std::size_t done = 0; done < count; done += chunk) {
-      std::size_t n = std::min(chunk, count - done);
-      for (std::size_t i = 0; i < n; ++i) {
-        if constexpr (std::is_integral<Dst>::value) {
-          buf[i] = static_cast<Dst>(src[done + i]);
-        } else {
-          buf[i] = wholememory::convert_element<Dst>(src[done + i]);
-        }
-      }
-      out.write(buf.data(), n * sizeof(Dst));
-    }
-  }
-  out.commit();
-  return array_file{name, type, count, out.bytes(), out.checksum()};
+std::string hex64(std::uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
+  return buf;
 }
+
+void validate_csr(const host_csr& graph, const std::string& source) {
+  const std::uint64_t n = graph.num_nodes, m = graph.num_edges();
+  WM_EXPECTS(n < std::numeric_limits<std::uint64_t>::max() && graph.row_offsets.size() == n + 1,
+             source << ": row_offsets has " << graph.row_offsets.size()
+                    << " entries, expected num_nodes + 1 = " << n + 1);
+  WM_EXPECTS(graph.edge_weights.empty() || graph.edge_weights.size() == m,
+             source << ": edge_weights has " << graph.edge_weights.size()
+                    << " entries, expected 0 or num_edges = " << m);
+  WM_EXPECTS(graph.node_features.size() == n * graph.feature_dim,
+             source << ": node_features has " << graph.node_features.size()
+                    << " entries, expected num_nodes * feature_dim = " << n * graph.feature_dim);
+  WM_EXPECTS(graph.node_ids.empty() || graph.node_ids.size() == n,
+             source << ": node_ids has " << graph.node_ids.size()
+                    << " entries, expected 0 or num_nodes = " << n);
+  detail::csr_checker check(source, n, m);
+  check.row_offsets(graph.row_offsets.data(), 0, graph.row_offsets.size());
+  check.col_indices(graph.col_indices.data(), 0, graph.col_indices.size());
+  check.finish();
+}
+
+}  // namespace detail
+
+namespace {
+
+namespace fs = std::filesystem;
+using detail::file_ptr;
+using detail::hex64;
+using detail::io_chunk_bytes;
+using detail::join;
+using detail::manifest_name;
+using detail::open_file;
+using wholememory::dtype;
 
 // Reads a whole array file of Src elements into `dst` as Dst.  Sizes were checked by
 // read_manifest; a short read here means the file changed under us.
@@ -161,45 +110,6 @@ void read_array(const std::string& dir, const array_file& a, std::vector<Dst>& d
       }
     }
   }
-}
-
-// Throws naming the first rule of a CSR that `graph` breaks: the array sizes here, the
-// structure through the loaders' shared checker (csr_check.hpp).
-void validate_csr(const host_csr& graph, const std::string& source) {
-  const std::uint64_t n = graph.num_nodes, m = graph.num_edges();
-  WM_EXPECTS(n < std::numeric_limits<std::uint64_t>::max() && graph.row_offsets.size() == n + 1,
-             source << ": row_offsets has " << graph.row_offsets.size()
-                    << " entries, expected num_nodes + 1 = " << n + 1);
-  WM_EXPECTS(graph.edge_weights.empty() || graph.edge_weights.size() == m,
-             source << ": edge_weights has " << graph.edge_weights.size()
-                    << " entries, expected 0 or num_edges = " << m);
-  WM_EXPECTS(graph.node_features.size() == n * graph.feature_dim,
-             source << ": node_features has " << graph.node_features.size()
-                    << " entries, expected num_nodes * feature_dim = " << n * graph.feature_dim);
-  WM_EXPECTS(graph.node_ids.empty() || graph.node_ids.size() == n,
-             source << ": node_ids has " << graph.node_ids.size()
-                    << " entries, expected 0 or num_nodes = " << n);
-  detail::csr_checker check(source, n, m);
-  check.row_offsets(graph.row_offsets.data(), 0, graph.row_offsets.size());
-  check.col_indices(graph.col_indices.data(), 0, graph.col_indices.size());
-  check.finish();
-}
-
-// Node count from which column indices need int64.
-constexpr std::uint64_t int32_node_limit = std::uint64_t{1} << 31;
-
-std::string hex64(std::uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "0x%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-void put_array(std::ostream& os, const char* key, const array_file& a) {
-  os << key << ".file: " << a.name << "\n"
-     << key << ".dtype: " << wholememory::dtype_name(a.type) << "\n"
-     << key << ".count: " << a.count << "\n"
-     << key << ".bytes: " << a.bytes << "\n"
-     << key << ".checksum: " << hex64(a.checksum) << "\n";
 }
 
 // ---- manifest parsing ----
@@ -369,7 +279,7 @@ void check_file_size(const std::string& dir, const array_file& a) {
 std::uint64_t file_checksum(const std::string& path) {
   file_ptr f = open_file(path, "rb");
   std::vector<char> buf(io_chunk_bytes);
-  std::uint64_t h = fnv_offset_basis;
+  std::uint64_t h = detail::fnv_offset_basis;
   std::size_t got;
   while ((got = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) {
     h = fnv1a64(buf.data(), got, h);
@@ -388,95 +298,6 @@ std::uint64_t fnv1a64(const void* data, std::size_t bytes, std::uint64_t seed) {
     h *= 1099511628211ull;
   }
   return h;
-}
-
-manifest write_dataset(const std::string& dir, const host_csr& graph, dtype features_type) {
-  validate_csr(graph, "write_dataset " + dir);
-  WM_EXPECTS(features_type == dtype::float32 || features_type == dtype::float16 ||
-                 features_type == dtype::bfloat16,
-             "write_dataset: features_type " << wholememory::dtype_name(features_type)
-                                             << " is not float32, float16 or bfloat16");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  WM_EXPECTS(!ec, dir << ": cannot create the dataset directory (" << ec.message() << ")");
-  // The old manifest goes first: if we fail half-way, no manifest describes a mix of files.
-  fs::remove(join(dir, manifest_name), ec);
-
-  manifest m;
-  m.num_nodes = graph.num_nodes;
-  m.num_edges = graph.num_edges();
-  m.directed = graph.directed;
-  m.row_offsets = write_array<std::int64_t>(dir, "row_offsets.bin", dtype::int64,
-                                            graph.row_offsets.data(), graph.row_offsets.size());
-  if (graph.num_nodes < int32_node_limit) {
-    m.col_indices = write_array<std::int32_t>(dir, "col_indices.bin", dtype::int32,
-                                              graph.col_indices.data(), graph.col_indices.size());
-  } else {
-    m.col_indices = write_array<std::int64_t>(dir, "col_indices.bin", dtype::int64,
-                                              graph.col_indices.data(), graph.col_indices.size());
-  }
-  // Files of a previous dataset that this one does not have would otherwise linger.
-  fs::remove(join(dir, "edge_weights.bin"), ec);
-  fs::remove(join(dir, "node_features.bin"), ec);
-  fs::remove(join(dir, "node_ids.txt"), ec);
-  if (!graph.edge_weights.empty()) {
-    m.edge_weights = write_array<float>(dir, "edge_weights.bin", dtype::float32,
-                                        graph.edge_weights.data(), graph.edge_weights.size());
-  }
-  if (graph.feature_dim > 0) {
-    m.feature_dim = graph.feature_dim;
-    const float* f = graph.node_features.data();
-    const std::size_t n = graph.node_features.size();
-    const char* name = "node_features.bin";
-    switch (features_type) {
-      case dtype::float16:
-        m.node_features = write_array<wholememory::half_t>(dir, name, features_type, f, n);
-        break;
-      case dtype::bfloat16:
-        m.node_features = write_array<wholememory::bfloat16_t>(dir, name, features_type, f, n);
-        break;
-      default:
-        m.node_features = write_array<float>(dir, name, features_type, f, n);
-        break;
-    }
-  }
-  if (!graph.node_ids.empty()) {
-    m.node_ids_file = "node_ids.txt";
-    atomic_writer out(join(dir, m.node_ids_file));
-    std::string buf;
-    for (const std::string& id : graph.node_ids) {
-      WM_EXPECTS(id.find_first_of("\r\n") == std::string::npos,
-                 "write_dataset: node id '" << id << "' contains a line break");
-      buf += id;
-      buf += '\n';
-      if (buf.size() >= io_chunk_bytes) {
-        out.write(buf.data(), buf.size());
-        buf.clear();
-      }
-    }
-    out.write(buf.data(), buf.size());
-    out.commit();
-  }
-
-  std::ostringstream os;
-  os << "# wholestore graph dataset; see docs/dataset-format.md\n"
-     << "format_version: " << m.format_version << "\n"
-     << "num_nodes: " << m.num_nodes << "\n"
-     << "num_edges: " << m.num_edges << "\n"
-     << "directed: " << (m.directed ? "true" : "false") << "\n";
-  put_array(os, "row_offsets", m.row_offsets);
-  put_array(os, "col_indices", m.col_indices);
-  if (m.edge_weights) put_array(os, "edge_weights", *m.edge_weights);
-  if (m.node_features) {
-    os << "feature_dim: " << m.feature_dim << "\n";
-    put_array(os, "node_features", *m.node_features);
-  }
-  if (!m.node_ids_file.empty()) os << "node_ids_file: " << m.node_ids_file << "\n";
-  const std::string text = os.str();
-  atomic_writer out(join(dir, manifest_name));
-  out.write(text.data(), text.size());
-  out.commit();
-  return m;
 }
 
 manifest read_manifest(const std::string& dir) {
@@ -502,7 +323,7 @@ manifest read_manifest(const std::string& dir) {
 
   m.col_indices = p.get_array("col_indices");
   WM_EXPECTS(m.col_indices.type == dtype::int64 ||
-                 (m.col_indices.type == dtype::int32 && m.num_nodes < int32_node_limit),
+                 (m.col_indices.type == dtype::int32 && m.num_nodes < detail::int32_node_limit),
              p.where("col_indices.dtype")
                  << ": col_indices.dtype " << wholememory::dtype_name(m.col_indices.type)
                  << " cannot hold ids of " << m.num_nodes << " nodes (int32 below 2^31, int64)");
@@ -602,7 +423,7 @@ host_csr read_dataset(const std::string& dir) {
   }
   // Checksums match the manifest, but a manifest written by other tools may still describe a
   // broken CSR; check it before anyone indexes with it.
-  validate_csr(g, "dataset " + dir);
+  detail::validate_csr(g, "dataset " + dir);
   return g;
 }
 

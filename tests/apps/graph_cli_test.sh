@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The graph subcommands end to end: gen is deterministic (same config, same checksums, any
 # thread count), convert reads the shared real graphs with the counts their README states,
-# info reads what they wrote, and bad input fails with a message naming the problem.
+# info reads what they wrote, overwriting never loses the previous dataset or foreign files,
+# and bad input fails with a message naming the problem.
 # Usage: graph_cli_test.sh <path-to-wholestore> <shared-data-dir>
 set -uo pipefail
 bin=$1
@@ -34,6 +35,24 @@ grep -qx "1155073" "$work/cora/node_ids.txt" || fail "cora: the largest original
   --set output="$work/fb" --set symmetrize=true --set drop_duplicates=true >/dev/null 2>&1 ||
   fail "convert facebook"
 "$bin" info "$work/fb" | grep -q "nodes 4039, edges 176468" || fail "facebook counts"
+
+# Overwriting: a directory holding other files is refused unless asked (and left as it was),
+# a failed convert leaves the dataset it would have replaced intact, and nothing is left
+# beside the dataset.
+mkdir -p "$work/mine"
+echo "keep me" >"$work/mine/notes.txt"
+out=$("$bin" gen configs/gen.yaml "${small[@]}" --set output="$work/mine" 2>&1)
+[ $? -ne 0 ] && grep -q "notes.txt" <<<"$out" && grep -q "overwrite" <<<"$out" ||
+  fail "gen into a directory with other files was not refused: $out"
+[ "$(ls "$work/mine")" = "notes.txt" ] || fail "the refused directory changed: $(ls "$work/mine")"
+"$bin" gen configs/gen.yaml "${small[@]}" --set output="$work/mine" --set overwrite=true \
+  >/dev/null 2>&1 || fail "gen with overwrite=true failed"
+"$bin" info "$work/mine" | grep -q "nodes 5000, edges 60000" || fail "overwritten dataset not readable"
+printf '0 1\n1 2\nthree\n' >"$work/bad.txt"
+"$bin" convert configs/convert.yaml --set input="$work/bad.txt" --set output="$work/g1" >/dev/null 2>&1 &&
+  fail "a malformed edge list converted"
+"$bin" info "$work/g1" | grep -q "nodes 5000, edges 60000" || fail "a failed convert damaged the old dataset"
+ls -a "$work" | grep -q "writing" && fail "temporary directories left beside the datasets: $(ls -a "$work")"
 
 # Bad input: a malformed line, a truncated array, an unknown key.
 printf '0 1\n1 2\nthree\n' >"$work/bad.txt"

@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +20,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -172,6 +177,139 @@ TEST(Dataset, RewriteWithoutOptionalArraysRemovesThem) {
   host_csr r = wholestore::graph::read_dataset(dir.str());
   EXPECT_EQ(r.col_indices, plain.col_indices);
   EXPECT_TRUE(r.edge_weights.empty());
+}
+
+// ---- overwriting: the previous dataset survives a failed or killed write ----
+
+// The names in `dir`, sorted.
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Entries of dir's parent whose name mentions dir's own name, other than dir itself: the
+// writer's temporary directories.
+std::vector<std::string> leftovers_beside(const std::string& dir) {
+  const fs::path p(dir);
+  const std::string base = p.filename().string();
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(p.parent_path())) {
+    const std::string name = e.path().filename().string();
+    if (name != base && name.find(base) != std::string::npos) out.push_back(name);
+  }
+  return out;
+}
+
+void expect_same_graph(const host_csr& got, const host_csr& want) {
+  EXPECT_EQ(got.num_nodes, want.num_nodes);
+  EXPECT_EQ(got.row_offsets, want.row_offsets);
+  EXPECT_EQ(got.col_indices, want.col_indices);
+  EXPECT_EQ(got.edge_weights, want.edge_weights);
+  EXPECT_EQ(got.node_ids, want.node_ids);
+}
+
+TEST(DatasetOverwrite, FailedWriteKeepsThePreviousDataset) {
+  temp_dir dir;
+  host_csr old_graph = random_csr(60, 5, true, 3, 11);
+  old_graph.node_ids.clear();
+  for (int i = 0; i < 60; ++i) old_graph.node_ids.push_back("n" + std::to_string(i));
+  wholestore::graph::write_dataset(dir.str(), old_graph);
+  const std::vector<std::string> before = names_in(dir.str());
+  // The new graph fails late: its last node id has a line break (found while writing ids,
+  // after its arrays).
+  host_csr next = random_csr(80, 6, false, 0, 12);
+  for (int i = 0; i < 80; ++i) next.node_ids.push_back("m" + std::to_string(i));
+  next.node_ids.back() = "bad\nid";
+  EXPECT_THROW(wholestore::graph::write_dataset(dir.str(), next), wholememory::logic_error);
+  EXPECT_EQ(names_in(dir.str()), before) << "files of the previous dataset changed";
+  expect_same_graph(wholestore::graph::read_dataset(dir.str()), old_graph);
+  EXPECT_EQ(leftovers_beside(dir.str()), std::vector<std::string>{});
+}
+
+// A writer killed at any moment leaves the old dataset or the new one, complete; the next
+// write removes what the killed one left behind.
+TEST(DatasetOverwrite, KilledWriterLeavesTheOldOrTheNewDataset) {
+  temp_dir dir;
+  const host_csr old_graph = random_csr(1000, 8, true, 0, 21);
+  const host_csr next = random_csr(300000, 8, true, 0, 22);  // tens of MB: takes a while
+  wholestore::graph::write_dataset(dir.str(), old_graph);
+  int saw_old = 0, saw_new = 0;
+  for (int delay_us : {0, 1000, 3000, 8000, 20000, 50000, 200000}) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      try {
+        wholestore::graph::write_dataset(dir.str(), next);
+      } catch (...) {
+        ::_exit(1);
+      }
+      ::_exit(0);
+    }
+    ::usleep(static_cast<useconds_t>(delay_us));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    SCOPED_TRACE("killed after " + std::to_string(delay_us) + " us");
+    host_csr got;
+    ASSERT_NO_THROW(got = wholestore::graph::read_dataset(dir.str()));
+    if (got.num_nodes == old_graph.num_nodes) {
+      expect_same_graph(got, old_graph);
+      ++saw_old;
+    } else {
+      expect_same_graph(got, next);
+      ++saw_new;
+      wholestore::graph::write_dataset(dir.str(), old_graph);  // back to the old one
+    }
+  }
+  EXPECT_GT(saw_old, 0) << "no write was killed midway: the test proves nothing";
+  wholestore::graph::write_dataset(dir.str(), old_graph);
+  EXPECT_EQ(leftovers_beside(dir.str()), std::vector<std::string>{});
+  for (const std::string& name : names_in(dir.str())) {
+    EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
+  }
+}
+
+TEST(DatasetOverwrite, RefusesADirectoryThatIsNotADataset) {
+  temp_dir dir;
+  write_text(dir.file("notes.txt"), "mine");
+  write_text(dir.file("row_offsets.bin"), "not an array");
+  const host_csr g = random_csr(10, 3, false, 0, 31);
+  try {
+    wholestore::graph::write_dataset(dir.str(), g);
+    ADD_FAILURE() << "wrote into a directory that is not a dataset";
+  } catch (const wholememory::logic_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(dir.str()), std::string::npos) << what;
+    EXPECT_NE(what.find("notes.txt"), std::string::npos) << what;
+    EXPECT_NE(what.find("overwrite"), std::string::npos) << what;
+  }
+  EXPECT_EQ(names_in(dir.str()), (std::vector<std::string>{"notes.txt", "row_offsets.bin"}));
+  EXPECT_EQ(read_text(dir.file("row_offsets.bin")), "not an array");
+  // Asked to: the directory is replaced by the dataset.
+  wholestore::graph::write_dataset(dir.str(), g, dtype::float32, /*overwrite=*/true);
+  EXPECT_FALSE(fs::exists(dir.file("notes.txt")));
+  expect_same_graph(wholestore::graph::read_dataset(dir.str()), g);
+  // A file where the directory should be is never replaced.
+  write_text(dir.file("plain"), "x");
+  EXPECT_THROW(wholestore::graph::write_dataset(dir.file("plain"), g, dtype::float32, true),
+               wholememory::logic_error);
+  EXPECT_EQ(read_text(dir.file("plain")), "x");
+}
+
+// A directory that holds only dataset files (a previous dataset, also one whose write was
+// interrupted before its manifest) is replaced without asking; so is an empty one.
+TEST(DatasetOverwrite, ReplacesDatasetFilesWithoutAsking) {
+  temp_dir dir;
+  write_text(dir.file("row_offsets.bin"), "old");
+  write_text(dir.file("col_indices.bin.tmp"), "old");
+  const host_csr g = random_csr(10, 3, false, 0, 32);
+  wholestore::graph::write_dataset(dir.str(), g);
+  EXPECT_EQ(names_in(dir.str()),
+            (std::vector<std::string>{"col_indices.bin", "manifest.yaml", "row_offsets.bin"}));
+  expect_same_graph(wholestore::graph::read_dataset(dir.str()), g);
 }
 
 TEST(Dataset, Fnv1a64KnownValuesAndStreaming) {

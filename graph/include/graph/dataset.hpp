@@ -63,12 +63,20 @@ struct host_csr {
   std::uint64_t num_edges() const { return col_indices.size(); }
 };
 
-/// Writes `graph` as a dataset into `dir` (created if missing; existing dataset files are
-/// replaced).  Validates the CSR first (offsets start at 0, never decrease, end at num_edges;
-/// every column index < num_nodes).  features_type picks the on-disk feature dtype
-/// (float32, float16 or bfloat16).  Returns the manifest written.
+/// Writes `graph` as a dataset into `dir`.  Validates the CSR first (rule 6 of
+/// docs/dataset-format.md).  features_type picks the on-disk feature dtype (float32, float16
+/// or bfloat16).  Returns the manifest written.
+///
+/// The dataset is built in a temporary directory beside `dir` and swapped in whole (rename,
+/// or an atomic exchange when `dir` exists), so `dir` always holds the previous dataset or the
+/// new one, complete, whenever the write fails or the process dies; a failed write removes
+/// its temporary directory, and the next write removes those of writers that died.  An
+/// existing `dir` is replaced when it is empty or holds only dataset files; any other
+/// directory (other files in it, or not a directory at all) is refused with logic_error
+/// unless `overwrite` is set (a directory; never a plain file or a symbolic link).
 manifest write_dataset(const std::string& dir, const host_csr& graph,
-                       wholememory::dtype features_type = wholememory::dtype::float32);
+                       wholememory::dtype features_type = wholememory::dtype::float32,
+                       bool overwrite = false);
 
 /// Reads and checks `dir`/manifest.yaml: format version, required keys, counts consistent with
 /// each other and with every file's size on disk.  Does not read the arrays.
