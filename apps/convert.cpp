@@ -70,7 +70,8 @@ int run_convert(int argc, char** argv) {
   if (ec) throw config_error("input '" + input + "': " + ec.message());
 
   auto t0 = std::chrono::steady_clock::now();
-  graph::host_csr g = graph::convert_edge_list(input, options);
+  graph::convert_stats read;
+  graph::host_csr g = graph::convert_edge_list(input, options, &read);
   const double parse_s = seconds_since(t0);
   if (features_dim > 0) {
     g.feature_dim = static_cast<std::uint64_t>(features_dim);
@@ -88,6 +89,18 @@ int run_convert(int argc, char** argv) {
               g.node_ids.empty() ? "" : " (ids remapped, originals in node_ids.txt)");
   std::printf("  edges      %llu (%s)\n", static_cast<unsigned long long>(m.num_edges),
               m.directed ? "directed" : "symmetrized");
+  if (read.byte_order_mark) std::printf("  bom        a UTF-8 byte order mark on line 1 ignored\n");
+  if (read.header_line != 0) {
+    std::printf("  header     line %llu skipped as a header: '%s'\n",
+                static_cast<unsigned long long>(read.header_line), read.header_text.c_str());
+  }
+  if (read.edges == 0) {
+    std::fprintf(stderr,
+                 "wholestore convert: warning: %s holds no edges (%llu line(s): comments, blank "
+                 "lines%s); %s has 0 nodes\n",
+                 input.c_str(), static_cast<unsigned long long>(read.lines),
+                 read.header_line != 0 ? ", a header" : "", output.c_str());
+  }
   std::printf("  read+parse %8.3f s  %8.1f MB/s (%.1f MB)\n", parse_s,
               parse_s > 0 ? input_bytes / parse_s / 1e6 : 0.0, input_bytes / 1e6);
   std::printf("  write      %8.3f s\n", write_s);
@@ -95,7 +108,8 @@ int run_convert(int argc, char** argv) {
     std::ofstream report(args.report_file);
     report << "command: convert\ninput: " << input << "\noutput: " << output
            << "\nnum_nodes: " << m.num_nodes << "\nnum_edges: " << m.num_edges
-           << "\ninput_bytes: " << input_bytes << "\nparse_s: " << parse_s
+           << "\ninput_bytes: " << input_bytes << "\nedge_lines: " << read.edges
+           << "\nheader_line: " << read.header_line << "\nparse_s: " << parse_s
            << "\nwrite_s: " << write_s << "\n";
     if (!report) throw config_error(args.report_file + ": cannot write the report");
   }

@@ -100,6 +100,11 @@ int run_gen(int argc, char** argv) {
   if (m.node_features) bytes += m.node_features->bytes;
   std::printf("  write    %8.3f s  (%.2f GB/s, %.2f GB)\n", write_s,
               write_s > 0 ? bytes / write_s / 1e9 : 0.0, bytes / 1e9);
+  if (m.num_nodes == 0 || m.num_edges == 0) {
+    std::fprintf(stderr, "wholestore gen: warning: %s has %llu nodes and %llu edges\n",
+                 output.c_str(), static_cast<unsigned long long>(m.num_nodes),
+                 static_cast<unsigned long long>(m.num_edges));
+  }
   std::printf("summary: %s: %llu nodes, %llu edges (%s)%s%s\n", output.c_str(),
               static_cast<unsigned long long>(m.num_nodes),
               static_cast<unsigned long long>(m.num_edges), m.directed ? "directed" : "symmetrized",

@@ -8,6 +8,7 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <cfloat>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -136,9 +137,15 @@ class edge_list_parser {
     }
     if (!seen_data_line_) {
       seen_data_line_ = true;
-      if (num_fields_ == 1) return;  // a lone node count
+      if (num_fields_ == 1) {  // a lone node count
+        skipped_header(line_no_, text);
+        return;
+      }
       if (!(is_integer(fields_[0]) && is_integer(fields_[1]))) {
-        if (is_column_name(fields_[0])) return;
+        if (is_column_name(fields_[0])) {
+          skipped_header(line_no_, text);
+          return;
+        }
         // "a b" may be a header or the first edge of a file with string ids: the next data
         // line decides (a header when its ids are integers).
         pending_ = std::string(text);
@@ -148,14 +155,23 @@ class edge_list_parser {
     } else if (pending_line_ != 0) {
       // fields_ past num_fields_ are stale views, so a short line cannot vote.
       const bool header = num_fields_ >= 2 && is_integer(fields_[0]) && is_integer(fields_[1]);
-      if (!header) flush_pending();
+      if (header) {
+        skipped_header(pending_line_, pending_);
+      } else {
+        flush_pending();
+      }
       pending_line_ = 0;
       split(line_no_, text);
     }
     edge(line_no_, text);
   }
 
+  /// What was read so far (complete after finish()).
+  const convert_stats& stats() const { return stats_; }
+  void set_byte_order_mark() { stats_.byte_order_mark = true; }
+
   host_csr finish() {
+    stats_.lines = line_no_;
     if (pending_line_ != 0) flush_pending();  // a single data line is an edge, not a header
     host_csr g;
     const bool as_is = options_.numeric_ids_as_is && all_numeric_;
@@ -208,6 +224,11 @@ class edge_list_parser {
     }
   }
 
+  void skipped_header(std::uint64_t line_no, std::string_view text) {
+    stats_.header_line = line_no;
+    stats_.header_text = std::string(text.substr(0, 200));
+  }
+
   void flush_pending() {
     const std::string held = std::move(pending_);
     split(pending_line_, held);
@@ -224,9 +245,14 @@ class edge_list_parser {
       if (!parse_weight(fields_[2], weight)) {
         fail(line_no, text, "third field '" + std::string(fields_[2]) + "' is not a number");
       }
+      // NaN fails both comparisons.  Such a weight would be sampled as weight zero.
+      if (options_.has_weights && !(weight >= 0.0f && weight <= FLT_MAX)) {
+        fail(line_no, text, "weight '" + std::string(fields_[2]) + "' must be finite and >= 0");
+      }
     } else if (options_.has_weights) {
       fail(line_no, text, "expected a weight in the third field");
     }
+    ++stats_.edges;
     const std::int64_t src = node(fields_[0]);
     const std::int64_t dst = node(fields_[1]);
     if (options_.drop_self_loops && src == dst) return;
@@ -366,11 +392,13 @@ class edge_list_parser {
 
   std::vector<std::int64_t> src_, dst_;
   std::vector<float> weights_;
+  convert_stats stats_;
 };
 
 }  // namespace
 
-host_csr convert_edge_list(const std::string& path, const convert_options& options) {
+host_csr convert_edge_list(const std::string& path, const convert_options& options,
+                           convert_stats* stats) {
   std::unique_ptr<std::FILE, file_closer> f(std::fopen(path.c_str(), "rb"));
   if (!f) {
     int err = errno;
@@ -381,6 +409,7 @@ host_csr convert_edge_list(const std::string& path, const convert_options& optio
   // `buffer` holds the unfinished last line of the previous chunk followed by the new chunk.
   std::string buffer;
   bool last_was_cr = false;  // a CRLF split across two chunks is one line end, not two
+  bool first_chunk = true;
   while (true) {
     const std::size_t keep = buffer.size();
     buffer.resize(keep + read_chunk_bytes);
@@ -390,6 +419,15 @@ host_csr convert_edge_list(const std::string& path, const convert_options& optio
     const bool eof = got == 0;
     std::size_t start = 0;
     if (keep == 0 && last_was_cr && !buffer.empty() && buffer[0] == '\n') start = 1;
+    if (first_chunk) {
+      // A UTF-8 byte order mark is not part of the first id (it made the header heuristic
+      // take the first edge for a header).  A file shorter than the mark cannot hold one.
+      first_chunk = false;
+      if (buffer.compare(0, 3, "\xEF\xBB\xBF") == 0) {
+        start = 3;
+        parser.set_byte_order_mark();
+      }
+    }
     last_was_cr = false;
     const char* data = buffer.data();
     const std::size_t size = buffer.size();
@@ -424,7 +462,9 @@ host_csr convert_edge_list(const std::string& path, const convert_options& optio
     }
     buffer.erase(0, start);
   }
-  return parser.finish();
+  host_csr g = parser.finish();
+  if (stats) *stats = parser.stats();
+  return g;
 }
 
 }  // namespace wholestore::graph

@@ -162,7 +162,7 @@ csr_graph make_graph(std::shared_ptr<wm::communicator> comm, const host_csr& gra
   g.num_edges = graph.num_edges();
   g.directed = graph.directed;
   g.col_type = graph.num_nodes < (std::uint64_t{1} << 31) ? wm::dtype::int32 : wm::dtype::int64;
-  // Each rank checks the part it copies, column indices before they are narrowed.
+  // Each rank checks the part it copies (rule 6), column indices before they are narrowed.
   detail::csr_checker checker("the host graph of make_graph", g.num_nodes, g.num_edges);
   g.row_offsets = make_array(comm, graph.row_offsets.data(), graph.row_offsets.size(), 8, 1, type,
                              location, [&](std::uint64_t first, std::size_t count) {
@@ -178,11 +178,14 @@ csr_graph make_graph(std::shared_ptr<wm::communicator> comm, const host_csr& gra
     g.col_indices = make_array(comm, graph.col_indices.data(), graph.col_indices.size(), 8, 1, type,
                                location, check_cols);
   }
-  detail::agree_on_findings(comm->get_bootstrap(), checker);
   if (!graph.edge_weights.empty() && placement.load_weights) {
-    g.edge_weights = make_array(comm, graph.edge_weights.data(), graph.edge_weights.size(), 4, 1,
-                                type, location);
+    g.edge_weights =
+        make_array(comm, graph.edge_weights.data(), graph.edge_weights.size(), 4, 1, type, location,
+                   [&](std::uint64_t first, std::size_t count) {
+                     checker.edge_weights(graph.edge_weights.data() + first, first, count);
+                   });
   }
+  detail::agree_on_findings(comm->get_bootstrap(), checker);
   if (!graph.node_features.empty() && graph.feature_dim > 0 && placement.load_features) {
     g.feature_dim = graph.feature_dim;
     g.feature_type = feature_type;

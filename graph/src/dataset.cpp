@@ -63,6 +63,7 @@ void validate_csr(const host_csr& graph, const std::string& source) {
   detail::csr_checker check(source, n, m);
   check.row_offsets(graph.row_offsets.data(), 0, graph.row_offsets.size());
   check.col_indices(graph.col_indices.data(), 0, graph.col_indices.size());
+  check.edge_weights(graph.edge_weights.data(), 0, graph.edge_weights.size());
   check.finish();
 }
 
@@ -301,6 +302,10 @@ std::uint64_t fnv1a64(const void* data, std::size_t bytes, std::uint64_t seed) {
 }
 
 manifest read_manifest(const std::string& dir) {
+  std::error_code ec;
+  WM_EXPECTS(fs::is_directory(dir, ec),
+             dir << ": no such dataset directory"
+                 << (fs::exists(dir, ec) ? " (it is not a directory)" : " (it does not exist)"));
   const std::string path = join(dir, manifest_name);
   manifest_parser p(path, parse_manifest_lines(path));
   manifest m;

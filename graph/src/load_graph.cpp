@@ -15,8 +15,9 @@
  *    turn and pread them straight into the part (host location) or into their own staging
  *    buffer, page-locked when a GPU is present, and copy_bytes on to the part (device location;
  *    copy_bytes takes any address, also a continuous range's piece on the next GPU).
- *    Each chunk of row_offsets and col_indices is checked (rule 6 of docs/dataset-format.md,
- *    csr_check.hpp) by the thread that read it, while the bytes are still in its cache.
+ *    Each chunk of row_offsets, col_indices and edge_weights is checked (rule 6 of
+ *    docs/dataset-format.md, csr_check.hpp) by the thread that read it, while the bytes are
+ *    still in its cache.
  * 4. A rank's failure (I/O error, short read) is shared over the bootstrap so that every rank
  *    throws instead of waiting in the next collective.  Statistics are exchanged the same way,
  *    and then every rank's check findings: a fault in any rank's part, or between two parts,
@@ -439,8 +440,8 @@ csr_graph load_graph(std::shared_ptr<wm::communicator> comm, const std::string& 
        g.col_type == wm::dtype::int32 ? array_check::col_indices32 : array_check::col_indices64,
        chunks);
   if (want_weights) {
-    plan(g.edge_weights, m.edge_weights->bytes, weight_file, options.chunk_bytes, array_check::none,
-         chunks);
+    plan(g.edge_weights, m.edge_weights->bytes, weight_file, options.chunk_bytes,
+         array_check::edge_weights, chunks);
   }
   if (want_features) {
     plan(g.node_features, m.node_features->bytes, feature_file, options.chunk_bytes,

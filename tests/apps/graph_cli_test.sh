@@ -2,7 +2,8 @@
 # The graph subcommands end to end: gen is deterministic (same config, same checksums, any
 # thread count), convert reads the shared real graphs with the counts their README states,
 # info reads what they wrote, overwriting never loses the previous dataset or foreign files,
-# and bad input fails with a message naming the problem.
+# edge lists are read without silent losses, and bad input fails with a message naming the
+# problem.
 # Usage: graph_cli_test.sh <path-to-wholestore> <shared-data-dir>
 set -uo pipefail
 bin=$1
@@ -53,6 +54,30 @@ printf '0 1\n1 2\nthree\n' >"$work/bad.txt"
   fail "a malformed edge list converted"
 "$bin" info "$work/g1" | grep -q "nodes 5000, edges 60000" || fail "a failed convert damaged the old dataset"
 ls -a "$work" | grep -q "writing" && fail "temporary directories left beside the datasets: $(ls -a "$work")"
+
+# Silent wrong answers, no more: a UTF-8 byte order mark does not cost the first edge, a
+# skipped header line is reported, an edge list without edges warns, and NaN, infinite or
+# negative weights are refused naming the line.
+printf '\xEF\xBB\xBF0 1\n1 2\n2 0\n' >"$work/bom.txt"
+"$bin" convert configs/convert.yaml --set input="$work/bom.txt" --set output="$work/bom" \
+  >"$work/bom.log" 2>&1 || fail "convert with a byte order mark failed: $(cat "$work/bom.log")"
+"$bin" info "$work/bom" | grep -q "nodes 3, edges 3" || fail "byte order mark: an edge was lost"
+printf 'source,target\n0 1\n' >"$work/hdr.txt"
+out=$("$bin" convert configs/convert.yaml --set input="$work/hdr.txt" --set output="$work/hdr" 2>&1)
+grep -q "line 1 skipped as a header: 'source,target'" <<<"$out" || fail "skipped header not reported: $out"
+for text in '' '# only a comment\n' 'source,target\n'; do
+  printf "$text" >"$work/empty.txt"
+  out=$("$bin" convert configs/convert.yaml --set input="$work/empty.txt" --set output="$work/empty" 2>&1)
+  [ $? -eq 0 ] && grep -q "warning: .*empty.txt holds no edges" <<<"$out" ||
+    fail "an edge list without edges ('$text') did not warn: $out"
+done
+for w in nan inf -1; do
+  printf '0 1 0.5\n1 2 %s\n' "$w" >"$work/w.txt"
+  out=$("$bin" convert configs/convert.yaml --set input="$work/w.txt" --set output="$work/w" \
+    --set weights=true 2>&1)
+  [ $? -ne 0 ] && grep -q "w.txt:2" <<<"$out" && grep -q "finite and >= 0" <<<"$out" ||
+    fail "weight $w not refused with its line: $out"
+done
 
 # Bad input: a malformed line, a truncated array, an unknown key.
 printf '0 1\n1 2\nthree\n' >"$work/bad.txt"

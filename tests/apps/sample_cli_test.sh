@@ -45,6 +45,15 @@ grep -q "graph: 5000 nodes, 50000 edges" "$work/load.log" || fail "loaded counts
 grep -Eq "summary: 2 rank\(s\), cpu sampler, [0-9]+ batches, [1-9][0-9]* sampled edges" "$work/load.log" ||
   fail "loaded dataset not sampled: $(tail -3 "$work/load.log")"
 
+# A dataset that is named but missing is an error on every rank (only an empty `dataset`
+# generates a graph).
+out=$("$bin" launch -n 2 -- "$bin" sample configs/sample.yaml --set dataset="$work/no-such-ds" \
+  --set sampler=cpu 2>&1)
+rc=$?
+[ $rc -eq 1 ] && grep -q "no-such-ds: no such dataset directory (it does not exist)" <<<"$out" ||
+  fail "a missing dataset did not fail naming it (exit $rc): $(tail -3 <<<"$out")"
+grep -q "generating" <<<"$out" && fail "a missing dataset was replaced by a generated graph"
+
 # Config errors name the key (and the file line for keys from a file).
 out=$("$bin" sample configs/sample.yaml --set fanoutz=3 2>&1)
 [ $? -ne 0 ] && grep -q "fanoutz" <<<"$out" || fail "unknown key not named: $out"

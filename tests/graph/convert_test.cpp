@@ -166,13 +166,67 @@ TEST_F(ConvertTest, NonIntegerHeaderDecidedByTheNextLine) {
 TEST_F(ConvertTest, WeightsColumn) {
   convert_options o;
   o.has_weights = true;
-  auto g = convert_edge_list(file("w.txt", "src dst weight\n0 1 0.5\n1 0 2.25\n0 2 -1e3\n"), o);
+  auto g = convert_edge_list(file("w.txt", "src dst weight\n0 1 0.5\n1 0 2.25\n0 2 1e3\n"), o);
   ASSERT_EQ(g.num_edges(), 3u);
-  EXPECT_EQ(g.edge_weights, (std::vector<float>{0.5f, -1000.0f, 2.25f}));  // CSR order
+  EXPECT_EQ(g.edge_weights, (std::vector<float>{0.5f, 1000.0f, 2.25f}));  // CSR order
   // Without has_weights the numeric third column is ignored.
   auto n = convert_edge_list(file("w2.txt", "0 1 0.5\n"), {});
   EXPECT_TRUE(n.edge_weights.empty());
   EXPECT_EQ(n.num_edges(), 1u);
+}
+
+// NaN, infinite and negative weights would be sampled as weight zero: refused, naming the
+// line; zero is a weight (never sampled by the weighted method), not an error.
+TEST_F(ConvertTest, WeightsMustBeFiniteAndNonNegative) {
+  convert_options o;
+  o.has_weights = true;
+  for (const std::string w : {"nan", "NaN", "inf", "-inf", "infinity", "-1", "-0.5", "-1e-30"}) {
+    const std::string path = file("bw.txt", "0 1 0.5\n1 2 " + w + "\n2 0 1\n");
+    expect_error([&] { convert_edge_list(path, o); },
+                 {path + ":2", "'1 2 " + w + "'", "finite and >= 0"});
+  }
+  auto g = convert_edge_list(file("zero.txt", "0 1 0\n1 2 -0\n"), o);
+  EXPECT_EQ(g.edge_weights, (std::vector<float>{0.0f, -0.0f}));
+}
+
+// A UTF-8 byte order mark on the first line is not part of the first id: without this the
+// header heuristic took "\xEF\xBB\xBF0 1" for a header and dropped the first edge.
+TEST_F(ConvertTest, Utf8ByteOrderMarkIsStripped) {
+  const std::string bom = "\xEF\xBB\xBF";
+  wholestore::graph::convert_stats st;
+  auto g = convert_edge_list(file("bom.txt", bom + "0 1\n1 2\n2 0\n"), {}, &st);
+  EXPECT_EQ(named_edges(g), (named{{"0", "1"}, {"1", "2"}, {"2", "0"}}));
+  EXPECT_TRUE(st.byte_order_mark);
+  EXPECT_EQ(st.header_line, 0u);
+  auto h = convert_edge_list(file("bomh.txt", bom + "source,target\nx y\n"), {}, &st);
+  EXPECT_EQ(named_edges(h), (named{{"x", "y"}}));
+  EXPECT_EQ(st.header_line, 1u);
+  EXPECT_EQ(st.header_text, "source,target");
+}
+
+// Whenever a line is skipped as a header the caller learns which one.
+TEST_F(ConvertTest, SkippedHeaderIsReported) {
+  struct header_case {
+    std::string text;
+    std::uint64_t line;
+    std::string header;
+    std::uint64_t edges;
+  };
+  const std::vector<header_case> cases = {
+      {"# c\n3\n0 1\n1 2\n", 2, "3", 2},                // a lone node count
+      {"Source Target\n0 1\n", 1, "Source Target", 1},  // a column name
+      {"x y\n1 2\n", 1, "x y", 1},                      // decided by the next line
+      {"x y\nz x\n", 0, "", 2},                         // string ids: no header
+      {"0 1\n1 2\n", 0, "", 2},
+  };
+  for (const header_case& c : cases) {
+    wholestore::graph::convert_stats st;
+    auto g = convert_edge_list(file("hd.txt", c.text), {}, &st);
+    EXPECT_EQ(st.header_line, c.line) << c.text;
+    EXPECT_EQ(st.header_text, c.header) << c.text;
+    EXPECT_EQ(st.edges, c.edges) << c.text;
+    EXPECT_EQ(g.num_edges(), c.edges) << c.text;
+  }
 }
 
 TEST_F(ConvertTest, StringIdsInFirstAppearanceOrder) {
@@ -230,10 +284,19 @@ TEST_F(ConvertTest, Symmetrize) {
 }
 
 TEST_F(ConvertTest, EmptyAndCommentOnlyFiles) {
-  EXPECT_EQ(convert_edge_list(file("e.txt", ""), {}).num_nodes, 0u);
-  auto g = convert_edge_list(file("c.txt", "# nothing\n\n"), {});
+  wholestore::graph::convert_stats st;
+  EXPECT_EQ(convert_edge_list(file("e.txt", ""), {}, &st).num_nodes, 0u);
+  EXPECT_EQ(st.edges, 0u);
+  auto g = convert_edge_list(file("c.txt", "# nothing\n\n"), {}, &st);
   EXPECT_EQ(g.num_nodes, 0u);
   EXPECT_EQ(g.row_offsets, (std::vector<std::int64_t>{0}));
+  EXPECT_EQ(st.lines, 2u);
+  EXPECT_EQ(st.edges, 0u);
+  // Header only: no edges either, and the caller knows the one line was a header.
+  auto h = convert_edge_list(file("h.txt", "source,target\n"), {}, &st);
+  EXPECT_EQ(h.num_nodes, 0u);
+  EXPECT_EQ(st.edges, 0u);
+  EXPECT_EQ(st.header_line, 1u);
 }
 
 TEST_F(ConvertTest, EndMarker) {

@@ -266,6 +266,63 @@ TEST(HostileHostGraph, MakeGraphChecksBeforeNarrowing) {
   }
 }
 
+// NaN, infinite or negative edge weights would be sampled as weight zero: every reader
+// refuses them (with valid checksums), naming the position and the value.
+TEST(HostileWeights, EveryLoaderRefuses) {
+  const float bad_weights[] = {std::numeric_limits<float>::quiet_NaN(),
+                               std::numeric_limits<float>::infinity(), -1.5f};
+  for (float w : bad_weights) {
+    SCOPED_TRACE(std::to_string(w));
+    temp_dir dir;
+    write_dataset(dir.str(), small_graph());
+    poke<float>(dir.str(), "edge_weights", 6000, w);
+    auto expect_named = [&](const std::string& what, const std::string& source) {
+      EXPECT_NE(what.find(source), std::string::npos) << what;
+      EXPECT_NE(what.find("edge_weights[6000]"), std::string::npos) << what;
+      EXPECT_NE(what.find("finite and >= 0"), std::string::npos) << what;
+      EXPECT_NE(what.find("rule 6"), std::string::npos) << what;
+    };
+    try {
+      read_dataset(dir.str());
+      ADD_FAILURE() << "read_dataset accepted the weight";
+    } catch (const wm::logic_error& e) {
+      expect_named(e.what(), dir.str());
+    }
+    host_csr g = small_graph();
+    g.edge_weights[6000] = w;
+    std::vector<std::string> errors(6);
+    thread_ranks(3, [&](std::shared_ptr<wm::bootstrap> bs) {
+      auto comm = wm::make_host_communicator(bs);
+      const auto r = static_cast<std::size_t>(comm->rank());
+      load_options opts;
+      opts.type = memory_type::distributed;
+      try {
+        load_graph(comm, dir.str(), opts);
+        errors[r] = "(loaded)";
+      } catch (const wm::logic_error& e) {
+        errors[r] = e.what();
+      }
+      try {
+        make_graph(comm, g, opts);
+        errors[3 + r] = "(made)";
+      } catch (const wm::logic_error& e) {
+        errors[3 + r] = e.what();
+      }
+    });
+    for (std::size_t r = 0; r < 3; ++r) {
+      expect_named(errors[r], dir.str());
+      expect_named(errors[3 + r], "make_graph");
+    }
+    temp_dir out;
+    try {
+      write_dataset(out.str() + "/ds", g);
+      ADD_FAILURE() << "write_dataset accepted the weight";
+    } catch (const wm::logic_error& e) {
+      expect_named(e.what(), "write_dataset");
+    }
+  }
+}
+
 // The sampler meets a graph whose memory was changed after a valid load: it throws naming the
 // array, never reads or writes out of bounds (a crash fails the whole test binary).
 class HostileMemory : public ::testing::TestWithParam<memory_type> {};

@@ -7,12 +7,14 @@
  * may be sparse integers or any strings: they are remapped to 0..N-1 in order of first
  * appearance, unless `numeric_ids_as_is` and every id is an integer below 2^40, in which case
  * N = max id + 1.  A malformed line (one field, a bad weight, trailing garbage) throws
- * wholememory::logic_error naming the file, the line number and the line.
+ * wholememory::logic_error naming the file, the line number and the line; so does a weight
+ * that is NaN, infinite or negative (it would be sampled as weight zero).
  */
 #pragma once
 
 #include <graph/dataset.hpp>
 
+#include <cstdint>
 #include <string>
 
 namespace wholestore::graph {
@@ -25,8 +27,20 @@ struct convert_options {
   bool numeric_ids_as_is = false;  ///< keep integer ids instead of remapping them
 };
 
+/// What the converter read, for the caller to report (a skipped header, an empty list).
+struct convert_stats {
+  std::uint64_t lines = 0;        ///< lines in the file
+  std::uint64_t edges = 0;        ///< edge lines read (before self loops are dropped)
+  std::uint64_t header_line = 0;  ///< the line skipped as a header (1-based; 0: none)
+  std::string header_text;        ///< that line, when one was skipped
+  bool byte_order_mark = false;   ///< a UTF-8 byte order mark was removed from line 1
+};
+
 /// Reads an edge list and builds the CSR (neighbors of each node in input order, or sorted by
 /// destination when duplicates are dropped).  node_ids holds the original ids when remapped.
-host_csr convert_edge_list(const std::string& path, const convert_options& options);
+/// A UTF-8 byte order mark at the start is dropped; with has_weights, a weight that is NaN,
+/// infinite or negative throws naming the line.  `stats`, when given, receives what was read.
+host_csr convert_edge_list(const std::string& path, const convert_options& options,
+                           convert_stats* stats = nullptr);
 
 }  // namespace wholestore::graph

@@ -164,7 +164,8 @@ void check_properties(const host_csr& g, const std::vector<block>& blocks, const
   }
 }
 
-/// An R-MAT graph with weights, some of them zero or negative (never taken by weighted).
+/// An R-MAT graph with weights, some of them zero (never taken by weighted; datasets hold no
+/// negative weights, rule 6).
 host_csr test_graph(std::uint64_t nodes, std::uint64_t edges, std::uint64_t seed) {
   generate_options go;
   go.num_nodes = nodes;
@@ -175,7 +176,7 @@ host_csr test_graph(std::uint64_t nodes, std::uint64_t edges, std::uint64_t seed
   go.threads = 1;
   host_csr g = generate_graph(go);
   for (std::size_t e = 0; e < g.edge_weights.size(); e += 7) g.edge_weights[e] = 0.0f;
-  for (std::size_t e = 3; e < g.edge_weights.size(); e += 29) g.edge_weights[e] = -1.0f;
+  for (std::size_t e = 3; e < g.edge_weights.size(); e += 29) g.edge_weights[e] = 0.0f;
   return g;
 }
 
@@ -223,7 +224,7 @@ host_csr hub_graph() {
                                          : static_cast<std::int64_t>(r % n));
       float w = static_cast<float>((r >> 40) % 1000 + 1) / 1000.0f;
       if (v == 2) w = e % 3001 == 7 ? w : 0.0f;
-      if (v == 3) w = e % 225 == 11 ? w : -1.0f;
+      if (v == 3) w = e % 225 == 11 ? w : 0.0f;
       if (v > 3 && r % 11 == 0) w = 0.0f;
       g.edge_weights.push_back(w);
     }
@@ -439,7 +440,7 @@ TEST(GpuSamplingEdge, WeightedHubsMatchTheReferenceAndSampleHost) {
   run_on_gpus(1, [](std::shared_ptr<wm::bootstrap> bs) {
     const int device = start_device(bs);
     auto comm = wm::make_host_communicator(bs);
-    // As built (some weights zero or negative: the sampler counts positive weights), and with
+    // As built (some weights zero: the sampler counts positive weights), and with
     // every weight positive (it takes the degrees as those counts).
     host_csr positive = hub_graph();
     for (float& w : positive.edge_weights) w = w > 0.0f ? w : 0.25f;
