@@ -389,6 +389,10 @@ int run_sample(int argc, char** argv) {
                 g.has_features() ? wm::dtype_name(g.feature_type) : "no");
     std::fflush(stdout);
   }
+  if (lead && g.num_nodes == 0) {
+    std::fprintf(stderr, "wholestore sample: warning: %s has no nodes: nothing to sample\n",
+                 source.c_str());
+  }
   if (method == graph::sample_method::weighted && !g.has_weights()) {
     throw config_error("method: weighted needs edge weights, and " + source + " has none");
   }

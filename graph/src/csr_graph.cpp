@@ -72,7 +72,7 @@ std::uint64_t digest(const void* data, std::size_t bytes) {
   const auto* p = static_cast<const unsigned char*>(data);
   std::size_t i = 0;
   for (; i + 32 <= bytes; i += 32) {
-    for (int l = 0; l < 4; ++l) {
+    for (std::size_t l = 0; l < 4; ++l) {
       std::uint64_t w;
       std::memcpy(&w, p + i + 8 * l, 8);
       lane[l] = (lane[l] ^ w) * 0xFF51AFD7ED558CCDull;
@@ -80,7 +80,7 @@ std::uint64_t digest(const void* data, std::size_t bytes) {
     }
   }
   std::uint64_t h = bytes;
-  for (int l = 0; l < 4; ++l) h = detail::mix64(h ^ lane[l]);
+  for (std::size_t l = 0; l < 4; ++l) h = detail::mix64(h ^ lane[l]);
   for (; i < bytes; ++i) h = detail::mix64(h ^ p[i]);
   return h;
 }

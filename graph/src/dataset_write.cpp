@@ -291,7 +291,7 @@ manifest write_dataset(const std::string& dir, const host_csr& graph, dtype feat
 
   // Built beside the destination (the same file system), flushed, then swapped in whole.
   temp_directory temp(target);
-  const manifest m = write_files(temp.path().string(), graph, features_type);
+  manifest m = write_files(temp.path().string(), graph, features_type);
   sync_directory(temp.path());
   swap_into_place(temp.path(), target, exists);
   sync_directory(target.parent_path());

@@ -54,6 +54,14 @@ rc=$?
   fail "a missing dataset did not fail naming it (exit $rc): $(tail -3 <<<"$out")"
 grep -q "generating" <<<"$out" && fail "a missing dataset was replaced by a generated graph"
 
+# A dataset without nodes (an empty edge list) samples nothing, and says so.
+: >"$work/empty.txt"
+"$bin" convert configs/convert.yaml --set input="$work/empty.txt" --set output="$work/empty-ds" \
+  >/dev/null 2>&1 || fail "convert of an empty edge list failed"
+out=$("$bin" sample configs/sample.yaml --set dataset="$work/empty-ds" --set sampler=cpu 2>&1) ||
+  fail "sample on a dataset without nodes failed: $out"
+grep -q "warning: .*empty-ds has no nodes" <<<"$out" || fail "no warning for a graph without nodes: $out"
+
 # Config errors name the key (and the file line for keys from a file).
 out=$("$bin" sample configs/sample.yaml --set fanoutz=3 2>&1)
 [ $? -ne 0 ] && grep -q "fanoutz" <<<"$out" || fail "unknown key not named: $out"
