@@ -1,6 +1,7 @@
 // `wholestore bench`: gather/scatter bandwidth on every memory type x location, next to the
 // machine's ceilings measured in the same run (device copy, peer copy, pinned host-to-device
 // copy; host memcpy on CPU-only machines).  Runs on the ranks present, one GPU per rank.
+#include "bench_common.hpp"
 #include "commands.hpp"
 #include "config.hpp"
 
@@ -63,24 +64,6 @@ const std::vector<config_key> bench_schema = {
     {"timeout_s", value_kind::number, "600", "collective timeout, seconds"},
 };
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
 struct ceilings {
   double d2d = 0;     // device copy, bytes read + written per second
   double peer = 0;    // peer copy to the next GPU, bytes per second (0: none)
@@ -95,22 +78,6 @@ struct result_row {
   std::string ceiling_name;
   double ceiling_gbps = 0, ratio = 0;
 };
-
-double host_memcpy_rate(unsigned threads) {
-  const std::size_t bytes = std::size_t(256) << 20;
-  std::vector<char> a(bytes, 1), b(bytes, 2);
-  std::vector<double> times;
-  for (int rep = 0; rep < 5; ++rep) {
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> pool;
-    const std::size_t chunk = bytes / threads;
-    for (unsigned t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] { std::memcpy(b.data() + t * chunk, a.data() + t * chunk, chunk); });
-    for (auto& th : pool) th.join();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return bytes / median(times);
-}
 
 #if defined(WHOLESTORE_HAS_CUDA)
 #define BENCH_CUDA(call)                                                                \
@@ -222,7 +189,7 @@ int run_bench(int argc, char** argv) {
   const bool gpu = wholememory::device_count() > 0;
 
   std::vector<std::size_t> row_sizes;
-  for (const auto& s : split_list(cfg.get_string("row_bytes")))
+  for (const auto& s : split_list(cfg.get_string("row_bytes"), ','))
     row_sizes.push_back(static_cast<std::size_t>(std::stoull(s)));
   const wholememory::dtype type = wholememory::parse_dtype(cfg.get_string("dtype"));
   const wholememory::dtype index_type = wholememory::parse_dtype(cfg.get_string("index_dtype"));
@@ -241,15 +208,15 @@ int run_bench(int argc, char** argv) {
   unsigned threads = static_cast<unsigned>(cfg.get_int("threads"));
   if (threads == 0) threads = wholememory::default_host_threads();
   std::vector<wholememory::memory_location> locations;
-  for (const auto& l : split_list(cfg.get_string("locations"))) {
+  for (const auto& l : split_list(cfg.get_string("locations"), ',')) {
     auto loc = wholememory::parse_memory_location(l);
     if (loc == wholememory::memory_location::device && !gpu) continue;
     locations.push_back(loc);
   }
   std::vector<wholememory::memory_type> types;
-  for (const auto& t : split_list(cfg.get_string("types")))
+  for (const auto& t : split_list(cfg.get_string("types"), ','))
     types.push_back(wholememory::parse_memory_type(t));
-  const auto ops = split_list(cfg.get_string("ops"));
+  const auto ops = split_list(cfg.get_string("ops"), ',');
   const std::uint64_t seed = static_cast<std::uint64_t>(cfg.get_int("seed"));
 
   // ---- ceilings, one rank at a time so they do not share the links ---------------------------

@@ -9,6 +9,7 @@
 //   lookup = N * (8 + 2 * E * D)                      (index, row read, output write)
 //   update = N * (8 + 4 * D) + U * D * (2 * E + 8 * S) (index and gradient read; row and state
 //                                                       read and written)
+#include "bench_common.hpp"
 #include "commands.hpp"
 #include "config.hpp"
 
@@ -71,12 +72,6 @@ const std::vector<config_key> bench_embedding_schema = {
     {"timeout_s", value_kind::number, "900", "collective timeout, seconds"},
 };
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -133,23 +128,6 @@ double state_per_element(emb::optimizer_kind k, std::size_t dim) {
       return 1.0 / static_cast<double>(dim);
   }
   return 0;
-}
-
-/// Host memcpy rate on `threads` threads (bytes copied per second): the CPU path's ceiling.
-double host_copy_rate(unsigned threads) {
-  const std::size_t bytes = std::size_t(256) << 20;
-  std::vector<char> a(bytes, 1), b(bytes, 2);
-  std::vector<double> times;
-  for (int rep = 0; rep < 5; ++rep) {
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> pool;
-    const std::size_t chunk = bytes / threads;
-    for (unsigned t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] { std::memcpy(b.data() + t * chunk, a.data() + t * chunk, chunk); });
-    for (auto& th : pool) th.join();
-    times.push_back(seconds_since(t0));
-  }
-  return 2.0 * bytes / median(times);  // read + write, like the device figure
 }
 
 #if defined(WHOLESTORE_HAS_CUDA)
@@ -257,7 +235,7 @@ int run_bench_embedding(int argc, char** argv) {
     }
   }
 #endif
-  if (!gpu) ceiling = host_copy_rate(threads);
+  if (!gpu) ceiling = 2.0 * host_memcpy_rate(threads);  // read + write, like the device
   if (lead) {
     std::printf(
         "wholestore bench (embedding): %d rank(s), %s path, %llu rows, ceiling: %s %.0f GB/s "

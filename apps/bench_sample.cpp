@@ -66,18 +66,6 @@ const std::vector<config_key> bench_sample_schema = {
     {"timeout_s", value_kind::number, "600", "collective timeout, seconds"},
 };
 
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, sep)) {
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
 std::int64_t non_negative(const config& cfg, const std::string& key) {
   std::int64_t v = cfg.get_int(key);
   if (v < 0) throw config_error(key + " must be >= 0 (" + cfg.origin.at(key) + ")");
@@ -131,9 +119,9 @@ int run_bench_sample(int argc, char** argv) {
 
   std::vector<std::vector<int>> fanout_cases;
   std::vector<std::string> fanout_names;
-  for (const auto& c : split(cfg.get_string("fanouts"), ';')) {
+  for (const auto& c : split_list(cfg.get_string("fanouts"), ';')) {
     std::vector<int> hops;
-    for (const auto& h : split(c, ',')) {
+    for (const auto& h : split_list(c, ',')) {
       try {
         hops.push_back(std::stoi(h));
       } catch (const std::exception&) {
@@ -146,19 +134,19 @@ int run_bench_sample(int argc, char** argv) {
     fanout_names.push_back(c);
   }
   std::vector<graph::sample_method> methods;
-  for (const auto& m : split(cfg.get_string("methods"), ',')) methods.push_back(method_of(m));
+  for (const auto& m : split_list(cfg.get_string("methods"), ',')) methods.push_back(method_of(m));
   std::vector<wm::memory_type> types;
   std::vector<wm::memory_location> locations;
   try {
-    for (const auto& t : split(cfg.get_string("types"), ','))
+    for (const auto& t : split_list(cfg.get_string("types"), ','))
       types.push_back(wm::parse_memory_type(t));
-    for (const auto& l : split(cfg.get_string("locations"), ','))
+    for (const auto& l : split_list(cfg.get_string("locations"), ','))
       locations.push_back(wm::parse_memory_location(l));
   } catch (const wm::logic_error& e) {
     throw config_error(std::string("types/locations: ") + e.what());
   }
   std::vector<std::string> samplers;
-  for (const auto& s : split(cfg.get_string("samplers"), ',')) {
+  for (const auto& s : split_list(cfg.get_string("samplers"), ',')) {
     if (s != "gpu" && s != "cpu") throw config_error("samplers: unknown sampler '" + s + "'");
     if (s == "gpu" && !gpu) continue;
     samplers.push_back(s);
