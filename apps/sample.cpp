@@ -5,6 +5,7 @@
 // load, sampling and gather rates over all ranks.
 #include "commands.hpp"
 #include "config.hpp"
+#include "report.hpp"
 
 #include <graph/csr_graph.hpp>
 #include <graph/generate.hpp>
@@ -30,7 +31,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -45,32 +45,46 @@ namespace wm = wholememory;
 
 const std::vector<config_key> sample_schema = {
     {"dataset", value_kind::string, "",
-     "dataset directory; empty or missing: generate the gen.* graph in memory"},
+     "dataset directory ([docs/dataset-format.md](dataset-format.md)); empty or not a "
+     "directory: generate the `gen.*` graph in memory"},
     {"gen.num_nodes", value_kind::integer, "200000", "generated graph: nodes"},
     {"gen.num_edges", value_kind::integer, "4000000", "generated graph: R-MAT edges drawn"},
-    {"gen.feature_dim", value_kind::integer, "64", "generated graph: features per node"},
+    {"gen.feature_dim", value_kind::integer, "64", "generated graph: features per node (0: none)"},
     {"gen.features_dtype", value_kind::string, "float32",
-     "generated graph: float32, float16 or bfloat16"},
-    {"gen.weights", value_kind::boolean, "true", "generated graph: float32 edge weights"},
+     "generated graph: `float32`, `float16` or `bfloat16` in WholeMemory"},
+    {"gen.weights", value_kind::boolean, "true",
+     "generated graph: float32 edge weights (needed by `method: weighted`)"},
     {"gen.seed", value_kind::integer, "0", "generated graph: random seed (same seed, same graph)"},
     {"gen.threads", value_kind::integer, "0", "generator threads per rank (0: all cores)"},
-    {"graph.type", value_kind::string, "continuous", "continuous, chunked or distributed"},
-    {"graph.location", value_kind::string, "host", "host or device"},
-    {"features.type", value_kind::string, "", "memory type of the features (empty: graph.type)"},
+    {"graph.type", value_kind::string, "continuous",
+     "memory type of row offsets, column indices and weights: `continuous`, `chunked`, "
+     "`distributed`"},
+    {"graph.location", value_kind::string, "host",
+     "`host` or `device` (`device` needs the GPU sampler)"},
+    {"features.type", value_kind::string, "",
+     "memory type of the node features; empty: `graph.type`"},
     {"features.location", value_kind::string, "",
-     "location of the features (empty: graph.location)"},
-    {"load.verify_checksums", value_kind::boolean, "false", "check file checksums before loading"},
+     "location of the node features; empty: `graph.location`"},
+    {"load.verify_checksums", value_kind::boolean, "false",
+     "check every file's checksum before loading (reads each file once more)"},
     {"load.threads", value_kind::integer, "0", "reader threads per rank (0: up to 4)"},
-    {"sampler", value_kind::string, "auto", "cpu, gpu, or auto (gpu when one is present)"},
-    {"method", value_kind::string, "uniform", "uniform, uniform_with_replacement or weighted"},
-    {"fanouts", value_kind::string, "15,10,5", "neighbors per hop, comma-separated (-1: all)"},
+    {"sampler", value_kind::string, "auto",
+     "`cpu`, `gpu`, or `auto` (the GPU sampler when the build has CUDA and a GPU is visible); "
+     "`gpu` gives each rank one GPU (its local rank modulo the GPUs)"},
+    {"method", value_kind::string, "uniform",
+     "`uniform` (without replacement), `uniform_with_replacement`, `weighted`"},
+    {"fanouts", value_kind::string, "15,10,5",
+     "neighbors per hop, comma-separated; `-1` takes all neighbors"},
     {"batch_size", value_kind::integer, "1024", "seeds per batch"},
-    {"random_seed", value_kind::integer, "0", "seed of the shuffle and of the sampler"},
-    {"epochs", value_kind::integer, "1", "passes over the training seeds"},
-    {"batches", value_kind::integer, "0", "batches per rank per epoch (0: all its seeds)"},
+    {"random_seed", value_kind::integer, "0",
+     "seed of the per-epoch shuffle and of the sampler (each batch derives its own)"},
+    {"epochs", value_kind::integer, "1", "passes over the seeds"},
+    {"batches", value_kind::integer, "0",
+     "batches per rank per epoch; `0`: all of the rank's seeds"},
     {"edge_ids", value_kind::boolean, "false", "have the sampler return edge ids"},
-    {"threads", value_kind::integer, "0", "CPU sampler and gather threads (0: all cores)"},
-    {"timeout_s", value_kind::number, "300", "collective timeout, seconds"},
+    {"threads", value_kind::integer, "0", "CPU sampler and `gather_host` threads (0: all cores)"},
+    {"timeout_s", value_kind::number, "300",
+     "a collective that misses a rank for this long fails on every rank"},
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -511,7 +525,7 @@ int run_sample(int argc, char** argv) {
         gather_gbps);
     std::fflush(stdout);
     if (!args.report_file.empty()) {
-      std::ofstream report(args.report_file);
+      std::ostringstream report;
       report << "command: sample\nranks: " << ranks << "\nsampler: " << (use_gpu ? "gpu" : "cpu")
              << "\nsource: \"" << source << "\"\ngenerated: " << (generate ? "true" : "false")
              << "\nnum_nodes: " << g.num_nodes << "\nnum_edges: " << g.num_edges
@@ -524,15 +538,40 @@ int run_sample(int argc, char** argv) {
              << "\nbatches_per_s: " << batches_per_s << "\ngathered_rows: " << tot.gathered_rows
              << "\ngathered_bytes: " << tot.gathered_bytes << "\ngather_s: " << tot.gather_s
              << "\ngathered_gbps: " << gather_gbps << "\npeak_rss_mib: " << rss_max
-             << "\npeak_rss_mib_all_ranks: " << rss_sum << "\ngpu_used_mib: " << gpu_max
-             << "\nconfig:\n";
-      std::string cfg_yaml = cfg.to_yaml(), line;
-      std::istringstream lines(cfg_yaml);
-      while (std::getline(lines, line)) report << "  " << line << "\n";
-      if (!report) throw config_error(args.report_file + ": cannot write the report");
+             << "\npeak_rss_mib_all_ranks: " << rss_sum << "\ngpu_used_mib: " << gpu_max << "\n";
+      write_report(args.report_file, report.str(), &cfg);
     }
   }
   return 0;
+}
+
+const command_info& sample_command() {
+  static const command_info info{
+      "sample",
+      "load or generate a graph, sample neighborhoods, gather features",
+      "",
+      "The main job (`scripts/run.sh` runs it on 2 ranks). Every rank joins the job, loads "
+      "`dataset` (or generates the `gen.*` graph in memory: the same seed gives the same graph "
+      "on every rank), takes its share of the training seeds (all nodes, shuffled per epoch "
+      "from `random_seed`), samples batch by batch and gathers the features of each batch's "
+      "input nodes (the last hop's source nodes). Memory of type `distributed` makes sampling "
+      "and gathering collective: every rank makes as many calls as the rank with the most "
+      "batches, padding with empty batches.",
+      {{"", "configs/sample.yaml", "", &sample_schema,
+        "The summary (and `--report`): `load_s`/`load_gbps` are the load's wall time (slowest "
+        "rank) and the bytes all ranks read over it (for a generated graph: placing it in "
+        "WholeMemory); `sampled_edges_per_s` is all ranks' sampled edges over the slowest "
+        "rank's time in the sampler; `gathered_gbps` all ranks' gathered feature bytes over the "
+        "slowest rank's gather time; `batches_per_s` all ranks' non-empty batches over the "
+        "slowest rank's whole loop; `peak_rss_mib` the largest peak resident set of a rank "
+        "(`getrusage`), `gpu_used_mib` the device memory in use at the end (largest over "
+        "ranks; ranks sharing a GPU see the same figure)."}},
+      {"wholestore sample configs/sample.yaml --set sampler=cpu --set batches=20",
+       "wholestore launch -n 2 -- wholestore sample configs/sample.yaml "
+       "--set dataset=datasets/rmat-small --set graph.type=chunked --set method=weighted",
+       "wholestore sample configs/sample.yaml --set fanouts=25,10 --report /tmp/sample.yaml"},
+      run_sample};
+  return info;
 }
 
 }  // namespace wholestore::apps
