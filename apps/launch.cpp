@@ -514,11 +514,11 @@ const command_info& launch_command() {
       "Runs N ranks of COMMAND on this host. Each rank gets `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, "
       "`LOCAL_WORLD_SIZE`, `MASTER_ADDR` (default 127.0.0.1) and `MASTER_PORT` (default: a free "
       "port) in its environment, the variables `torchrun` sets, and reads stdin from "
-      "/dev/null; its output is prefixed with `[rank k] `. When a rank fails, the others are "
+      "/dev/null; its output is prefixed with `[rank k]`. When a rank fails, the others are "
       "stopped and launch exits with that rank's status (128 + the signal when it was "
       "killed).\n\n"
-      "Options end at `--` or at the first argument that is not one, so options of COMMAND "
-      "(`--help` too) go to COMMAND.",
+      "launch's options end at `--` or at the first argument that does not start with `-`; "
+      "what follows, `--help` included, goes to COMMAND.",
       {},
       {"wholestore launch -n 2 -- wholestore sample configs/sample.yaml",
        "wholestore launch -n 4 --master-port 29500 -- wholestore demo configs/demo.yaml"},

@@ -114,8 +114,10 @@ TEST(ConfigReference, WrapsIntoPlainParagraphs) {
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("```", 0) == 0) in_code = !in_code;
     if (in_code || line.empty() || line[0] == '|' || line.rfind("<!--", 0) == 0) continue;
-    if (line[0] == '#') {
-      EXPECT_EQ(line.rfind("#", 0), 0u);
+    if (line[0] == '#') {  // only the page's and the sections' headings
+      EXPECT_TRUE(line == "# Config reference" || line.rfind("## ", 0) == 0 ||
+                  line.rfind("### ", 0) == 0)
+          << line;
       continue;
     }
     EXPECT_LE(line.size(), 100u) << line;
@@ -150,6 +152,7 @@ TEST(Examples, UseOnlyKnownKeys) {
         if (w[i] == "wholestore" && w[i + 1] == c->name) start = i + 2;
       ASSERT_GT(start, 0u) << example;
       std::vector<std::string> overrides;
+      overrides.reserve(w.size());
       std::string file;
       for (std::size_t i = start; i < w.size(); ++i) {
         if (w[i] == "--set" && i + 1 < w.size()) {
