@@ -9,6 +9,7 @@
 #include <exception>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace wholestore::apps {
