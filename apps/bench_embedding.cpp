@@ -12,6 +12,7 @@
 #include "bench_common.hpp"
 #include "commands.hpp"
 #include "config.hpp"
+#include "report.hpp"
 
 #include <embedding/table.hpp>
 #include <wholememory/bootstrap.hpp>
@@ -34,9 +35,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,16 +50,17 @@ namespace wm = wholememory;
 namespace emb = wholestore::embedding;
 
 const std::vector<config_key> bench_embedding_schema = {
-    {"suite", value_kind::string, "embedding", "benchmark suite: embedding (this one)"},
+    {"suite", value_kind::string, "embedding", "`embedding` selects this suite"},
     {"rows", value_kind::integer, "10000000", "table rows, GPU runs"},
     {"cpu_rows", value_kind::integer, "200000", "table rows when no GPU is present"},
     {"dims", value_kind::string, "128", "embedding dims, comma-separated"},
-    {"dtypes", value_kind::string, "float32", "table dtypes: float32, float16, bfloat16"},
+    {"dtypes", value_kind::string, "float32", "table dtypes: `float32`, `float16`, `bfloat16`"},
     {"optimizers", value_kind::string, "sgd,adam,adagrad,rowwise_adagrad,rmsprop",
-     "optimizers to run"},
-    {"streams", value_kind::string, "uniform,powerlaw", "index streams: uniform, powerlaw"},
+     "optimizers to run: `sgd`, `adam`, `adagrad`, `rowwise_adagrad`, `rmsprop`"},
+    {"streams", value_kind::string, "uniform,powerlaw", "index streams: `uniform`, `powerlaw`"},
     {"powerlaw_exponent", value_kind::number, "1.1",
-     "powerlaw stream: P(row of rank k) ~ k^-exponent (rows ranked by a fixed permutation)"},
+     "powerlaw stream: P(row of rank k) ~ k^-exponent (rows ranked by a fixed permutation); "
+     "> 1"},
     {"batches", value_kind::string, "16384,262144,1048576,4194304",
      "indices per rank per call, GPU runs"},
     {"cpu_batches", value_kind::string, "16384,65536", "indices per rank per call, no GPU"},
@@ -154,6 +156,8 @@ struct case_line {
 };
 
 }  // namespace
+
+const std::vector<config_key>& bench_embedding_keys() { return bench_embedding_schema; }
 
 int run_bench_embedding(int argc, char** argv) {
   command_args args = parse_command_args(argc, argv);
@@ -367,7 +371,7 @@ int run_bench_embedding(int argc, char** argv) {
   if (stream) cudaStreamDestroy(stream);
 #endif
   if (lead && !args.report_file.empty()) {
-    std::ofstream report(args.report_file);
+    std::ostringstream report;
     report << "command: bench\nsuite: embedding\nranks: " << ranks
            << "\npath: " << (gpu ? "gpu" : "cpu") << "\nceiling_name: " << ceiling_name
            << "\nceiling_gbps: " << ceiling / 1e9 << "\ncases:\n";
@@ -377,7 +381,7 @@ int run_bench_embedding(int argc, char** argv) {
              << ", lookup_bytes: " << l.lookup_bytes << ", update_bytes: " << l.update_bytes
              << "}\n";
     }
-    if (!report) throw config_error(args.report_file + ": cannot write the report");
+    write_report(args.report_file, report.str(), &cfg);
   }
   return 0;
 }
