@@ -642,7 +642,7 @@ const command_info& sample_command() {
       "sample",
       "load or generate a graph, sample neighborhoods, gather features",
       "",
-      "The main job (`scripts/run.sh` runs it on 2 ranks). Every rank joins the job, loads "
+      "The main job (`scripts/run.sh` runs it, one rank per GPU). Every rank joins the job, loads "
       "`dataset` (or generates the `gen.*` graph in memory: the same seed gives the same graph "
       "on every rank), takes its share of the training seeds (all nodes, shuffled per epoch "
       "from `random_seed`), samples batch by batch and gathers the features of each batch's "
