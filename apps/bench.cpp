@@ -1,8 +1,10 @@
 // `wholestore bench`: gather/scatter bandwidth on every memory type x location, next to the
 // machine's ceilings measured in the same run (device copy, peer copy, pinned host-to-device
 // copy; host memcpy on CPU-only machines).  Runs on the ranks present, one GPU per rank.
+#include "bench_common.hpp"
 #include "commands.hpp"
 #include "config.hpp"
+#include "report.hpp"
 
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
@@ -23,7 +25,6 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -38,48 +39,34 @@ namespace wholestore::apps {
 namespace {
 
 const std::vector<config_key> bench_schema = {
+    {"suite", value_kind::string, "gather",
+     "`gather` (this suite; also when the key is absent), `sample` or `embedding`"},
     {"row_bytes", value_kind::string, "64,128,256,512,1024,4096",
      "row sizes in bytes, comma-separated (multiples of the dtype size)"},
     {"table_gib", value_kind::number, "8", "table size over all ranks, GiB (GPU runs)"},
-    {"lookups", value_kind::integer, "4194304", "indices per rank per call (GPU runs)"},
-    {"cpu_table_gib", value_kind::number, "0.25", "table size, GiB, when no GPU is present"},
-    {"cpu_lookups", value_kind::integer, "262144", "indices per rank per call, no GPU"},
+    {"lookups", value_kind::integer, "4194304",
+     "uniform random indices per rank per call (GPU runs)"},
+    {"cpu_table_gib", value_kind::number, "0.25", "table size without a GPU"},
+    {"cpu_lookups", value_kind::integer, "262144", "indices per rank without a GPU"},
     {"types", value_kind::string, "continuous,chunked,distributed", "memory types to run"},
-    {"locations", value_kind::string, "device,host", "memory locations (host only without GPU)"},
-    {"ops", value_kind::string, "gather,scatter", "gather and/or scatter"},
-    {"dtype", value_kind::string, "float32", "element type of table and output"},
-    {"index_dtype", value_kind::string, "int64", "int32 or int64"},
-    {"repeats", value_kind::integer, "10", "timed calls per case (median reported)"},
+    {"locations", value_kind::string, "device,host",
+     "memory locations (`device` is skipped without a GPU)"},
+    {"ops", value_kind::string, "gather,scatter", "operations to time: `gather`, `scatter`"},
+    {"dtype", value_kind::string, "float32", "element type of the table and the dense side"},
+    {"index_dtype", value_kind::string, "int64", "`int32` or `int64`"},
+    {"repeats", value_kind::integer, "10", "timed calls per case; the median is reported"},
     {"warmup", value_kind::integer, "2", "untimed calls per case"},
     {"sorted_host", value_kind::boolean, "true",
-     "GPU runs on host memory: measure both random and address-sorted visiting"},
+     "GPU on host memory: also time gathers in address-sorted order"},
     {"kernel_only", value_kind::boolean, "false",
-     "GPU runs, continuous and chunked gathers: also time the bare row-copy kernel (no index "
-     "check, no synchronization inside) to show the per-call overhead"},
+     "GPU, continuous and chunked gathers: also time the bare row-copy kernel (no index check, "
+     "no synchronization inside) to show the per-call overhead"},
     {"scatter_unique", value_kind::boolean, "true",
-     "GPU runs: also time scatter with unique_indices (no duplicate-resolving sort)"},
+     "GPU: also time scatter with `unique_indices` (no duplicate-resolving sort)"},
     {"threads", value_kind::integer, "0", "CPU path threads, 0 = all hardware threads"},
-    {"seed", value_kind::integer, "1234", "random seed of indices and table contents"},
+    {"seed", value_kind::integer, "1234", "seed of the indices and table contents"},
     {"timeout_s", value_kind::number, "600", "collective timeout, seconds"},
 };
-
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 struct ceilings {
   double d2d = 0;     // device copy, bytes read + written per second
@@ -95,22 +82,6 @@ struct result_row {
   std::string ceiling_name;
   double ceiling_gbps = 0, ratio = 0;
 };
-
-double host_memcpy_rate(unsigned threads) {
-  const std::size_t bytes = std::size_t(256) << 20;
-  std::vector<char> a(bytes, 1), b(bytes, 2);
-  std::vector<double> times;
-  for (int rep = 0; rep < 5; ++rep) {
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> pool;
-    const std::size_t chunk = bytes / threads;
-    for (unsigned t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] { std::memcpy(b.data() + t * chunk, a.data() + t * chunk, chunk); });
-    for (auto& th : pool) th.join();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return bytes / median(times);
-}
 
 #if defined(WHOLESTORE_HAS_CUDA)
 #define BENCH_CUDA(call)                                                                \
@@ -211,6 +182,8 @@ int run_bench(int argc, char** argv) {
   const std::string suite = bench_suite(argc, argv);
   if (suite == "sample") return run_bench_sample(argc, argv);
   if (suite == "embedding") return run_bench_embedding(argc, argv);
+  if (suite != "gather")
+    throw config_error("suite must be gather, sample or embedding, got '" + suite + "'");
   command_args args = parse_command_args(argc, argv);
   config cfg = load_config(bench_schema, args.config_file, args.overrides);
   auto timeout =
@@ -222,7 +195,7 @@ int run_bench(int argc, char** argv) {
   const bool gpu = wholememory::device_count() > 0;
 
   std::vector<std::size_t> row_sizes;
-  for (const auto& s : split_list(cfg.get_string("row_bytes")))
+  for (const auto& s : split_list(cfg.get_string("row_bytes"), ','))
     row_sizes.push_back(static_cast<std::size_t>(std::stoull(s)));
   const wholememory::dtype type = wholememory::parse_dtype(cfg.get_string("dtype"));
   const wholememory::dtype index_type = wholememory::parse_dtype(cfg.get_string("index_dtype"));
@@ -241,15 +214,15 @@ int run_bench(int argc, char** argv) {
   unsigned threads = static_cast<unsigned>(cfg.get_int("threads"));
   if (threads == 0) threads = wholememory::default_host_threads();
   std::vector<wholememory::memory_location> locations;
-  for (const auto& l : split_list(cfg.get_string("locations"))) {
+  for (const auto& l : split_list(cfg.get_string("locations"), ',')) {
     auto loc = wholememory::parse_memory_location(l);
     if (loc == wholememory::memory_location::device && !gpu) continue;
     locations.push_back(loc);
   }
   std::vector<wholememory::memory_type> types;
-  for (const auto& t : split_list(cfg.get_string("types")))
+  for (const auto& t : split_list(cfg.get_string("types"), ','))
     types.push_back(wholememory::parse_memory_type(t));
-  const auto ops = split_list(cfg.get_string("ops"));
+  const auto ops = split_list(cfg.get_string("ops"), ',');
   const std::uint64_t seed = static_cast<std::uint64_t>(cfg.get_int("seed"));
 
   // ---- ceilings, one rank at a time so they do not share the links ---------------------------
@@ -489,7 +462,7 @@ int run_bench(int argc, char** argv) {
         "ceiling as well (its target is a fraction of the continuous figure)\n",
         results.size());
     if (!args.report_file.empty()) {
-      std::ofstream report(args.report_file);
+      std::ostringstream report;
       std::time_t now = std::time(nullptr);
       char date[64];
       std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
@@ -506,14 +479,58 @@ int run_bench(int argc, char** argv) {
                << ", ceiling: \"" << r.ceiling_name << "\", ceiling_gbps: " << r.ceiling_gbps
                << ", ratio: " << r.ratio << "}\n";
       }
-      report << "config:\n";
-      std::string cfg_yaml = cfg.to_yaml(), line;
-      std::istringstream lines(cfg_yaml);
-      while (std::getline(lines, line)) report << "  " << line << "\n";
-      if (!report) throw config_error(args.report_file + ": cannot write the report");
+      write_report(args.report_file, report.str(), &cfg);
     }
   }
   return 0;
+}
+
+const command_info& bench_command() {
+  static const command_info info{
+      "bench",
+      "gather/scatter bandwidth, sampler or embedding throughput",
+      "",
+      "Three suites, chosen by the config's `suite` key (or `--set suite=...`): `gather` (the "
+      "default), `sample` and `embedding`, each with its own keys, below. Every suite runs on "
+      "the ranks present (one GPU per rank; without a GPU, the CPU paths at the `cpu_*` sizes) "
+      "and prints each case next to a ceiling or target measured or stated in the same run; "
+      "rank 0 prints the all-rank figures and writes `--report`. Measured figures are in "
+      "[docs/benchmarks.md](benchmarks.md).",
+      {{"suite `gather`", "configs/bench_gather.yaml",
+        "Gather/scatter bandwidth on every memory type x location next to the machine's "
+        "ceilings measured in the same run (device copy, peer copy, pinned host-to-device copy; "
+        "host memcpy on CPU-only machines); see [docs/benchmarks.md](benchmarks.md). GPU runs "
+        "use `table_gib` and `lookups`, runs without a GPU `cpu_table_gib` and `cpu_lookups`.",
+        &bench_schema, ""},
+       {"suite `sample`", "configs/bench_sample.yaml",
+        "A config with `suite: sample` (or `--set suite=sample`) makes `wholestore bench` time "
+        "the neighbor samplers instead of gather/scatter. Every rank generates the same R-MAT "
+        "graph, places it in WholeMemory per case (memory type x location) and runs, per "
+        "sampler x method x fanouts, `warmup` untimed and then `batches` (GPU) or `cpu_batches` "
+        "(CPU) timed batches of `batch_size` distinct seeds. Rank 0 prints per case the sampled "
+        "edges per second (all ranks' edges over the slowest rank's time in the sampler), "
+        "batches per second, mean sampled edges per batch and the ratio to the target. The GPU "
+        "sampler runs on both locations, the CPU sampler on host memory only; without a GPU "
+        "only the CPU sampler runs, on the `cpu_*` graph size.",
+        &bench_sample_keys(), ""},
+       {"suite `embedding`", "configs/bench_embedding.yaml",
+        "A config with `suite: embedding` times embedding tables: lookup and a training step "
+        "(`apply_gradients`) per memory type x location x dtype x dim x optimizer x index "
+        "stream x batch size. Each line gives the bytes an ideal fused implementation moves "
+        "and that traffic's rate as a share of the device copy rate measured in the same run "
+        "(host memcpy on CPU-only machines); rank 0 prints rank 0's times and all-rank rates. "
+        "Without a GPU the `cpu_*` sizes apply and the CPU path runs on host memory.",
+        &bench_embedding_keys(),
+        "Ideal traffic for N indices, U unique rows, dim D, element size E and S float32 state "
+        "values per element (SGD 0, AdaGrad and RMSProp 1, Adam 2, row-wise AdaGrad 1/D): "
+        "lookup = N (8 + 2 E D) (index, row read, output write); update = N (8 + 4 D) + "
+        "U D (2 E + 8 S) (index and gradient read; row and state read and written)."}},
+      {"wholestore bench configs/bench_gather.yaml --set types=continuous",
+       "wholestore launch -n 2 -- wholestore bench configs/bench_sample.yaml",
+       "wholestore bench configs/bench_embedding.yaml --set dims=32,64,128 "
+       "--set optimizers=sgd,adam"},
+      run_bench};
+  return info;
 }
 
 }  // namespace wholestore::apps

@@ -9,8 +9,10 @@
 //   lookup = N * (8 + 2 * E * D)                      (index, row read, output write)
 //   update = N * (8 + 4 * D) + U * D * (2 * E + 8 * S) (index and gradient read; row and state
 //                                                       read and written)
+#include "bench_common.hpp"
 #include "commands.hpp"
 #include "config.hpp"
+#include "report.hpp"
 
 #include <embedding/table.hpp>
 #include <wholememory/bootstrap.hpp>
@@ -33,9 +35,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,16 +50,17 @@ namespace wm = wholememory;
 namespace emb = wholestore::embedding;
 
 const std::vector<config_key> bench_embedding_schema = {
-    {"suite", value_kind::string, "embedding", "benchmark suite: embedding (this one)"},
+    {"suite", value_kind::string, "embedding", "`embedding` selects this suite"},
     {"rows", value_kind::integer, "10000000", "table rows, GPU runs"},
     {"cpu_rows", value_kind::integer, "200000", "table rows when no GPU is present"},
     {"dims", value_kind::string, "128", "embedding dims, comma-separated"},
-    {"dtypes", value_kind::string, "float32", "table dtypes: float32, float16, bfloat16"},
+    {"dtypes", value_kind::string, "float32", "table dtypes: `float32`, `float16`, `bfloat16`"},
     {"optimizers", value_kind::string, "sgd,adam,adagrad,rowwise_adagrad,rmsprop",
-     "optimizers to run"},
-    {"streams", value_kind::string, "uniform,powerlaw", "index streams: uniform, powerlaw"},
+     "optimizers to run: `sgd`, `adam`, `adagrad`, `rowwise_adagrad`, `rmsprop`"},
+    {"streams", value_kind::string, "uniform,powerlaw", "index streams: `uniform`, `powerlaw`"},
     {"powerlaw_exponent", value_kind::number, "1.1",
-     "powerlaw stream: P(row of rank k) ~ k^-exponent (rows ranked by a fixed permutation)"},
+     "powerlaw stream: P(row of rank k) ~ k^-exponent (rows ranked by a fixed permutation); "
+     "> 1"},
     {"batches", value_kind::string, "16384,262144,1048576,4194304",
      "indices per rank per call, GPU runs"},
     {"cpu_batches", value_kind::string, "16384,65536", "indices per rank per call, no GPU"},
@@ -70,12 +73,6 @@ const std::vector<config_key> bench_embedding_schema = {
     {"seed", value_kind::integer, "1234", "seed of indices and gradients"},
     {"timeout_s", value_kind::number, "900", "collective timeout, seconds"},
 };
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -135,23 +132,6 @@ double state_per_element(emb::optimizer_kind k, std::size_t dim) {
   return 0;
 }
 
-/// Host memcpy rate on `threads` threads (bytes copied per second): the CPU path's ceiling.
-double host_copy_rate(unsigned threads) {
-  const std::size_t bytes = std::size_t(256) << 20;
-  std::vector<char> a(bytes, 1), b(bytes, 2);
-  std::vector<double> times;
-  for (int rep = 0; rep < 5; ++rep) {
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::thread> pool;
-    const std::size_t chunk = bytes / threads;
-    for (unsigned t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] { std::memcpy(b.data() + t * chunk, a.data() + t * chunk, chunk); });
-    for (auto& th : pool) th.join();
-    times.push_back(seconds_since(t0));
-  }
-  return 2.0 * bytes / median(times);  // read + write, like the device figure
-}
-
 #if defined(WHOLESTORE_HAS_CUDA)
 /// Device-to-device cudaMemcpy rate, bytes read + written per second (median of 10).
 double device_copy_rate(int device, cudaStream_t stream) {
@@ -176,6 +156,8 @@ struct case_line {
 };
 
 }  // namespace
+
+const std::vector<config_key>& bench_embedding_keys() { return bench_embedding_schema; }
 
 int run_bench_embedding(int argc, char** argv) {
   command_args args = parse_command_args(argc, argv);
@@ -257,7 +239,7 @@ int run_bench_embedding(int argc, char** argv) {
     }
   }
 #endif
-  if (!gpu) ceiling = host_copy_rate(threads);
+  if (!gpu) ceiling = 2.0 * host_memcpy_rate(threads);  // read + write, like the device
   if (lead) {
     std::printf(
         "wholestore bench (embedding): %d rank(s), %s path, %llu rows, ceiling: %s %.0f GB/s "
@@ -389,7 +371,7 @@ int run_bench_embedding(int argc, char** argv) {
   if (stream) cudaStreamDestroy(stream);
 #endif
   if (lead && !args.report_file.empty()) {
-    std::ofstream report(args.report_file);
+    std::ostringstream report;
     report << "command: bench\nsuite: embedding\nranks: " << ranks
            << "\npath: " << (gpu ? "gpu" : "cpu") << "\nceiling_name: " << ceiling_name
            << "\nceiling_gbps: " << ceiling / 1e9 << "\ncases:\n";
@@ -399,7 +381,7 @@ int run_bench_embedding(int argc, char** argv) {
              << ", lookup_bytes: " << l.lookup_bytes << ", update_bytes: " << l.update_bytes
              << "}\n";
     }
-    if (!report) throw config_error(args.report_file + ": cannot write the report");
+    write_report(args.report_file, report.str(), &cfg);
   }
   return 0;
 }

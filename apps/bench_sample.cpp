@@ -4,6 +4,7 @@
 // one GPU per rank; rank 0 prints the all-rank aggregate of every case.
 #include "commands.hpp"
 #include "config.hpp"
+#include "report.hpp"
 
 #include <graph/csr_graph.hpp>
 #include <graph/generate.hpp>
@@ -26,7 +27,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -39,44 +39,38 @@ namespace {
 namespace wm = wholememory;
 
 const std::vector<config_key> bench_sample_schema = {
-    {"suite", value_kind::string, "sample", "benchmark suite: sample (this one) or gather"},
-    {"num_nodes", value_kind::integer, "2449029", "graph nodes, GPU runs (ogbn-products)"},
-    {"num_edges", value_kind::integer, "61859140", "R-MAT edges drawn, GPU runs (ogbn-products)"},
-    {"cpu_num_nodes", value_kind::integer, "200000", "graph nodes when no GPU is present"},
-    {"cpu_num_edges", value_kind::integer, "4000000", "R-MAT edges drawn when no GPU is present"},
-    {"weights", value_kind::boolean, "true", "float32 edge weights (needed by weighted)"},
+    {"suite", value_kind::string, "sample",
+     "`sample` selects this suite (a bench config without `suite` runs the gather suite)"},
+    {"num_nodes", value_kind::integer, "2449029",
+     "graph nodes when a GPU is present (ogbn-products)"},
+    {"num_edges", value_kind::integer, "61859140",
+     "R-MAT edges drawn when a GPU is present (ogbn-products)"},
+    {"cpu_num_nodes", value_kind::integer, "200000", "graph nodes without a GPU"},
+    {"cpu_num_edges", value_kind::integer, "4000000", "R-MAT edges drawn without a GPU"},
+    {"weights", value_kind::boolean, "true",
+     "float32 edge weights (the `weighted` cases need them)"},
     {"gen_seed", value_kind::integer, "0", "random seed of the graph"},
     {"gen_threads", value_kind::integer, "0",
-     "generator threads per rank (0: the host's cores / ranks on it)"},
+     "generator threads per rank; 0: the host's cores divided among its ranks"},
     {"fanouts", value_kind::string, "15,10,5;25,10;30,30,30",
-     "fanout cases, ';' between cases, ',' between hops"},
-    {"methods", value_kind::string, "uniform,weighted", "sampling methods to run"},
-    {"types", value_kind::string, "continuous", "memory types to run"},
+     "fanout cases: `;` between cases, `,` between hops"},
+    {"methods", value_kind::string, "uniform,weighted",
+     "methods: `uniform`, `uniform_with_replacement`, `weighted`"},
+    {"types", value_kind::string, "continuous", "memory types of the graph"},
     {"locations", value_kind::string, "device,host",
-     "memory locations (device: GPU sampler only, skipped without a GPU)"},
-    {"samplers", value_kind::string, "gpu,cpu", "samplers to run (gpu skipped without a GPU)"},
+     "graph locations; `device` runs with the GPU sampler only"},
+    {"samplers", value_kind::string, "gpu,cpu", "samplers; `gpu` is skipped without a GPU"},
     {"batch_size", value_kind::integer, "1024", "seeds per batch"},
     {"warmup", value_kind::integer, "3", "untimed batches per case"},
     {"batches", value_kind::integer, "50", "timed batches per rank per case, GPU sampler"},
     {"cpu_batches", value_kind::integer, "5", "timed batches per rank per case, CPU sampler"},
     {"threads", value_kind::integer, "0", "CPU sampler threads (0: all cores)"},
-    {"random_seed", value_kind::integer, "1234", "seed of the batches' seeds and the sampler"},
-    {"gpu_target", value_kind::number, "500e6", "GPU target, sampled edges per second"},
+    {"random_seed", value_kind::integer, "1234", "seed of the batches' seeds and of the sampler"},
+    {"gpu_target", value_kind::number, "500e6",
+     "GPU target, sampled edges per second (the ratio column)"},
     {"cpu_target", value_kind::number, "5e6", "CPU target, sampled edges per second"},
     {"timeout_s", value_kind::number, "600", "collective timeout, seconds"},
 };
-
-std::vector<std::string> split(const std::string& text, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, sep)) {
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
 
 std::int64_t non_negative(const config& cfg, const std::string& key) {
   std::int64_t v = cfg.get_int(key);
@@ -106,6 +100,8 @@ struct case_result {
 
 }  // namespace
 
+const std::vector<config_key>& bench_sample_keys() { return bench_sample_schema; }
+
 std::string bench_suite(int argc, char** argv) {
   command_args args = parse_command_args(argc, argv);
   std::string suite = "gather";
@@ -131,9 +127,9 @@ int run_bench_sample(int argc, char** argv) {
 
   std::vector<std::vector<int>> fanout_cases;
   std::vector<std::string> fanout_names;
-  for (const auto& c : split(cfg.get_string("fanouts"), ';')) {
+  for (const auto& c : split_list(cfg.get_string("fanouts"), ';')) {
     std::vector<int> hops;
-    for (const auto& h : split(c, ',')) {
+    for (const auto& h : split_list(c, ',')) {
       try {
         hops.push_back(std::stoi(h));
       } catch (const std::exception&) {
@@ -146,19 +142,19 @@ int run_bench_sample(int argc, char** argv) {
     fanout_names.push_back(c);
   }
   std::vector<graph::sample_method> methods;
-  for (const auto& m : split(cfg.get_string("methods"), ',')) methods.push_back(method_of(m));
+  for (const auto& m : split_list(cfg.get_string("methods"), ',')) methods.push_back(method_of(m));
   std::vector<wm::memory_type> types;
   std::vector<wm::memory_location> locations;
   try {
-    for (const auto& t : split(cfg.get_string("types"), ','))
+    for (const auto& t : split_list(cfg.get_string("types"), ','))
       types.push_back(wm::parse_memory_type(t));
-    for (const auto& l : split(cfg.get_string("locations"), ','))
+    for (const auto& l : split_list(cfg.get_string("locations"), ','))
       locations.push_back(wm::parse_memory_location(l));
   } catch (const wm::logic_error& e) {
     throw config_error(std::string("types/locations: ") + e.what());
   }
   std::vector<std::string> samplers;
-  for (const auto& s : split(cfg.get_string("samplers"), ',')) {
+  for (const auto& s : split_list(cfg.get_string("samplers"), ',')) {
     if (s != "gpu" && s != "cpu") throw config_error("samplers: unknown sampler '" + s + "'");
     if (s == "gpu" && !gpu) continue;
     samplers.push_back(s);
@@ -339,7 +335,7 @@ int run_bench_sample(int argc, char** argv) {
         "rank's time; target: GPU %.0fM, CPU %.0fM edges/s\n",
         results.size(), cfg.get_number("gpu_target") / 1e6, cfg.get_number("cpu_target") / 1e6);
     if (!args.report_file.empty()) {
-      std::ofstream report(args.report_file);
+      std::ostringstream report;
       report << "command: bench\nsuite: sample\nranks: " << ranks << "\nnum_nodes: " << go.num_nodes
              << "\nnum_edges: " << host.num_edges() << "\ngenerate_s: " << gen_s << "\ncases:\n";
       for (const auto& r : results) {
@@ -351,11 +347,7 @@ int run_bench_sample(int argc, char** argv) {
                << ", mean_edges_per_batch: " << r.mean_edges << ", target_ratio: " << r.target
                << "}\n";
       }
-      report << "config:\n";
-      std::string cfg_yaml = cfg.to_yaml(), line;
-      std::istringstream lines(cfg_yaml);
-      while (std::getline(lines, line)) report << "  " << line << "\n";
-      if (!report) throw config_error(args.report_file + ": cannot write the report");
+      write_report(args.report_file, report.str(), &cfg);
     }
   }
   return 0;

@@ -18,7 +18,7 @@ const config_key& find_key(const std::vector<config_key>& schema, const std::str
     if (k.path == path) return k;
   std::string known;
   for (const auto& k : schema) known += (known.empty() ? "" : ", ") + k.path;
-  throw config_error(where + ": unknown key '" + path + "' (known keys: " + known + ")");
+  throw usage_error(where + ": unknown key '" + path + "' (known keys: " + known + ")");
 }
 
 const char* kind_name(value_kind kind) {
@@ -87,8 +87,8 @@ void check_value(const config_key& key, const std::string& text, const std::stri
       break;
   }
   if (!ok) {
-    throw config_error(where + ": key '" + key.path + "' must be " + kind_name(key.kind) +
-                       ", got '" + text + "'");
+    throw usage_error(where + ": key '" + key.path + "' must be " + kind_name(key.kind) +
+                      ", got '" + text + "'");
   }
 }
 
@@ -106,8 +106,8 @@ void collect(const YAML::Node& node, const std::string& prefix, const std::strin
     }
     const config_key key = find_key(schema, path, where);
     if (!value.IsScalar()) {
-      throw config_error(where + ": key '" + path + "' must be " + kind_name(key.kind) +
-                         ", got a " + (value.IsSequence() ? "list" : "null value"));
+      throw usage_error(where + ": key '" + path + "' must be " + kind_name(key.kind) + ", got a " +
+                        (value.IsSequence() ? "list" : "null value"));
     }
     std::string text = value.Scalar();
     check_value(key, text, where);
@@ -117,6 +117,20 @@ void collect(const YAML::Node& node, const std::string& prefix, const std::strin
 }
 
 }  // namespace
+
+const char* value_kind_name(value_kind kind) {
+  switch (kind) {
+    case value_kind::integer:
+      return "integer";
+    case value_kind::number:
+      return "number";
+    case value_kind::boolean:
+      return "boolean";
+    case value_kind::string:
+      return "string";
+  }
+  return "value";
+}
 
 config load_config(const std::vector<config_key>& schema, const std::string& file,
                    const std::vector<std::string>& overrides) {
@@ -144,7 +158,7 @@ config load_config(const std::vector<config_key>& schema, const std::string& fil
   for (const auto& o : overrides) {
     auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0) {
-      throw config_error("--set " + o + ": expected key=value");
+      throw usage_error("--set " + o + ": expected key=value");
     }
     std::string path = o.substr(0, eq), text = o.substr(eq + 1);
     const config_key key = find_key(schema, path, "--set " + o);
@@ -205,20 +219,31 @@ std::string config::to_yaml() const {
 
 command_args parse_command_args(int argc, char** argv) {
   command_args a;
+  // Help first: `--bogus --help` shows the help rather than the error.
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--set" || arg == "--report") {
+      ++i;  // its value, whatever it looks like
+    } else if (arg == "-h" || arg == "--help") {
+      a.help = true;
+      return a;
+    }
+  }
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--set" || arg == "--report") {
-      if (i + 1 >= argc) throw config_error(arg + " needs a value");
+      if (i + 1 >= argc) throw usage_error(arg + " needs a value");
       (arg == "--set" ? a.overrides.emplace_back(argv[++i]) : a.report_file = argv[++i]);
     } else if (arg.rfind("--set=", 0) == 0) {
       a.overrides.push_back(arg.substr(6));
+    } else if (arg.rfind("--report=", 0) == 0) {
+      a.report_file = arg.substr(9);
     } else if (!arg.empty() && arg[0] == '-') {
-      throw config_error("unknown option '" + arg + "'");
+      throw usage_error("unknown option '" + arg + "'");
     } else if (a.config_file.empty()) {
       a.config_file = arg;
     } else {
-      throw config_error("more than one config file given ('" + a.config_file + "', '" + arg +
-                         "')");
+      throw usage_error("more than one config file given ('" + a.config_file + "', '" + arg + "')");
     }
   }
   return a;

@@ -4,7 +4,8 @@
  * A subcommand declares its keys (dotted paths such as "memory.type") with a type and a
  * default; load_config reads the file, applies `--set key=value` overrides, and rejects
  * unknown keys and values of the wrong type with an error that names the key and, for keys
- * from the file, its line.
+ * from the file, its line.  The same schema is the config reference: `wholestore <command>
+ * --help` and docs/config.md are generated from it (help.hpp).
  */
 #pragma once
 
@@ -22,7 +23,18 @@ class config_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A usage error: the command line or a config does not fit what the command's help documents
+/// (an unknown command, option or key, an option without its value, a value of the wrong
+/// type).  The program exits with status 2 for it, with 1 for every other error.
+class usage_error : public config_error {
+ public:
+  using config_error::config_error;
+};
+
 enum class value_kind { integer, number, boolean, string };
+
+/// "integer", "number", "boolean" or "string": the type's name in help and docs.
+const char* value_kind_name(value_kind kind);
 
 /// One declared key.
 struct config_key {
@@ -48,17 +60,19 @@ class config {
 };
 
 /// Reads `file` (may be empty: defaults only), then applies `overrides` ("key=value").
-/// Throws config_error for a missing or malformed file, an unknown key, or a value of the
-/// wrong type.
+/// Throws usage_error for an unknown key, a value of the wrong type or an override without
+/// '=', config_error for a missing or malformed file.
 config load_config(const std::vector<config_key>& schema, const std::string& file,
                    const std::vector<std::string>& overrides);
 
 /// Splits a subcommand's arguments into an optional config path, --set overrides and
-/// --report <file>; throws config_error on anything else.
+/// --report <file>, or notes -h/--help (then nothing else is checked); throws usage_error on
+/// anything else.
 struct command_args {
   std::string config_file;
   std::vector<std::string> overrides;
   std::string report_file;
+  bool help = false;  ///< -h or --help given: print the command's help and run nothing
 };
 command_args parse_command_args(int argc, char** argv);
 

@@ -2,6 +2,7 @@
 // graph::write_dataset), with a summary of what was read and how fast.
 #include "commands.hpp"
 #include "config.hpp"
+#include "report.hpp"
 
 #include <graph/convert.hpp>
 #include <graph/dataset.hpp>
@@ -12,8 +13,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -22,19 +23,23 @@ namespace wholestore::apps {
 namespace {
 
 const std::vector<config_key> convert_schema = {
-    {"input", value_kind::string, "", "edge-list text file to read (required)"},
-    {"output", value_kind::string, "datasets/converted", "dataset directory to write"},
+    {"input", value_kind::string, "", "edge-list file; required, an empty value is an error"},
+    {"output", value_kind::string, "datasets/converted",
+     "dataset directory (created if missing); an existing dataset is replaced whole, once the "
+     "new one is complete; a directory holding other files is refused (see `overwrite`)"},
     {"overwrite", value_kind::boolean, "false",
      "replace `output` even when it holds files that are not a dataset's"},
-    {"symmetrize", value_kind::boolean, "false", "add the reverse of every edge (undirected)"},
-    {"drop_self_loops", value_kind::boolean, "false", "leave out edges u -> u"},
-    {"drop_duplicates", value_kind::boolean, "false", "keep one copy of each (src, dst)"},
+    {"symmetrize", value_kind::boolean, "false",
+     "add the reverse of every edge (manifest says `directed: false`)"},
+    {"drop_self_loops", value_kind::boolean, "false", "leave out edges `u -> u`"},
+    {"drop_duplicates", value_kind::boolean, "false",
+     "keep one copy of each `(src, dst)`, after symmetrizing; rows sorted by destination"},
     {"weights", value_kind::boolean, "false", "read the third column as a float32 edge weight"},
     {"numeric_ids_as_is", value_kind::boolean, "false",
-     "keep integer ids (N = max id + 1) instead of remapping them to 0..N-1"},
+     "keep integer ids (`N = max id + 1`) instead of remapping to `0..N-1`"},
     {"features_dim", value_kind::integer, "0",
-     "attach random node features of this width (0: none)"},
-    {"features_dtype", value_kind::string, "float32", "float32, float16 or bfloat16"},
+     "attach random node features (uniform in [-1, 1)) of this width; 0: none"},
+    {"features_dtype", value_kind::string, "float32", "`float32`, `float16` or `bfloat16` on disk"},
     {"seed", value_kind::integer, "1234", "seed of the random node features"},
 };
 
@@ -105,15 +110,32 @@ int run_convert(int argc, char** argv) {
               parse_s > 0 ? input_bytes / parse_s / 1e6 : 0.0, input_bytes / 1e6);
   std::printf("  write      %8.3f s\n", write_s);
   if (!args.report_file.empty()) {
-    std::ofstream report(args.report_file);
+    std::ostringstream report;
     report << "command: convert\ninput: " << input << "\noutput: " << output
            << "\nnum_nodes: " << m.num_nodes << "\nnum_edges: " << m.num_edges
            << "\ninput_bytes: " << input_bytes << "\nedge_lines: " << read.edges
            << "\nheader_line: " << read.header_line << "\nparse_s: " << parse_s
            << "\nwrite_s: " << write_s << "\n";
-    if (!report) throw config_error(args.report_file + ": cannot write the report");
+    write_report(args.report_file, report.str(), &cfg);
   }
   return 0;
+}
+
+const command_info& convert_command() {
+  static const command_info info{
+      "convert",
+      "edge-list text to a dataset directory",
+      "",
+      "Edge-list text to a dataset directory ([docs/dataset-format.md](dataset-format.md) "
+      "describes both the input it accepts and the output). Prints nodes, edges, parse time and "
+      "MB/s read.",
+      {{"", "configs/convert.yaml", "", &convert_schema, ""}},
+      {"wholestore convert configs/convert.yaml --set input=../shared/data/cora.cites "
+       "--set output=datasets/cora",
+       "wholestore convert configs/convert.yaml --set input=../shared/data/facebook_combined.txt "
+       "--set symmetrize=true --set drop_duplicates=true --set output=datasets/facebook"},
+      run_convert};
+  return info;
 }
 
 }  // namespace wholestore::apps

@@ -3,6 +3,7 @@
 // app exists.
 #include "commands.hpp"
 #include "config.hpp"
+#include "report.hpp"
 
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
@@ -13,7 +14,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -23,11 +23,14 @@ namespace wholestore::apps {
 namespace {
 
 const std::vector<config_key> demo_schema = {
-    {"memory.type", value_kind::string, "continuous", "continuous, chunked or distributed"},
-    {"memory.location", value_kind::string, "host", "host or device"},
+    {"memory.type", value_kind::string, "continuous", "`continuous`, `chunked` or `distributed`"},
+    {"memory.location", value_kind::string, "host",
+     "`host` or `device` (needs a CUDA build and a GPU per rank)"},
     {"memory.size_mib", value_kind::integer, "256", "total size over all ranks, MiB"},
-    {"memory.granularity", value_kind::integer, "64", "part boundaries are multiples (bytes)"},
-    {"timeout_s", value_kind::number, "300", "collective timeout, seconds"},
+    {"memory.granularity", value_kind::integer, "64",
+     "part boundaries are multiples of this many bytes (a multiple of 8)"},
+    {"timeout_s", value_kind::number, "300",
+     "a collective that misses a rank for this long fails on every rank"},
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -135,18 +138,33 @@ int run_demo(int argc, char** argv) {
                 all_bad == 0 ? "OK" : "FAILED", static_cast<unsigned long long>(all_checked),
                 static_cast<unsigned long long>(all_bad));
     if (!args.report_file.empty()) {
-      std::ofstream report(args.report_file);
+      std::ostringstream report;
       report << "command: demo\nranks: " << comm->size()
              << "\nok: " << (all_bad == 0 ? "true" : "false") << "\nmismatched_words: " << all_bad
              << "\nbytes_verified: " << all_checked << "\ncreate_s: " << create_s
-             << "\nfill_s: " << fill_s << "\nverify_s: " << verify_s << "\nconfig:\n";
-      std::string cfg_yaml = cfg.to_yaml(), line;
-      std::istringstream lines(cfg_yaml);
-      while (std::getline(lines, line)) report << "  " << line << "\n";
-      if (!report) throw config_error(args.report_file + ": cannot write the report");
+             << "\nfill_s: " << fill_s << "\nverify_s: " << verify_s << "\n";
+      write_report(args.report_file, report.str(), &cfg);
     }
   }
   return all_bad == 0 ? 0 : 1;
+}
+
+const command_info& demo_command() {
+  static const command_info info{
+      "demo",
+      "WholeMemory tour: every rank writes, then reads everything back",
+      "",
+      "Allocates WholeMemory of the configured type and location over the ranks present, lets "
+      "every rank write its part with a pattern, and has every rank read back every byte it can "
+      "address (all parts, or its own for `distributed` memory). Prints the create, fill and "
+      "verify times and ends with `summary: OK` or `summary: FAILED` (exit status 1).",
+      {{"", "configs/demo.yaml", "", &demo_schema, ""}},
+      {"wholestore demo configs/demo.yaml",
+       "wholestore launch -n 4 -- wholestore demo configs/demo.yaml --set memory.type=chunked "
+       "--set memory.size_mib=1024 --report /tmp/demo.yaml",
+       "wholestore launch -n 2 -- wholestore demo --set memory.location=device"},
+      run_demo};
+  return info;
 }
 
 }  // namespace wholestore::apps

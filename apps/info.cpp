@@ -37,7 +37,10 @@ std::string bucket_label(std::size_t k) {
 
 int run_info(int argc, char** argv) {
   if (argc != 2 || argv[1][0] == '-') {
-    throw config_error("usage: wholestore info <dataset-dir>");
+    throw usage_error(argc < 2   ? "no dataset directory given"
+                      : argc > 2 ? "one dataset directory expected, got " +
+                                       std::to_string(argc - 1) + " arguments"
+                                 : "unknown option '" + std::string(argv[1]) + "'");
   }
   const std::string dir = argv[1];
   // read_dataset checks the manifest, every size and every checksum before we print anything.
@@ -75,6 +78,22 @@ int run_info(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+const command_info& info_command() {
+  static const command_info info{
+      "info",
+      "counts, degree statistics and a degree histogram of a dataset",
+      "DATASET_DIR",
+      "No config: one positional argument, the dataset directory. Checks the manifest, file "
+      "sizes, checksums and the CSR, then prints the counts, each file's dtype, size and "
+      "checksum, out-degree statistics (min, max, mean, median, isolated nodes) and a histogram "
+      "of the out-degrees in log2 buckets (`0`, `1`, `2..3`, `4..7`, ...), bars of `#` scaled so "
+      "the largest bucket is 50 columns (a non-empty bucket shows at least one `#`).",
+      {},
+      {"wholestore info datasets/rmat-small"},
+      run_info};
+  return info;
 }
 
 }  // namespace wholestore::apps

@@ -2,7 +2,9 @@
 // environment that bootstrap_from_env() reads, streams their output with a rank prefix, and
 // stops the whole job as soon as one rank fails, so that a crash never leaves the others
 // waiting for a peer until their timeout.
+#include "cli.hpp"
 #include "commands.hpp"
+#include "config.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -38,21 +40,6 @@ constexpr std::chrono::seconds drain_grace{2};
 // A line longer than this is passed on in pieces rather than held in memory.
 constexpr std::size_t max_line = 64 * 1024;
 
-void print_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: wholestore launch -n N [--master-addr ADDR] [--master-port PORT] -- "
-               "COMMAND [ARGS...]\n"
-               "\n"
-               "Runs N ranks of COMMAND on this host.  Each rank gets RANK, WORLD_SIZE, "
-               "LOCAL_RANK,\n"
-               "LOCAL_WORLD_SIZE, MASTER_ADDR (default 127.0.0.1) and MASTER_PORT (default: a "
-               "free port)\n"
-               "in its environment and reads stdin from /dev/null; its output is prefixed with "
-               "\"[rank k] \".\n"
-               "When a rank fails, the others are stopped and launch exits with that rank's "
-               "status.\n");
-}
-
 struct launch_options {
   int ranks = 0;
   std::string master_addr = "127.0.0.1";
@@ -70,49 +57,44 @@ std::optional<int> parse_int(const char* text, long min_value, long max_value) {
   return static_cast<int>(value);
 }
 
-// Returns the options, or nullopt after printing why they are unusable.
-std::optional<launch_options> parse_options(int argc, char** argv, bool& help) {
+// Returns the options, or nullopt when -h/--help came before the command; throws usage_error
+// when they are unusable.
+std::optional<launch_options> parse_options(int argc, char** argv) {
   launch_options opts;
   bool have_ranks = false;
   int i = 1;
-  auto fail = [](const std::string& why) {
-    std::fprintf(stderr, "wholestore launch: %s\n\n", why.c_str());
-    print_usage(stderr);
-    return std::nullopt;
-  };
   for (; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--") {
       ++i;
       break;
     }
-    if (arg == "-h" || arg == "--help") {
-      help = true;
-      return std::nullopt;
-    }
+    if (arg == "-h" || arg == "--help") return std::nullopt;
     const bool takes_value = arg == "-n" || arg == "--master-addr" || arg == "--master-port";
     if (!takes_value) {
-      if (!arg.empty() && arg[0] == '-') return fail("unknown option '" + arg + "'");
+      if (!arg.empty() && arg[0] == '-') throw usage_error("unknown option '" + arg + "'");
       break;  // the command starts here, without "--"
     }
-    if (i + 1 >= argc) return fail("option " + arg + " needs a value");
+    if (i + 1 >= argc) throw usage_error("option " + arg + " needs a value");
     const char* value = argv[++i];
     if (arg == "-n") {
       std::optional<int> n = parse_int(value, 1, 4096);
-      if (!n) return fail(std::string("-n '") + value + "' must be a number of ranks in [1, 4096]");
+      if (!n)
+        throw usage_error(std::string("-n '") + value + "' must be a number of ranks in [1, 4096]");
       opts.ranks = *n;
       have_ranks = true;
     } else if (arg == "--master-addr") {
-      if (*value == '\0') return fail("--master-addr is empty");
+      if (*value == '\0') throw usage_error("--master-addr is empty");
       opts.master_addr = value;
     } else {
       std::optional<int> port = parse_int(value, 1, 65535);
-      if (!port) return fail(std::string("--master-port '") + value + "' must be in [1, 65535]");
+      if (!port)
+        throw usage_error(std::string("--master-port '") + value + "' must be in [1, 65535]");
       opts.master_port = *port;
     }
   }
-  if (!have_ranks) return fail("missing -n N (the number of ranks)");
-  if (i >= argc) return fail("no command to run (put it after --)");
+  if (!have_ranks) throw usage_error("missing -n N (the number of ranks)");
+  if (i >= argc) throw usage_error("no command to run (put it after --)");
   opts.command.assign(argv + i, argv + argc);
   opts.command.push_back(nullptr);
   return opts;
@@ -515,15 +497,33 @@ class job {
 }  // namespace
 
 int run_launch(int argc, char** argv) {
-  bool help = false;
-  std::optional<launch_options> opts = parse_options(argc, argv, help);
-  if (help) {
-    print_usage(stdout);
+  std::optional<launch_options> opts = parse_options(argc, argv);
+  if (!opts) {
+    std::fputs(command_help(launch_command()).c_str(), stdout);
     return 0;
   }
-  if (!opts) return 2;
   if (opts->master_port == 0) opts->master_port = pick_free_port();
   return job(std::move(*opts)).run();
+}
+
+const command_info& launch_command() {
+  static const command_info info{
+      "launch",
+      "run N ranks of a command on this host",
+      "-n N [--master-addr ADDR] [--master-port PORT] [--] COMMAND [ARGS...]",
+      "Runs N ranks of COMMAND on this host. Each rank gets `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, "
+      "`LOCAL_WORLD_SIZE`, `MASTER_ADDR` (default 127.0.0.1) and `MASTER_PORT` (default: a free "
+      "port) in its environment, the variables `torchrun` sets, and reads stdin from "
+      "/dev/null; its output is prefixed with `[rank k]`. When a rank fails, the others are "
+      "stopped and launch exits with that rank's status (128 + the signal when it was "
+      "killed).\n\n"
+      "launch's options end at `--` or at the first argument that does not start with `-`; "
+      "what follows, `--help` included, goes to COMMAND.",
+      {},
+      {"wholestore launch -n 2 -- wholestore sample configs/sample.yaml",
+       "wholestore launch -n 4 --master-port 29500 -- wholestore demo configs/demo.yaml"},
+      run_launch};
+  return info;
 }
 
 }  // namespace wholestore::apps

@@ -5,6 +5,7 @@
 // load, sampling and gather rates over all ranks.
 #include "commands.hpp"
 #include "config.hpp"
+#include "report.hpp"
 
 #include <graph/csr_graph.hpp>
 #include <graph/generate.hpp>
@@ -29,12 +30,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace wholestore::apps {
@@ -45,32 +44,46 @@ namespace wm = wholememory;
 
 const std::vector<config_key> sample_schema = {
     {"dataset", value_kind::string, "",
-     "dataset directory (must exist); empty: generate the gen.* graph in memory"},
+     "dataset directory ([docs/dataset-format.md](dataset-format.md)), which must exist; "
+     "empty: generate the `gen.*` graph in memory"},
     {"gen.num_nodes", value_kind::integer, "200000", "generated graph: nodes"},
     {"gen.num_edges", value_kind::integer, "4000000", "generated graph: R-MAT edges drawn"},
-    {"gen.feature_dim", value_kind::integer, "64", "generated graph: features per node"},
+    {"gen.feature_dim", value_kind::integer, "64", "generated graph: features per node (0: none)"},
     {"gen.features_dtype", value_kind::string, "float32",
-     "generated graph: float32, float16 or bfloat16"},
-    {"gen.weights", value_kind::boolean, "true", "generated graph: float32 edge weights"},
+     "generated graph: `float32`, `float16` or `bfloat16` in WholeMemory"},
+    {"gen.weights", value_kind::boolean, "true",
+     "generated graph: float32 edge weights (needed by `method: weighted`)"},
     {"gen.seed", value_kind::integer, "0", "generated graph: random seed (same seed, same graph)"},
     {"gen.threads", value_kind::integer, "0", "generator threads per rank (0: all cores)"},
-    {"graph.type", value_kind::string, "continuous", "continuous, chunked or distributed"},
-    {"graph.location", value_kind::string, "host", "host or device"},
-    {"features.type", value_kind::string, "", "memory type of the features (empty: graph.type)"},
+    {"graph.type", value_kind::string, "continuous",
+     "memory type of row offsets, column indices and weights: `continuous`, `chunked`, "
+     "`distributed`"},
+    {"graph.location", value_kind::string, "host",
+     "`host` or `device` (`device` needs the GPU sampler)"},
+    {"features.type", value_kind::string, "",
+     "memory type of the node features; empty: `graph.type`"},
     {"features.location", value_kind::string, "",
-     "location of the features (empty: graph.location)"},
-    {"load.verify_checksums", value_kind::boolean, "false", "check file checksums before loading"},
+     "location of the node features; empty: `graph.location`"},
+    {"load.verify_checksums", value_kind::boolean, "false",
+     "check every file's checksum before loading (reads each file once more)"},
     {"load.threads", value_kind::integer, "0", "reader threads per rank (0: up to 4)"},
-    {"sampler", value_kind::string, "auto", "cpu, gpu, or auto (gpu when one is present)"},
-    {"method", value_kind::string, "uniform", "uniform, uniform_with_replacement or weighted"},
-    {"fanouts", value_kind::string, "15,10,5", "neighbors per hop, comma-separated (-1: all)"},
+    {"sampler", value_kind::string, "auto",
+     "`cpu`, `gpu`, or `auto` (the GPU sampler when the build has CUDA and a GPU is visible); "
+     "`gpu` gives each rank one GPU (its local rank modulo the GPUs)"},
+    {"method", value_kind::string, "uniform",
+     "`uniform` (without replacement), `uniform_with_replacement`, `weighted`"},
+    {"fanouts", value_kind::string, "15,10,5",
+     "neighbors per hop, comma-separated; `-1` takes all neighbors"},
     {"batch_size", value_kind::integer, "1024", "seeds per batch"},
-    {"random_seed", value_kind::integer, "0", "seed of the shuffle and of the sampler"},
-    {"epochs", value_kind::integer, "1", "passes over the training seeds"},
-    {"batches", value_kind::integer, "0", "batches per rank per epoch (0: all its seeds)"},
+    {"random_seed", value_kind::integer, "0",
+     "seed of the per-epoch shuffle and of the sampler (each batch derives its own)"},
+    {"epochs", value_kind::integer, "1", "passes over the seeds"},
+    {"batches", value_kind::integer, "0",
+     "batches per rank per epoch; `0`: all of the rank's seeds"},
     {"edge_ids", value_kind::boolean, "false", "have the sampler return edge ids"},
-    {"threads", value_kind::integer, "0", "CPU sampler and gather threads (0: all cores)"},
-    {"timeout_s", value_kind::number, "300", "collective timeout, seconds"},
+    {"threads", value_kind::integer, "0", "CPU sampler and `gather_host` threads (0: all cores)"},
+    {"timeout_s", value_kind::number, "300",
+     "a collective that misses a rank for this long fails on every rank"},
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -190,42 +203,6 @@ class progress_display {
   int next_pct_ = 0, last_pct_ = -1;
 };
 
-// The effective settings every rank must share, as (key, value) for agree_on_values.
-std::vector<std::pair<std::string, std::string>> shared_settings(const config& cfg, bool generate,
-                                                                 bool use_gpu,
-                                                                 const graph::load_options& where,
-                                                                 const std::vector<int>& fanouts) {
-  std::vector<std::pair<std::string, std::string>> v;
-  // Values as parsed, so that 64 and 064 agree.
-  auto integer = [&](const char* key) { v.emplace_back(key, std::to_string(cfg.get_int(key))); };
-  auto boolean = [&](const char* key) {
-    v.emplace_back(key, cfg.get_bool(key) ? "true" : "false");
-  };
-  v.emplace_back("dataset", generate ? "(none: generated)" : "(loaded)");
-  if (generate) {
-    for (const char* key : {"gen.num_nodes", "gen.num_edges", "gen.feature_dim", "gen.seed"}) {
-      integer(key);
-    }
-    v.emplace_back("gen.features_dtype", cfg.get_string("gen.features_dtype"));
-    boolean("gen.weights");
-  } else {
-    boolean("load.verify_checksums");
-  }
-  v.emplace_back("graph.type", wm::memory_type_name(where.type));
-  v.emplace_back("graph.location", wm::memory_location_name(where.location));
-  v.emplace_back("features.type", wm::memory_type_name(where.features_type.value_or(where.type)));
-  v.emplace_back("features.location",
-                 wm::memory_location_name(where.features_location.value_or(where.location)));
-  v.emplace_back("sampler", use_gpu ? "gpu" : "cpu");
-  v.emplace_back("method",
-                 graph::sample_method_name(graph::parse_sample_method(cfg.get_string("method"))));
-  std::string list;
-  for (int f : fanouts) list += (list.empty() ? "" : ",") + std::to_string(f);
-  v.emplace_back("fanouts", list);
-  for (const char* key : {"batch_size", "random_seed", "epochs", "batches"}) integer(key);
-  return v;
-}
-
 // Per-rank figures exchanged over the bootstrap at the end.
 struct rank_figures {
   double sample_s = 0, gather_s = 0, loop_s = 0;
@@ -233,72 +210,310 @@ struct rank_figures {
   double rss_mib = 0, gpu_mib = 0;
 };
 
-}  // namespace
+// What a sample run is asked for: the config, checked before anything collective.
+struct sample_settings {
+  graph::load_options where;  // memory type and location of the graph and the features
+  wm::memory_type graph_type, features_type;
+  wm::memory_location graph_location, features_location;
+  graph::sample_method method;
+  wm::dtype gen_dtype;
+  std::vector<int> fanouts;
+  std::uint64_t batch_size, epochs, max_batches, random_seed;
+  unsigned threads;
+  bool use_gpu;
+  std::string dataset;
+  bool generate;  // no dataset named: generate the gen.* graph
+  std::chrono::milliseconds timeout;
+};
 
-int run_sample(int argc, char** argv) {
-  command_args args = parse_command_args(argc, argv);
-  config cfg = load_config(sample_schema, args.config_file, args.overrides);
-
-  // Config, checked before anything collective.
-  const auto graph_type = parse_key(cfg, "graph.type", wm::parse_memory_type);
-  const auto graph_location = parse_key(cfg, "graph.location", wm::parse_memory_location);
-  graph::load_options where;
-  where.type = graph_type;
-  where.location = graph_location;
+sample_settings read_settings(const config& cfg) {
+  sample_settings set;
+  set.graph_type = parse_key(cfg, "graph.type", wm::parse_memory_type);
+  set.graph_location = parse_key(cfg, "graph.location", wm::parse_memory_location);
+  graph::load_options& where = set.where;
+  where.type = set.graph_type;
+  where.location = set.graph_location;
   if (!cfg.get_string("features.type").empty())
     where.features_type = parse_key(cfg, "features.type", wm::parse_memory_type);
   if (!cfg.get_string("features.location").empty())
     where.features_location = parse_key(cfg, "features.location", wm::parse_memory_location);
-  const auto features_type = where.features_type.value_or(graph_type);
-  const auto features_location = where.features_location.value_or(graph_location);
-  const auto method = parse_method(cfg);
-  const auto gen_dtype = parse_key(cfg, "gen.features_dtype", wm::parse_dtype);
-  const std::vector<int> fanouts = parse_fanouts(cfg);
-  const auto batch_size = static_cast<std::uint64_t>(at_least(cfg, "batch_size", 1));
-  const auto epochs = static_cast<std::uint64_t>(at_least(cfg, "epochs", 1));
-  const auto max_batches = static_cast<std::uint64_t>(at_least(cfg, "batches", 0));
-  const auto random_seed = static_cast<std::uint64_t>(at_least(cfg, "random_seed", 0));
-  unsigned threads = static_cast<unsigned>(at_least(cfg, "threads", 0));
-  if (threads == 0) threads = wm::default_host_threads();
+  set.features_type = where.features_type.value_or(set.graph_type);
+  set.features_location = where.features_location.value_or(set.graph_location);
+  set.method = parse_method(cfg);
+  set.gen_dtype = parse_key(cfg, "gen.features_dtype", wm::parse_dtype);
+  set.fanouts = parse_fanouts(cfg);
+  set.batch_size = static_cast<std::uint64_t>(at_least(cfg, "batch_size", 1));
+  set.epochs = static_cast<std::uint64_t>(at_least(cfg, "epochs", 1));
+  set.max_batches = static_cast<std::uint64_t>(at_least(cfg, "batches", 0));
+  set.random_seed = static_cast<std::uint64_t>(at_least(cfg, "random_seed", 0));
+  set.threads = static_cast<unsigned>(at_least(cfg, "threads", 0));
+  if (set.threads == 0) set.threads = wm::default_host_threads();
   const std::string& sampler_name = cfg.get_string("sampler");
   if (sampler_name != "cpu" && sampler_name != "gpu" && sampler_name != "auto") {
     throw config_error("sampler must be cpu, gpu or auto, got '" + sampler_name + "' (" +
                        cfg.origin.at("sampler") + ")");
   }
   const bool gpu_present = wm::device_count() > 0;
-  const bool use_gpu = sampler_name == "gpu" || (sampler_name == "auto" && gpu_present);
-  if (use_gpu && !gpu_present) {
+  set.use_gpu = sampler_name == "gpu" || (sampler_name == "auto" && gpu_present);
+  if (set.use_gpu && !gpu_present) {
     throw config_error("sampler: gpu needs a CUDA build and a visible GPU (" +
                        cfg.origin.at("sampler") + "); use cpu or auto");
   }
-  if (!use_gpu && (graph_location == wm::memory_location::device ||
-                   features_location == wm::memory_location::device)) {
+  if (!set.use_gpu && (set.graph_location == wm::memory_location::device ||
+                       set.features_location == wm::memory_location::device)) {
     throw config_error("the cpu sampler needs graph.location and features.location host");
   }
-  const std::string& dataset = cfg.get_string("dataset");
+  set.dataset = cfg.get_string("dataset");
   // A dataset that is named must exist (load_graph says so on every rank); only an empty
   // `dataset` generates.
-  const bool generate = dataset.empty();
-  auto timeout =
+  set.generate = set.dataset.empty();
+  set.timeout =
       std::chrono::milliseconds(static_cast<std::int64_t>(cfg.get_number("timeout_s") * 1000.0));
+  return set;
+}
+
+// The effective settings every rank must share, as (key, value) for agree_on_values: those
+// that decide the graph, the collectives or the batches (threads and timeouts may differ).
+std::vector<std::pair<std::string, std::string>> shared_settings(const config& cfg,
+                                                                 const sample_settings& set) {
+  std::vector<std::pair<std::string, std::string>> v;
+  // Values as parsed, so that 64 and 064 agree.
+  auto integer = [&](const char* key) { v.emplace_back(key, std::to_string(cfg.get_int(key))); };
+  auto boolean = [&](const char* key) {
+    v.emplace_back(key, cfg.get_bool(key) ? "true" : "false");
+  };
+  v.emplace_back("dataset", set.generate ? "(none: generated)" : "(loaded)");
+  if (set.generate) {
+    for (const char* key : {"gen.num_nodes", "gen.num_edges", "gen.feature_dim", "gen.seed"}) {
+      integer(key);
+    }
+    v.emplace_back("gen.features_dtype", wm::dtype_name(set.gen_dtype));
+    boolean("gen.weights");
+  } else {
+    boolean("load.verify_checksums");
+  }
+  v.emplace_back("graph.type", wm::memory_type_name(set.graph_type));
+  v.emplace_back("graph.location", wm::memory_location_name(set.graph_location));
+  v.emplace_back("features.type", wm::memory_type_name(set.features_type));
+  v.emplace_back("features.location", wm::memory_location_name(set.features_location));
+  v.emplace_back("sampler", set.use_gpu ? "gpu" : "cpu");
+  v.emplace_back("method", graph::sample_method_name(set.method));
+  std::string list;
+  for (int f : set.fanouts) list += (list.empty() ? "" : ",") + std::to_string(f);
+  v.emplace_back("fanouts", list);
+  for (const char* key : {"batch_size", "random_seed", "epochs", "batches"}) integer(key);
+  return v;
+}
+
+// The graph a run samples, and how it got into WholeMemory.
+struct loaded_graph {
+  graph::csr_graph g;
+  std::string source;            // the dataset directory, or the generated graph's description
+  double gen_s = 0, load_s = 0;  // load_s: the slowest rank's load (or placement)
+  double check_s = 0;            // the CSR checks' CPU time on the busiest rank (loads only)
+  std::uint64_t load_bytes = 0;
+};
+
+// Loads `set.dataset` or, when there is none, generates the gen.* graph on every rank and places
+// it in WholeMemory; rank 0 (`lead`) shows progress and the graph.  Collective over comm and bs.
+loaded_graph load_or_generate(const config& cfg, const sample_settings& set,
+                              const std::shared_ptr<wm::communicator>& comm, wm::bootstrap& bs,
+                              bool lead) {
+  loaded_graph out;
+  graph::load_options where = set.where;
+  if (!set.generate) {
+    out.source = set.dataset;
+    where.verify_checksums = cfg.get_bool("load.verify_checksums");
+    where.threads = static_cast<unsigned>(at_least(cfg, "load.threads", 0));
+    progress_display bar(lead, "load");
+    where.progress = [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
+    if (lead) std::printf("  loading %s\n", set.dataset.c_str());
+    graph::load_stats st;
+    out.g = graph::load_graph(comm, set.dataset, where, &st);
+    out.load_s = st.seconds;
+    out.check_s = st.validate_seconds;
+    out.load_bytes = st.total_bytes;
+  } else {
+    graph::generate_options go;
+    go.num_nodes = static_cast<std::uint64_t>(at_least(cfg, "gen.num_nodes", 1));
+    go.num_edges = static_cast<std::uint64_t>(at_least(cfg, "gen.num_edges", 0));
+    go.feature_dim = static_cast<std::uint64_t>(at_least(cfg, "gen.feature_dim", 0));
+    go.with_weights = cfg.get_bool("gen.weights");
+    go.seed = static_cast<std::uint64_t>(at_least(cfg, "gen.seed", 0));
+    go.threads = static_cast<int>(at_least(cfg, "gen.threads", 0));
+    go.rmat = true;
+    std::ostringstream s;
+    s << "R-MAT (" << go.num_nodes << " nodes, " << go.num_edges << " edges, seed " << go.seed
+      << ")";
+    out.source = s.str();
+    if (lead) {
+      std::printf("  no dataset: generating %s on every rank\n", out.source.c_str());
+      std::fflush(stdout);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    graph::host_csr host = graph::generate_graph(go);
+    out.gen_s = seconds_since(t0);
+    bs.barrier();
+    t0 = std::chrono::steady_clock::now();
+    out.g = graph::make_graph(comm, host, where, set.gen_dtype);
+    out.load_s = seconds_since(t0);
+    out.load_bytes = out.g.row_offsets.size() + out.g.col_indices.size() +
+                     (out.g.has_weights() ? out.g.edge_weights.size() : 0) +
+                     (out.g.has_features() ? out.g.node_features.size() : 0);
+    double all_s = 0;
+    std::vector<double> times(static_cast<std::size_t>(bs.size()));
+    bs.allgather(&out.load_s, times.data(), sizeof(double));
+    for (double t : times) all_s = std::max(all_s, t);
+    out.load_s = all_s;
+  }
+  if (lead) {
+    if (set.generate) std::printf("  generate  %8.3f s (rank 0)\n", out.gen_s);
+    std::printf("  %-9s %8.3f s  %7.2f GB/s  (%.1f MB, all ranks)\n",
+                set.generate ? "place" : "load", out.load_s,
+                out.load_s > 0 ? out.load_bytes / out.load_s / 1e9 : 0.0, out.load_bytes / 1e6);
+    if (!set.generate) {
+      std::printf("  check     %8.3f s  (CSR structure, readers' CPU time, busiest rank)\n",
+                  out.check_s);
+    }
+    std::printf("  graph: %llu nodes, %llu edges (%s cols)%s, %llu x %s features\n",
+                static_cast<unsigned long long>(out.g.num_nodes),
+                static_cast<unsigned long long>(out.g.num_edges), wm::dtype_name(out.g.col_type),
+                out.g.has_weights() ? ", weights" : "",
+                static_cast<unsigned long long>(out.g.feature_dim),
+                out.g.has_features() ? wm::dtype_name(out.g.feature_type) : "no");
+    std::fflush(stdout);
+  }
+  if (lead && out.g.num_nodes == 0) {
+    std::fprintf(stderr, "wholestore sample: warning: %s has no nodes: nothing to sample\n",
+                 out.source.c_str());
+  }
+  if (set.method == graph::sample_method::weighted && !out.g.has_weights()) {
+    throw config_error("method: weighted needs edge weights, and " + out.source + " has none");
+  }
+  return out;
+}
+
+// All ranks' figures: counts summed, times the slowest rank's, memory per rank.
+struct run_totals {
+  rank_figures sum;
+  double rss_max = 0, rss_sum = 0, gpu_max = 0;
+};
+
+// Collective over `bs`.
+run_totals all_ranks(wm::bootstrap& bs, const rank_figures& mine) {
+  std::vector<rank_figures> all(static_cast<std::size_t>(bs.size()));
+  bs.allgather(&mine, all.data(), sizeof(rank_figures));
+  run_totals t;
+  for (const auto& f : all) {
+    t.sum.sample_s = std::max(t.sum.sample_s, f.sample_s);
+    t.sum.gather_s = std::max(t.sum.gather_s, f.gather_s);
+    t.sum.loop_s = std::max(t.sum.loop_s, f.loop_s);
+    t.sum.batches += f.batches;
+    t.sum.seeds += f.seeds;
+    t.sum.sampled_edges += f.sampled_edges;
+    t.sum.gathered_rows += f.gathered_rows;
+    t.sum.gathered_bytes += f.gathered_bytes;
+    t.rss_max = std::max(t.rss_max, f.rss_mib);
+    t.rss_sum += f.rss_mib;
+    t.gpu_max = std::max(t.gpu_max, f.gpu_mib);
+  }
+  return t;
+}
+
+// What rank 0 prints and reports at the end.
+struct sample_outcome {
+  int ranks = 0;
+  bool use_gpu = false;
+  std::string source;  // the dataset directory, or the generated graph's description
+  bool generated = false;
+  std::uint64_t num_nodes = 0, num_edges = 0, feature_dim = 0, epochs = 0;
+  double gen_s = 0, load_s = 0;  // load_s: the slowest rank's load (or placement)
+  double check_s = 0;
+  std::uint64_t load_bytes = 0;
+  run_totals totals;
+};
+
+struct sample_rates {
+  double load_gbps, batches_per_s, edges_per_s, gather_gbps;
+};
+
+sample_rates rates_of(const sample_outcome& o) {
+  auto rate = [](double x, double s) { return s > 0 ? x / s : 0.0; };
+  const rank_figures& tot = o.totals.sum;
+  return {rate(static_cast<double>(o.load_bytes), o.load_s) / 1e9,
+          rate(static_cast<double>(tot.batches), tot.loop_s),
+          rate(static_cast<double>(tot.sampled_edges), tot.sample_s),
+          rate(static_cast<double>(tot.gathered_bytes), tot.gather_s) / 1e9};
+}
+
+void print_summary(const sample_outcome& o) {
+  const rank_figures& tot = o.totals.sum;
+  const sample_rates r = rates_of(o);
+  std::printf("  sample    %8.3f s  %10.0f edges/s  (%llu edges, %llu batches, %llu seeds)\n",
+              tot.sample_s, r.edges_per_s, static_cast<unsigned long long>(tot.sampled_edges),
+              static_cast<unsigned long long>(tot.batches),
+              static_cast<unsigned long long>(tot.seeds));
+  std::printf("  gather    %8.3f s  %7.2f GB/s  (%llu rows, %.1f MB)\n", tot.gather_s,
+              r.gather_gbps, static_cast<unsigned long long>(tot.gathered_rows),
+              tot.gathered_bytes / 1e6);
+  std::printf("  loop      %8.3f s  %7.1f batches/s\n", tot.loop_s, r.batches_per_s);
+  std::printf("  memory    peak RSS %.1f MiB (max rank), %.1f MiB (all ranks)", o.totals.rss_max,
+              o.totals.rss_sum);
+  if (o.use_gpu) std::printf(", GPU used %.1f MiB (max device)", o.totals.gpu_max);
+  std::printf("\n");
+  std::printf(
+      "summary: %d rank(s), %s sampler, %llu batches, %llu sampled edges, %.0f edges/s, "
+      "%.1f batches/s, load %.2f GB/s, gather %.2f GB/s\n",
+      o.ranks, o.use_gpu ? "gpu" : "cpu", static_cast<unsigned long long>(tot.batches),
+      static_cast<unsigned long long>(tot.sampled_edges), r.edges_per_s, r.batches_per_s,
+      r.load_gbps, r.gather_gbps);
+  std::fflush(stdout);
+}
+
+void write_sample_report(const std::string& path, const sample_outcome& o, const config& cfg) {
+  const rank_figures& tot = o.totals.sum;
+  const sample_rates r = rates_of(o);
+  std::ostringstream report;
+  report << "command: sample\nranks: " << o.ranks << "\nsampler: " << (o.use_gpu ? "gpu" : "cpu")
+         << "\nsource: \"" << o.source << "\"\ngenerated: " << (o.generated ? "true" : "false")
+         << "\nnum_nodes: " << o.num_nodes << "\nnum_edges: " << o.num_edges
+         << "\nfeature_dim: " << o.feature_dim << "\ngenerate_s: " << o.gen_s
+         << "\nload_s: " << o.load_s << "\nload_bytes: " << o.load_bytes
+         << "\nload_gbps: " << r.load_gbps << "\ncheck_s: " << o.check_s << "\nepochs: " << o.epochs
+         << "\nbatches: " << tot.batches << "\nseeds: " << tot.seeds
+         << "\nsampled_edges: " << tot.sampled_edges << "\nsample_s: " << tot.sample_s
+         << "\nsampled_edges_per_s: " << r.edges_per_s << "\nloop_s: " << tot.loop_s
+         << "\nbatches_per_s: " << r.batches_per_s << "\ngathered_rows: " << tot.gathered_rows
+         << "\ngathered_bytes: " << tot.gathered_bytes << "\ngather_s: " << tot.gather_s
+         << "\ngathered_gbps: " << r.gather_gbps << "\npeak_rss_mib: " << o.totals.rss_max
+         << "\npeak_rss_mib_all_ranks: " << o.totals.rss_sum
+         << "\ngpu_used_mib: " << o.totals.gpu_max << "\n";
+  write_report(path, report.str(), &cfg);
+}
+
+}  // namespace
+
+int run_sample(int argc, char** argv) {
+  command_args args = parse_command_args(argc, argv);
+  config cfg = load_config(sample_schema, args.config_file, args.overrides);
+
+  const sample_settings set = read_settings(cfg);
 
   // Join the job.  The host communicator serves continuous and chunked memory, also for ranks
   // that share a GPU; only distributed memory on the GPU path needs NCCL (its sampler and
   // gather exchange rows through it), and NCCL needs a GPU per rank: refused here, before any
   // work, with the ways out.
-  std::shared_ptr<wm::bootstrap> bs = wm::make_job_bootstrap(timeout);
-  // Every rank runs the same job: settings that decide the graph, the collectives or the
-  // batches must match (threads and timeouts may differ); a rank with other values would
-  // build or sample a different graph, or wait in a collective the others never call.
-  wm::agree_on_values(*bs, "the config of every rank must match",
-                      shared_settings(cfg, generate, use_gpu, where, fanouts));
+  std::shared_ptr<wm::bootstrap> bs = wm::make_job_bootstrap(set.timeout);
+  // Every rank runs the same job: a rank with other values would build or sample a different
+  // graph, or wait in a collective the others never call.
+  wm::agree_on_values(*bs, "the config of every rank must match", shared_settings(cfg, set));
   std::shared_ptr<wm::communicator> comm = wm::make_host_communicator(bs);
   wm::gpu_sharing sharing;
-  if (use_gpu) {
+  if (set.use_gpu) {
     wm::set_device(wm::default_device(*comm));
     sharing = wm::describe_gpu_sharing(*bs, wm::current_device());
-    const bool distributed =
-        graph_type == wm::memory_type::distributed || features_type == wm::memory_type::distributed;
+    const bool distributed = set.graph_type == wm::memory_type::distributed ||
+                             set.features_type == wm::memory_type::distributed;
     if (distributed && sharing.shared()) {
       throw config_error(
           "distributed memory on the GPU sampler needs one GPU per rank (NCCL), and " +
@@ -314,106 +529,37 @@ int run_sample(int argc, char** argv) {
   const bool lead = rank == 0;
   if (lead) {
     std::printf("wholestore sample: %d rank(s), %s sampler, graph %s %s, features %s %s\n", ranks,
-                use_gpu ? "gpu" : "cpu", wm::memory_type_name(graph_type),
-                wm::memory_location_name(graph_location), wm::memory_type_name(features_type),
-                wm::memory_location_name(features_location));
-    if (use_gpu) {
+                set.use_gpu ? "gpu" : "cpu", wm::memory_type_name(set.graph_type),
+                wm::memory_location_name(set.graph_location),
+                wm::memory_type_name(set.features_type),
+                wm::memory_location_name(set.features_location));
+    if (set.use_gpu) {
       std::printf("  %d GPU(s) in use, %d rank(s) per GPU at most, %s communicator\n", sharing.gpus,
                   sharing.max_ranks_per_gpu, wm::backend_name(comm->get_backend()));
     }
     std::fflush(stdout);
   }
 
-  // Load or generate.
-  graph::csr_graph g;
-  double load_s = 0, gen_s = 0, check_s = 0;
-  std::uint64_t load_bytes = 0;
-  std::string source;
-  if (!generate) {
-    source = dataset;
-    where.verify_checksums = cfg.get_bool("load.verify_checksums");
-    where.threads = static_cast<unsigned>(at_least(cfg, "load.threads", 0));
-    progress_display bar(lead, "load");
-    where.progress = [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
-    if (lead) std::printf("  loading %s\n", dataset.c_str());
-    graph::load_stats st;
-    g = graph::load_graph(comm, dataset, where, &st);
-    load_s = st.seconds;
-    check_s = st.validate_seconds;
-    load_bytes = st.total_bytes;
-  } else {
-    graph::generate_options go;
-    go.num_nodes = static_cast<std::uint64_t>(at_least(cfg, "gen.num_nodes", 1));
-    go.num_edges = static_cast<std::uint64_t>(at_least(cfg, "gen.num_edges", 0));
-    go.feature_dim = static_cast<std::uint64_t>(at_least(cfg, "gen.feature_dim", 0));
-    go.with_weights = cfg.get_bool("gen.weights");
-    go.seed = static_cast<std::uint64_t>(at_least(cfg, "gen.seed", 0));
-    go.threads = static_cast<int>(at_least(cfg, "gen.threads", 0));
-    go.rmat = true;
-    std::ostringstream s;
-    s << "R-MAT (" << go.num_nodes << " nodes, " << go.num_edges << " edges, seed " << go.seed
-      << ")";
-    source = s.str();
-    if (lead) {
-      std::printf("  no dataset: generating %s on every rank\n", source.c_str());
-      std::fflush(stdout);
-    }
-    auto t0 = std::chrono::steady_clock::now();
-    graph::host_csr host = graph::generate_graph(go);
-    gen_s = seconds_since(t0);
-    bs->barrier();
-    t0 = std::chrono::steady_clock::now();
-    g = graph::make_graph(comm, host, where, gen_dtype);
-    load_s = seconds_since(t0);
-    load_bytes = g.row_offsets.size() + g.col_indices.size() +
-                 (g.has_weights() ? g.edge_weights.size() : 0) +
-                 (g.has_features() ? g.node_features.size() : 0);
-    double all_s = 0;
-    std::vector<double> times(static_cast<std::size_t>(ranks));
-    bs->allgather(&load_s, times.data(), sizeof(double));
-    for (double t : times) all_s = std::max(all_s, t);
-    load_s = all_s;
-  }
-  if (lead) {
-    if (generate) std::printf("  generate  %8.3f s (rank 0)\n", gen_s);
-    std::printf("  %-9s %8.3f s  %7.2f GB/s  (%.1f MB, all ranks)\n", generate ? "place" : "load",
-                load_s, load_s > 0 ? load_bytes / load_s / 1e9 : 0.0, load_bytes / 1e6);
-    if (!generate) {
-      std::printf("  check     %8.3f s  (CSR structure, readers' CPU time, busiest rank)\n",
-                  check_s);
-    }
-    std::printf("  graph: %llu nodes, %llu edges (%s cols)%s, %llu x %s features\n",
-                static_cast<unsigned long long>(g.num_nodes),
-                static_cast<unsigned long long>(g.num_edges), wm::dtype_name(g.col_type),
-                g.has_weights() ? ", weights" : "", static_cast<unsigned long long>(g.feature_dim),
-                g.has_features() ? wm::dtype_name(g.feature_type) : "no");
-    std::fflush(stdout);
-  }
-  if (lead && g.num_nodes == 0) {
-    std::fprintf(stderr, "wholestore sample: warning: %s has no nodes: nothing to sample\n",
-                 source.c_str());
-  }
-  if (method == graph::sample_method::weighted && !g.has_weights()) {
-    throw config_error("method: weighted needs edge weights, and " + source + " has none");
-  }
+  loaded_graph loaded = load_or_generate(cfg, set, comm, *bs, lead);
+  graph::csr_graph& g = loaded.g;
 
   // This rank's seeds per epoch, and the batch count every rank will run.
   const std::uint64_t n = g.num_nodes;
   const std::uint64_t first = n * static_cast<std::uint64_t>(rank) / ranks;
   const std::uint64_t last = n * static_cast<std::uint64_t>(rank + 1) / ranks;
-  std::uint64_t local_batches = (last - first + batch_size - 1) / batch_size;
-  if (max_batches > 0) local_batches = std::min(local_batches, max_batches);
+  std::uint64_t local_batches = (last - first + set.batch_size - 1) / set.batch_size;
+  if (set.max_batches > 0) local_batches = std::min(local_batches, set.max_batches);
   std::vector<std::uint64_t> all_batches(static_cast<std::size_t>(ranks));
   bs->allgather(&local_batches, all_batches.data(), sizeof(std::uint64_t));
   const std::uint64_t max_rank_batches = *std::max_element(all_batches.begin(), all_batches.end());
   // Distributed memory makes sampling and gathering collective: every rank calls equally often.
-  const bool collective = graph_type == wm::memory_type::distributed ||
-                          (g.has_features() && features_type == wm::memory_type::distributed);
+  const bool collective = set.graph_type == wm::memory_type::distributed ||
+                          (g.has_features() && set.features_type == wm::memory_type::distributed);
   const std::uint64_t calls = collective ? max_rank_batches : local_batches;
 
   graph::sample_options so;
-  so.fanouts = fanouts;
-  so.method = method;
+  so.fanouts = set.fanouts;
+  so.method = set.method;
   so.edge_ids = cfg.get_bool("edge_ids");
   const std::size_t row_bytes =
       g.has_features() ? g.feature_dim * wm::dtype_size(g.feature_type) : 0;
@@ -425,32 +571,32 @@ int run_sample(int argc, char** argv) {
   cudaStream_t stream = nullptr;
   wm::device_buffer d_seeds, d_out;
   std::size_t d_out_bytes = 0;
-  if (use_gpu) {
+  if (set.use_gpu) {
     gs = std::make_unique<graph::gpu_sampler>(g);
     if (cudaStreamCreate(&stream) != cudaSuccess)
       WM_FAIL(wm::cuda_error, "cudaStreamCreate failed");
-    d_seeds = wm::device_buffer(batch_size * sizeof(std::int64_t), wm::current_device());
+    d_seeds = wm::device_buffer(set.batch_size * sizeof(std::int64_t), wm::current_device());
   }
 #endif
 
   progress_display bar(lead, "sample");
-  const std::uint64_t total_calls = calls * epochs;
+  const std::uint64_t total_calls = calls * set.epochs;
   bs->barrier();
   const auto loop_t0 = std::chrono::steady_clock::now();
-  for (std::uint64_t epoch = 0; epoch < epochs; ++epoch) {
-    const std::vector<std::int64_t> order = shuffled_nodes(n, random_seed, epoch);
+  for (std::uint64_t epoch = 0; epoch < set.epochs; ++epoch) {
+    const std::vector<std::int64_t> order = shuffled_nodes(n, set.random_seed, epoch);
     for (std::uint64_t b = 0; b < calls; ++b) {
-      const std::uint64_t begin = std::min(last, first + b * batch_size);
+      const std::uint64_t begin = std::min(last, first + b * set.batch_size);
       const std::uint64_t end =
-          b < local_batches ? std::min(last, begin + batch_size) : begin;  // padding: empty
+          b < local_batches ? std::min(last, begin + set.batch_size) : begin;  // padding: empty
       const std::int64_t* seeds = order.data() + begin;
       const std::size_t count = static_cast<std::size_t>(end - begin);
       // The sampler's randomness differs per epoch only: a node's sample in an epoch is then
       // the same whichever rank or batch takes it, for any rank count and batch size.
-      so.random_seed = mix64(random_seed ^ mix64(epoch));
+      so.random_seed = mix64(set.random_seed ^ mix64(epoch));
       std::size_t rows = 0;
       auto t0 = std::chrono::steady_clock::now();
-      if (use_gpu) {
+      if (set.use_gpu) {
 #if defined(WHOLESTORE_HAS_CUDA)
         if (count) wm::copy_bytes(d_seeds.data(), seeds, count * sizeof(std::int64_t));
         std::vector<graph::device_block> blocks =
@@ -478,7 +624,7 @@ int run_sample(int argc, char** argv) {
         }
 #endif
       } else {
-        graph::sample_result r = graph::sample_host(g, seeds, count, so, threads);
+        graph::sample_result r = graph::sample_host(g, seeds, count, so, set.threads);
         for (const auto& blk : r.blocks)
           mine.sampled_edges += static_cast<std::uint64_t>(blk.num_edges());
         mine.sample_s += seconds_since(t0);
@@ -490,7 +636,7 @@ int run_sample(int argc, char** argv) {
           t0 = std::chrono::steady_clock::now();
           wm::index_array idx{input.data(), wm::dtype::int64, rows};
           wm::dense_matrix out{host_out.data(), g.feature_type, rows, g.feature_dim, g.feature_dim};
-          wm::gather_host(g.features_tensor(), idx, out, threads);
+          wm::gather_host(g.features_tensor(), idx, out, set.threads);
           mine.gather_s += seconds_since(t0);
         }
       }
@@ -505,78 +651,70 @@ int run_sample(int argc, char** argv) {
   }
   mine.loop_s = seconds_since(loop_t0);
   mine.rss_mib = peak_rss_mib();
-  mine.gpu_mib = use_gpu ? gpu_used_mib() : 0.0;
+  mine.gpu_mib = set.use_gpu ? gpu_used_mib() : 0.0;
 #if defined(WHOLESTORE_HAS_CUDA)
   gs.reset();
   if (stream) cudaStreamDestroy(stream);
 #endif
 
-  // All-rank totals: counts summed, times the slowest rank's.
-  std::vector<rank_figures> all(static_cast<std::size_t>(ranks));
-  bs->allgather(&mine, all.data(), sizeof(rank_figures));
-  rank_figures tot;
-  double rss_max = 0, gpu_max = 0, rss_sum = 0;
-  for (const auto& f : all) {
-    tot.sample_s = std::max(tot.sample_s, f.sample_s);
-    tot.gather_s = std::max(tot.gather_s, f.gather_s);
-    tot.loop_s = std::max(tot.loop_s, f.loop_s);
-    tot.batches += f.batches;
-    tot.seeds += f.seeds;
-    tot.sampled_edges += f.sampled_edges;
-    tot.gathered_rows += f.gathered_rows;
-    tot.gathered_bytes += f.gathered_bytes;
-    rss_max = std::max(rss_max, f.rss_mib);
-    rss_sum += f.rss_mib;
-    gpu_max = std::max(gpu_max, f.gpu_mib);
-  }
-  auto rate = [](double x, double s) { return s > 0 ? x / s : 0.0; };
-  const double load_gbps = rate(static_cast<double>(load_bytes), load_s) / 1e9;
-  const double batches_per_s = rate(static_cast<double>(tot.batches), tot.loop_s);
-  const double edges_per_s = rate(static_cast<double>(tot.sampled_edges), tot.sample_s);
-  const double gather_gbps = rate(static_cast<double>(tot.gathered_bytes), tot.gather_s) / 1e9;
-
+  sample_outcome outcome;
+  outcome.ranks = ranks;
+  outcome.use_gpu = set.use_gpu;
+  outcome.source = loaded.source;
+  outcome.generated = set.generate;
+  outcome.num_nodes = g.num_nodes;
+  outcome.num_edges = g.num_edges;
+  outcome.feature_dim = g.feature_dim;
+  outcome.epochs = set.epochs;
+  outcome.gen_s = loaded.gen_s;
+  outcome.load_s = loaded.load_s;
+  outcome.check_s = loaded.check_s;
+  outcome.load_bytes = loaded.load_bytes;
+  outcome.totals = all_ranks(*bs, mine);
   if (lead) {
-    std::printf("  sample    %8.3f s  %10.0f edges/s  (%llu edges, %llu batches, %llu seeds)\n",
-                tot.sample_s, edges_per_s, static_cast<unsigned long long>(tot.sampled_edges),
-                static_cast<unsigned long long>(tot.batches),
-                static_cast<unsigned long long>(tot.seeds));
-    std::printf("  gather    %8.3f s  %7.2f GB/s  (%llu rows, %.1f MB)\n", tot.gather_s,
-                gather_gbps, static_cast<unsigned long long>(tot.gathered_rows),
-                tot.gathered_bytes / 1e6);
-    std::printf("  loop      %8.3f s  %7.1f batches/s\n", tot.loop_s, batches_per_s);
-    std::printf("  memory    peak RSS %.1f MiB (max rank), %.1f MiB (all ranks)", rss_max, rss_sum);
-    if (use_gpu) std::printf(", GPU used %.1f MiB (max device)", gpu_max);
-    std::printf("\n");
-    std::printf(
-        "summary: %d rank(s), %s sampler, %llu batches, %llu sampled edges, %.0f edges/s, "
-        "%.1f batches/s, load %.2f GB/s, gather %.2f GB/s\n",
-        ranks, use_gpu ? "gpu" : "cpu", static_cast<unsigned long long>(tot.batches),
-        static_cast<unsigned long long>(tot.sampled_edges), edges_per_s, batches_per_s, load_gbps,
-        gather_gbps);
-    std::fflush(stdout);
-    if (!args.report_file.empty()) {
-      std::ofstream report(args.report_file);
-      report << "command: sample\nranks: " << ranks << "\nsampler: " << (use_gpu ? "gpu" : "cpu")
-             << "\nsource: \"" << source << "\"\ngenerated: " << (generate ? "true" : "false")
-             << "\nnum_nodes: " << g.num_nodes << "\nnum_edges: " << g.num_edges
-             << "\nfeature_dim: " << g.feature_dim << "\ngenerate_s: " << gen_s
-             << "\nload_s: " << load_s << "\nload_bytes: " << load_bytes
-             << "\nload_gbps: " << load_gbps << "\ncheck_s: " << check_s << "\nepochs: " << epochs
-             << "\nbatches: " << tot.batches << "\nseeds: " << tot.seeds
-             << "\nsampled_edges: " << tot.sampled_edges << "\nsample_s: " << tot.sample_s
-             << "\nsampled_edges_per_s: " << edges_per_s << "\nloop_s: " << tot.loop_s
-             << "\nbatches_per_s: " << batches_per_s << "\ngathered_rows: " << tot.gathered_rows
-             << "\ngathered_bytes: " << tot.gathered_bytes << "\ngather_s: " << tot.gather_s
-             << "\ngathered_gbps: " << gather_gbps << "\npeak_rss_mib: " << rss_max
-             << "\npeak_rss_mib_all_ranks: " << rss_sum << "\ngpu_used_mib: " << gpu_max
-             << "\nconfig:\n";
-      std::string cfg_yaml = cfg.to_yaml(), line;
-      std::istringstream lines(cfg_yaml);
-      while (std::getline(lines, line)) report << "  " << line << "\n";
-      if (!report) throw config_error(args.report_file + ": cannot write the report");
-    }
+    print_summary(outcome);
+    if (!args.report_file.empty()) write_sample_report(args.report_file, outcome, cfg);
   }
   return 0;
+}
+
+const command_info& sample_command() {
+  static const command_info info{
+      "sample",
+      "load or generate a graph, sample neighborhoods, gather features",
+      "",
+      "The main job (`scripts/run.sh` runs it, one rank per GPU). Every rank joins the job, loads "
+      "`dataset` (or, when it is empty, generates the `gen.*` graph in memory: the same seed "
+      "gives the same graph on every rank), takes its share of the training seeds (all nodes, "
+      "shuffled per epoch "
+      "from `random_seed`), samples batch by batch and gathers the features of each batch's "
+      "input nodes (the last hop's source nodes). Memory of type `distributed` makes sampling "
+      "and gathering collective: every rank makes as many calls as the rank with the most "
+      "batches, padding with empty batches.",
+      {{"", "configs/sample.yaml", "", &sample_schema,
+        "The summary (and `--report`): `load_s`/`load_gbps` are the load's wall time (slowest "
+        "rank) and the bytes all ranks read over it (for a generated graph: placing it in "
+        "WholeMemory); `check_s` (loads only) the CPU time the readers of the busiest rank "
+        "spent checking the CSR's structure; `sampled_edges_per_s` is all ranks' sampled edges "
+        "over the slowest "
+        "rank's time in the sampler; `gathered_gbps` all ranks' gathered feature bytes over the "
+        "slowest rank's gather time; `batches_per_s` all ranks' non-empty batches over the "
+        "slowest rank's whole loop; `peak_rss_mib` the largest peak resident set of a rank "
+        "(`getrusage`), `gpu_used_mib` the device memory in use at the end (largest over "
+        "ranks; ranks sharing a GPU see the same figure).\n\nEvery rank must run with the same "
+        "settings, apart from `threads`, `load.threads`, `gen.threads`, `timeout_s` and "
+        "`edge_ids`: right after the ranks meet they compare the effective values (a loaded "
+        "dataset or the `gen.*` keys of a generated one, memory types and locations, the "
+        "sampler, `method`, `fanouts`, `batch_size`, `random_seed`, `epochs`, `batches`) and all "
+        "fail naming the first key that differs and which rank has which value. Loading then "
+        "compares the ranks' manifests, and placing a generated graph a digest of each rank's "
+        "graph."}},
+      {"wholestore sample configs/sample.yaml --set sampler=cpu --set batches=20",
+       "wholestore launch -n 2 -- wholestore sample configs/sample.yaml "
+       "--set dataset=datasets/rmat-small --set graph.type=chunked --set method=weighted",
+       "wholestore sample configs/sample.yaml --set fanouts=25,10 --report /tmp/sample.yaml"},
+      run_sample};
+  return info;
 }
 
 }  // namespace wholestore::apps

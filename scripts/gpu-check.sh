@@ -112,6 +112,10 @@ else
   exit 1
 fi
 
+echo "==== wholestore --version (log: $log_dir/version.txt) ===="
+# What produced every figure below: commit, build, CUDA/NCCL, driver and the GPUs seen.
+"$build_dir/apps/wholestore" --version | tee "$log_dir/version.txt" || true
+
 echo "==== README test command: scripts/test.sh (log: $log_dir/test.log) ===="
 # Exactly as a user runs it: it re-runs setup and the (no-op) build, then every test.
 set +e

@@ -376,3 +376,35 @@ TEST(GpuSharing, CpuRanksShareNothing) {
     });
   }
 }
+
+// The environment report lists exactly the visible devices, each with a name, memory and a
+// compute capability, and has the runtime and NCCL versions exactly when CUDA is built in (a
+// host-only build reports nothing; a CUDA build on a machine without a GPU reports the libraries
+// and says why no device is listed).
+TEST(CudaEnvironment, ListsTheVisibleDevices) {
+  const wholememory::cuda_environment env = wholememory::describe_cuda_environment();
+  ASSERT_EQ(static_cast<int>(env.gpus.size()), wholememory::device_count());
+  for (std::size_t i = 0; i < env.gpus.size(); ++i) {
+    EXPECT_EQ(env.gpus[i].device, static_cast<int>(i));
+    EXPECT_FALSE(env.gpus[i].name.empty());
+    EXPECT_GT(env.gpus[i].memory_bytes, 0u);
+    EXPECT_GT(env.gpus[i].compute_major, 0);
+    EXPECT_FALSE(env.gpus[i].pci_bus_id.empty());
+  }
+#if defined(WHOLESTORE_HAS_CUDA)
+  EXPECT_TRUE(env.cuda_built);
+  EXPECT_GT(env.runtime_version, 0);
+  EXPECT_GT(env.nccl_version, 0);
+  if (env.gpus.empty()) {
+    EXPECT_FALSE(env.note.empty());
+  } else {
+    EXPECT_GT(env.driver_version, 0);
+  }
+#else
+  EXPECT_FALSE(env.cuda_built);
+  EXPECT_EQ(env.driver_version, 0);
+  EXPECT_EQ(env.runtime_version, 0);
+  EXPECT_EQ(env.nccl_version, 0);
+  EXPECT_TRUE(env.note.empty());
+#endif
+}

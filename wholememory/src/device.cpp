@@ -16,6 +16,7 @@
 
 #if defined(WHOLESTORE_HAS_CUDA)
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 #endif
 
 namespace wholememory {
@@ -66,6 +67,47 @@ void copy_bytes(void* dst, const void* src, std::size_t bytes) {
   }
 #endif
   std::memcpy(dst, src, bytes);
+}
+
+cuda_environment describe_cuda_environment() {
+  cuda_environment env;
+#if defined(WHOLESTORE_HAS_CUDA)
+  env.cuda_built = true;
+  // Each query on its own: a machine without a driver still reports the runtime and NCCL.
+  if (cudaDriverGetVersion(&env.driver_version) != cudaSuccess) env.driver_version = 0;
+  if (cudaRuntimeGetVersion(&env.runtime_version) != cudaSuccess) env.runtime_version = 0;
+  if (ncclGetVersion(&env.nccl_version) != ncclSuccess) env.nccl_version = 0;
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // the "no device" error is sticky for the next call otherwise
+    env.note = std::string("cudaGetDeviceCount: ") + cudaGetErrorString(err);
+    return env;
+  }
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp prop{};
+    err = cudaGetDeviceProperties(&prop, d);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      env.note = "cudaGetDeviceProperties(" + std::to_string(d) + "): " + cudaGetErrorString(err);
+      continue;
+    }
+    gpu_description gpu;
+    gpu.device = d;
+    gpu.name = prop.name;
+    gpu.compute_major = prop.major;
+    gpu.compute_minor = prop.minor;
+    gpu.memory_bytes = prop.totalGlobalMem;
+    char bus_id[32] = {};
+    if (cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), d) == cudaSuccess) {
+      gpu.pci_bus_id = bus_id;
+    } else {
+      cudaGetLastError();
+    }
+    env.gpus.push_back(std::move(gpu));
+  }
+#endif
+  return env;
 }
 
 namespace {

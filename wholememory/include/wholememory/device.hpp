@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace wholememory {
 
@@ -70,6 +71,33 @@ class host_registration {
  private:
   std::unique_ptr<detail::resource> owner_;
 };
+
+/// One visible CUDA device, as describe_cuda_environment reports it.
+struct gpu_description {
+  int device = 0;                ///< this process's ordinal (after CUDA_VISIBLE_DEVICES)
+  std::string name;              ///< e.g. "NVIDIA H200"
+  std::string pci_bus_id;        ///< e.g. "0000:1b:00.0"
+  int compute_major = 0;         ///< compute capability, e.g. 9
+  int compute_minor = 0;         ///< e.g. 0
+  std::size_t memory_bytes = 0;  ///< total device memory
+};
+
+/// What this process sees of CUDA and NCCL at run time, for version banners and reports (the
+/// versions the library was compiled against are the build's business, not this one's).
+struct cuda_environment {
+  bool cuda_built = false;            ///< the library was built with CUDA and NCCL
+  int driver_version = 0;             ///< cudaDriverGetVersion, e.g. 12040 for 12.4; 0: no driver
+  int runtime_version = 0;            ///< cudaRuntimeGetVersion of the runtime loaded, e.g. 12040
+  int nccl_version = 0;               ///< ncclGetVersion of the NCCL loaded, e.g. 22105 for 2.21.5
+  std::vector<gpu_description> gpus;  ///< the visible devices, in ordinal order
+  std::string note;  ///< why no device is listed when a query failed; empty otherwise
+};
+
+/// Asks the CUDA runtime, driver and NCCL what they are and which devices are visible.  Never
+/// throws: a failed query leaves its fields 0 or empty and says why in `note`.  Leaves the
+/// calling thread's current device as it was; not collective; in a build without CUDA, returns
+/// `cuda_built == false` and nothing else.
+cuda_environment describe_cuda_environment();
 
 /// Copies `bytes` bytes between any two addresses this process can reach (host, device, or
 /// WholeMemory); synchronous.

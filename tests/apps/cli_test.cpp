@@ -1,0 +1,243 @@
+// The command table against the schemas: every command's help and the config reference list
+// every key of every schema (bench: all three suites) with its type and default, the shipped
+// configs and the examples are accepted by the schemas they document, usage errors are told
+// apart from other errors, and the version block is YAML with the fields reports rely on.
+#include "cli.hpp"
+#include "commands.hpp"
+#include "config.hpp"
+#include "version.hpp"
+
+#include <wholememory/device.hpp>
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace wholestore::apps;
+
+const std::string source_dir = WHOLESTORE_SOURCE_DIR;
+
+std::vector<std::string> words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+std::string shown_default(const config_key& key) {
+  return key.default_value.empty() ? "\"\"" : key.default_value;
+}
+
+TEST(CommandTable, NamesAreUniqueAndFound) {
+  const auto& commands = all_commands();
+  ASSERT_GE(commands.size(), 9u);
+  for (const command_info* c : commands) {
+    EXPECT_EQ(find_command(c->name), c) << c->name;
+    EXPECT_FALSE(c->summary.empty()) << c->name;
+    EXPECT_FALSE(c->description.empty()) << c->name;
+    EXPECT_FALSE(c->examples.empty()) << c->name;
+    EXPECT_NE(c->run, nullptr) << c->name;
+    for (const config_section& s : c->configs) {
+      ASSERT_NE(s.keys, nullptr) << c->name;
+      EXPECT_FALSE(s.keys->empty()) << c->name;
+    }
+  }
+  EXPECT_EQ(find_command("nosuch"), nullptr);
+  for (const char* name :
+       {"sample", "demo", "bench", "gen", "convert", "info", "launch", "help", "version"})
+    EXPECT_NE(find_command(name), nullptr) << name;
+}
+
+// The help of every command names every key of every one of its schemas, with type and
+// default, in the schema's order; and its usage line and examples.
+TEST(CommandHelp, ListsEverySchemaKey) {
+  for (const command_info* c : all_commands()) {
+    const std::string help = command_help(*c);
+    EXPECT_NE(help.find("usage: " + usage_line(*c) + "\n"), std::string::npos) << c->name;
+    for (const auto& e : c->examples) EXPECT_NE(help.find("  " + e + "\n"), std::string::npos);
+    EXPECT_NE(help.find("exit status: 0 success, 1 error, 2 usage error"), std::string::npos);
+    for (const config_section& s : c->configs) {
+      std::size_t at = help.find(s.config_file);
+      ASSERT_NE(at, std::string::npos) << c->name << ": " << s.config_file;
+      for (const config_key& key : *s.keys) {
+        const std::string line = "\n  " + key.path + "  " + value_kind_name(key.kind) +
+                                 ", default " + shown_default(key) + "\n";
+        const std::size_t found = help.find(line, at);
+        EXPECT_NE(found, std::string::npos) << c->name << " " << s.heading << ": " << key.path;
+        if (found != std::string::npos) at = found;
+      }
+    }
+  }
+}
+
+TEST(CommandHelp, BenchCoversEverySuite) {
+  const command_info& bench = *find_command("bench");
+  ASSERT_EQ(bench.configs.size(), 3u);
+  const std::string help = command_help(bench);
+  for (const char* suite : {"gather", "sample", "embedding"}) {
+    EXPECT_NE(help.find(std::string("config keys, suite ") + suite), std::string::npos) << suite;
+  }
+  EXPECT_EQ(bench.configs[1].keys, &bench_sample_keys());
+  EXPECT_EQ(bench.configs[2].keys, &bench_embedding_keys());
+  // Each suite's schema knows `suite`, with the suite's own name as default.
+  const char* names[] = {"gather", "sample", "embedding"};
+  for (int i = 0; i < 3; ++i) {
+    const config c = load_config(*bench.configs[i].keys, "", {});
+    EXPECT_EQ(c.get_string("suite"), names[i]);
+  }
+}
+
+TEST(ConfigReference, HasATableRowForEverySchemaKey) {
+  const std::string md = config_reference_markdown();
+  for (const command_info* c : all_commands()) {
+    EXPECT_NE(md.find("\n## `wholestore " + c->name + "`"), std::string::npos) << c->name;
+    for (const config_section& s : c->configs) {
+      for (const config_key& key : *s.keys) {
+        const std::string row = "| `" + key.path + "` | " + value_kind_name(key.kind) + " | `" +
+                                shown_default(key) + "` | ";
+        EXPECT_NE(md.find(row), std::string::npos) << c->name << ": " << row;
+      }
+    }
+  }
+}
+
+// Markdown lines never start a list or heading by accident of wrapping, and stay within 100
+// columns unless they are table rows, code or a single long word.
+TEST(ConfigReference, WrapsIntoPlainParagraphs) {
+  std::istringstream lines(config_reference_markdown());
+  bool in_code = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("```", 0) == 0) in_code = !in_code;
+    if (in_code || line.empty() || line[0] == '|' || line.rfind("<!--", 0) == 0) continue;
+    if (line[0] == '#') {  // only the page's and the sections' headings
+      EXPECT_TRUE(line == "# Config reference" || line.rfind("## ", 0) == 0 ||
+                  line.rfind("### ", 0) == 0)
+          << line;
+      continue;
+    }
+    EXPECT_LE(line.size(), 100u) << line;
+    EXPECT_NE(line.rfind("- ", 0), 0u) << line;
+    EXPECT_NE(line.rfind("* ", 0), 0u) << line;
+    EXPECT_NE(line.rfind("+ ", 0), 0u) << line;
+  }
+}
+
+// The shipped config of every section loads under that section's schema.
+TEST(ShippedConfigs, LoadUnderTheirSchemas) {
+  for (const command_info* c : all_commands()) {
+    for (const config_section& s : c->configs) {
+      EXPECT_NO_THROW(load_config(*s.keys, source_dir + "/" + s.config_file, {}))
+          << c->name << ": " << s.config_file;
+      const config cfg = load_config(*s.keys, source_dir + "/" + s.config_file, {});
+      for (const config_key& key : *s.keys) EXPECT_EQ(cfg.values.count(key.path), 1u);
+    }
+  }
+}
+
+// Every example's `--set` overrides (and config file) are accepted by the schema it documents:
+// the section whose config file the example names, else the command's first.
+TEST(Examples, UseOnlyKnownKeys) {
+  for (const command_info* c : all_commands()) {
+    if (c->configs.empty()) continue;
+    for (const std::string& example : c->examples) {
+      const std::vector<std::string> w = words(example);
+      // The command's own arguments: after the last "wholestore <name>".
+      std::size_t start = 0;
+      for (std::size_t i = 0; i + 1 < w.size(); ++i)
+        if (w[i] == "wholestore" && w[i + 1] == c->name) start = i + 2;
+      ASSERT_GT(start, 0u) << example;
+      std::vector<std::string> overrides;
+      overrides.reserve(w.size());
+      std::string file;
+      for (std::size_t i = start; i < w.size(); ++i) {
+        if (w[i] == "--set" && i + 1 < w.size()) {
+          overrides.push_back(w[++i]);
+        } else if (w[i] == "--report") {
+          ++i;
+        } else {
+          file = w[i];
+        }
+      }
+      const config_section* section = &c->configs[0];
+      for (const config_section& s : c->configs)
+        if (s.config_file == file) section = &s;
+      EXPECT_NO_THROW(
+          load_config(*section->keys, file.empty() ? "" : source_dir + "/" + file, overrides))
+          << example;
+    }
+  }
+}
+
+TEST(CommandArgs, HelpAnywhereButNotAsAValue) {
+  auto parse = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "cmd");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    return parse_command_args(static_cast<int>(argv.size()), argv.data());
+  };
+  EXPECT_TRUE(parse({"--help"}).help);
+  EXPECT_TRUE(parse({"-h"}).help);
+  EXPECT_TRUE(parse({"configs/sample.yaml", "--set", "a=1", "--help"}).help);
+  EXPECT_TRUE(parse({"--bogus", "--help"}).help);  // help wins over the error
+  EXPECT_FALSE(parse({"--report", "--help"}).help);
+  EXPECT_EQ(parse({"--report", "-h"}).report_file, "-h");
+  const command_args a = parse({"x.yaml", "--set", "k=v", "--set=j=w", "--report=r.yaml"});
+  EXPECT_EQ(a.config_file, "x.yaml");
+  EXPECT_EQ(a.overrides, (std::vector<std::string>{"k=v", "j=w"}));
+  EXPECT_EQ(a.report_file, "r.yaml");
+  EXPECT_THROW(parse({"--bogus"}), usage_error);
+  EXPECT_THROW(parse({"--set"}), usage_error);
+  EXPECT_THROW(parse({"a.yaml", "b.yaml"}), usage_error);
+}
+
+// Exit status 2 is for what the help documents (keys, types, options); a missing file is an
+// error of another kind (status 1).
+TEST(ConfigErrors, UsageErrorsAreToldApart) {
+  const std::vector<config_key> schema = {{"n", value_kind::integer, "1", "a count"},
+                                          {"flag", value_kind::boolean, "false", "a flag"}};
+  EXPECT_THROW(load_config(schema, "", {"m=1"}), usage_error);
+  EXPECT_THROW(load_config(schema, "", {"n=many"}), usage_error);
+  EXPECT_THROW(load_config(schema, "", {"flag=maybe"}), usage_error);
+  EXPECT_THROW(load_config(schema, "", {"n"}), usage_error);
+  try {
+    load_config(schema, "/nonexistent/wholestore.yaml", {});
+    FAIL() << "a missing file was accepted";
+  } catch (const usage_error&) {
+    FAIL() << "a missing file is not a usage error";
+  } catch (const config_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/wholestore.yaml"), std::string::npos);
+  }
+  EXPECT_EQ(load_config(schema, "", {"n=7"}).get_int("n"), 7);
+}
+
+TEST(Version, YamlBlockHasTheBuildAndTheMachine) {
+  const YAML::Node root = YAML::Load(version_yaml());
+  const YAML::Node v = root["version"];
+  ASSERT_TRUE(v.IsMap());
+  for (const char* key : {"wholestore", "git_commit", "build_type", "compiler", "cuda",
+                          "cuda_version", "cuda_architectures", "nccl", "nccl_version",
+                          "cuda_driver", "cuda_runtime", "nccl_library", "gpus"}) {
+    EXPECT_TRUE(v[key].IsDefined()) << key;
+  }
+  EXPECT_FALSE(v["git_commit"].as<std::string>().empty());
+  EXPECT_EQ(static_cast<int>(v["gpus"].size()), wholememory::device_count());
+#if defined(WHOLESTORE_HAS_CUDA)
+  EXPECT_TRUE(v["cuda"].as<bool>());
+  EXPECT_FALSE(v["cuda_version"].as<std::string>().empty());
+  EXPECT_FALSE(v["cuda_architectures"].as<std::string>().empty());
+#else
+  EXPECT_FALSE(v["cuda"].as<bool>());
+  EXPECT_FALSE(v["nccl"].as<bool>());
+  EXPECT_EQ(v["cuda_version"].as<std::string>(), "");
+#endif
+  const std::string text = version_text();
+  EXPECT_EQ(text.rfind("wholestore " + v["wholestore"].as<std::string>() + "\n", 0), 0u);
+  EXPECT_NE(text.find(v["git_commit"].as<std::string>()), std::string::npos);
+}
+
+}  // namespace
