@@ -20,6 +20,23 @@ constexpr std::size_t step = 2048;
 
 constexpr const char* rule = "rule 6 of docs/dataset-format.md";
 
+constexpr std::size_t none_bad = static_cast<std::size_t>(-1);
+
+/// The first i < count with bad(i), none_bad when there is none: steps of `step` elements are
+/// scanned without branches, and only a step that holds a fault again to find where.
+template <typename Bad>
+std::size_t first_bad(std::size_t count, Bad bad) {
+  for (std::size_t begin = 0; begin < count; begin += step) {
+    const std::size_t end = std::min(count, begin + step);
+    bool any = false;
+    for (std::size_t i = begin; i < end; ++i) any |= bad(i);
+    if (!any) continue;
+    for (std::size_t i = begin; i < end; ++i)
+      if (bad(i)) return i;
+  }
+  return none_bad;
+}
+
 class stopwatch {
  public:
   explicit stopwatch(std::atomic<std::uint64_t>& total)
@@ -57,22 +74,14 @@ void csr_checker::row_offsets(const std::int64_t* values, std::uint64_t first, s
   auto bad = [&](std::size_t i) {
     return static_cast<std::uint64_t>(values[i]) > top || (i > 0 && values[i] < values[i - 1]);
   };
-  for (std::size_t begin = 0; begin < count && f.what == kind::none; begin += step) {
-    const std::size_t end = std::min(count, begin + step);
-    bool any = false;
-    for (std::size_t i = begin; i < end; ++i) any |= bad(i);
-    if (!any) continue;
-    for (std::size_t i = begin; i < end; ++i) {
-      if (!bad(i)) continue;
-      f.position = first + i;
-      f.value = values[i];
-      if (static_cast<std::uint64_t>(values[i]) > top) {
-        f.what = kind::offset_range;
-      } else {
-        f.what = kind::offset_decrease;
-        f.previous = values[i - 1];
-      }
-      break;
+  if (const std::size_t i = first_bad(count, bad); i != none_bad) {
+    f.position = first + i;
+    f.value = values[i];
+    if (static_cast<std::uint64_t>(values[i]) > top) {
+      f.what = kind::offset_range;
+    } else {
+      f.what = kind::offset_decrease;
+      f.previous = values[i - 1];
     }
   }
   if (f.what == kind::none || f.position > first) {
@@ -105,20 +114,12 @@ void csr_checker::check_cols(const T* values, std::uint64_t first, std::size_t c
   auto bad = [&](std::size_t i) {
     return static_cast<std::uint64_t>(static_cast<std::int64_t>(values[i])) >= n;
   };
-  for (std::size_t begin = 0; begin < count; begin += step) {
-    const std::size_t end = std::min(count, begin + step);
-    bool any = false;
-    for (std::size_t i = begin; i < end; ++i) any |= bad(i);
-    if (!any) continue;
-    for (std::size_t i = begin; i < end; ++i) {
-      if (!bad(i)) continue;
-      fault f;
-      f.position = first + i;
-      f.value = static_cast<std::int64_t>(values[i]);
-      f.what = kind::col_range;
-      keep(cols, f);
-      return;
-    }
+  if (const std::size_t i = first_bad(count, bad); i != none_bad) {
+    fault f;
+    f.position = first + i;
+    f.value = static_cast<std::int64_t>(values[i]);
+    f.what = kind::col_range;
+    keep(cols, f);
   }
 }
 
@@ -137,20 +138,12 @@ void csr_checker::edge_weights(const float* values, std::uint64_t first, std::si
   auto bad = [&](std::size_t i) {
     return !(values[i] >= 0.0f && values[i] <= std::numeric_limits<float>::max());
   };
-  for (std::size_t begin = 0; begin < count; begin += step) {
-    const std::size_t end = std::min(count, begin + step);
-    bool any = false;
-    for (std::size_t i = begin; i < end; ++i) any |= bad(i);
-    if (!any) continue;
-    for (std::size_t i = begin; i < end; ++i) {
-      if (!bad(i)) continue;
-      fault f;
-      f.position = first + i;
-      f.real_value = static_cast<double>(values[i]);
-      f.what = kind::weight_value;
-      keep(weights, f);
-      return;
-    }
+  if (const std::size_t i = first_bad(count, bad); i != none_bad) {
+    fault f;
+    f.position = first + i;
+    f.real_value = static_cast<double>(values[i]);
+    f.what = kind::weight_value;
+    keep(weights, f);
   }
 }
 

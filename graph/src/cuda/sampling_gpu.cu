@@ -186,6 +186,9 @@ struct gpu_sampler::impl {
 
   /// Throws when host_info[0] names a bad seed (on any rank, for distributed memory).
   void check_seeds(const std::int64_t* seeds, cudaStream_t stream);
+  /// Distributed graphs: whether any rank reports `mine` true (an allreduce over the graph's
+  /// communicator and one wait), so that no rank is left waiting in a collective.
+  bool any_rank(bool mine, cudaStream_t stream);
   /// Throws when host_info's fault words name a corrupt row or column index (on every rank,
   /// for distributed memory).
   void check_graph(std::size_t num_hops, cudaStream_t stream);
@@ -220,6 +223,18 @@ struct gpu_sampler::impl {
   std::int64_t weight_stats(cudaStream_t stream);
 };
 
+bool gpu_sampler::impl::any_rank(bool mine, cudaStream_t stream) {
+  long long* any = flag.get<long long>(2, device, stream);
+  long long* host_any = host_info + host_words - 1;  // the last word is not an info word
+  *host_any = mine ? 1 : 0;
+  WM_CUDA_TRY(cudaMemcpyAsync(any, host_any, sizeof(long long), cudaMemcpyHostToDevice, stream));
+  graph->row_offsets.comm().allreduce_sum(any, any, 1, wm::dtype::int64, stream);
+  graph->row_offsets.comm().synchronize(stream);
+  WM_CUDA_TRY(cudaMemcpyAsync(host_any, any, sizeof(long long), cudaMemcpyDeviceToHost, stream));
+  WM_CUDA_TRY(cudaStreamSynchronize(stream));
+  return *host_any > 0;
+}
+
 void gpu_sampler::impl::check_seeds(const std::int64_t* seeds, cudaStream_t stream) {
   const std::int64_t num_nodes = static_cast<std::int64_t>(graph->num_nodes);
   const bool bad_here = host_info[0] != 0;
@@ -228,15 +243,7 @@ void gpu_sampler::impl::check_seeds(const std::int64_t* seeds, cudaStream_t stre
   if (distributed) {
     // Every rank learns whether any rank had a bad seed, so that none is left waiting in a
     // collective.
-    long long* any = flag.get<long long>(2, device, stream);
-    long long* host_any = host_info + host_words - 1;  // the last word is not an info word
-    *host_any = bad_here ? 1 : 0;
-    WM_CUDA_TRY(cudaMemcpyAsync(any, host_any, sizeof(long long), cudaMemcpyHostToDevice, stream));
-    graph->row_offsets.comm().allreduce_sum(any, any, 1, wm::dtype::int64, stream);
-    graph->row_offsets.comm().synchronize(stream);
-    WM_CUDA_TRY(cudaMemcpyAsync(host_any, any, sizeof(long long), cudaMemcpyDeviceToHost, stream));
-    WM_CUDA_TRY(cudaStreamSynchronize(stream));
-    if (*host_any > 0 && !bad_here) {
+    if (any_rank(bad_here, stream) && !bad_here) {
       WM_FAIL(wm::logic_error,
               "sample: a seed outside [0, " << num_nodes << ") was passed on another rank");
     }
@@ -254,15 +261,7 @@ void gpu_sampler::impl::check_graph(std::size_t num_hops, cudaStream_t stream) {
   const std::size_t at = 2 + 3 * num_hops;
   const long long kind = host_info[at], where = host_info[at + 1];
   if (distributed) {
-    long long* any = flag.get<long long>(2, device, stream);
-    long long* host_any = host_info + host_words - 1;  // the last word is not an info word
-    *host_any = kind != 0 ? 1 : 0;
-    WM_CUDA_TRY(cudaMemcpyAsync(any, host_any, sizeof(long long), cudaMemcpyHostToDevice, stream));
-    graph->row_offsets.comm().allreduce_sum(any, any, 1, wm::dtype::int64, stream);
-    graph->row_offsets.comm().synchronize(stream);
-    WM_CUDA_TRY(cudaMemcpyAsync(host_any, any, sizeof(long long), cudaMemcpyDeviceToHost, stream));
-    WM_CUDA_TRY(cudaStreamSynchronize(stream));
-    if (*host_any > 0 && kind == 0) {
+    if (any_rank(kind != 0, stream) && kind == 0) {
       WM_FAIL(wm::logic_error,
               "sample: the graph is corrupt (another rank met a row_offsets or col_indices value "
               "outside the graph; its memory was changed after loading?)");
