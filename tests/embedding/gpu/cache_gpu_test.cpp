@@ -123,7 +123,9 @@ TEST_P(DeviceCacheGpu, LookupsMatchTheTableAndHitsMatchADirectCount) {
     const emb::cache_stats s = cache.stats(stream.get());
     EXPECT_EQ(s.lookups, want_lookups);
     EXPECT_EQ(s.hits, want_hits);
-    EXPECT_GT(s.hit_rate(), 0.5) << "a 10% cache of a cubed-uniform stream";
+    // The 10% hottest rows of a cubed-uniform stream are about the lowest 10%: an index
+    // u^3 * rows falls there with probability 0.1^(1/3) = 0.464.
+    EXPECT_NEAR(s.hit_rate(), 0.464, 0.05) << "a 10% cache of a cubed-uniform stream";
   });
   EXPECT_TRUE(r.all_ok());
 }
