@@ -6,6 +6,8 @@
 #   scripts/device-run.sh all [--set ..]    # both
 #   scripts/device-run.sh sample [--set ..] # scripts/bench-sample.sh on the existing build
 #   scripts/device-run.sh check+sample      # gpu-check, then the sampling benchmark
+#   scripts/device-run.sh embed [--set ..]  # build what the embedding needs, its CPU and GPU
+#                                           # tests, then the embedding bench with the --set args
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # The tests read the shared real graphs from ../shared/data; only the checkout travels to the
@@ -35,6 +37,19 @@ if [ "$what" = sample ] || [ "$what" = check+sample ]; then
     >"$work/sample.out" 2>&1 || rc=1
   cp "$work"/sample/*.txt "$final"/ 2>/dev/null
   tail -n 30 "$work/sample.out"
+fi
+if [ "$what" = embed ]; then
+  { cmake -S . -B build -G Ninja >/dev/null &&
+    cmake --build build -j "$(nproc)" --target wholestore embedding_tests embedding_gpu_tests; } \
+    >"$work/build.out" 2>&1 || { tail -n 30 "$work/build.out"; rc=1; }
+  for t in embedding_tests embedding_gpu_tests; do
+    timeout "${TEST_TIMEOUT:-200}" "build/tests/$t" >"$work/$t.out" 2>&1 || rc=1
+    echo "== $t: $(tail -n 1 "$work/$t.out")"
+    grep -E '^\[  (FAILED|SKIPPED) ' "$work/$t.out" | head -20
+  done
+  timeout "${BENCH_TIMEOUT:-250}" build/apps/wholestore bench configs/bench_embedding.yaml "$@" \
+    >"$final/bench_embedding.txt" 2>&1 || rc=1
+  cat "$final/bench_embedding.txt"
 fi
 tar czf "$final/logs.tgz" -C "$work" . 2>/dev/null
 exit $rc

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 namespace wholestore::embedding::detail {
@@ -73,6 +74,10 @@ std::string check_apply_arguments(const table_impl& t, const wholememory::index_
              t.comm->get_backend() != wholememory::backend::host) {
     os << op << " exchanges rows through the host backend; this table's communicator is "
        << wholememory::backend_name(t.comm->get_backend()) << " (use apply_gradients)";
+  } else if (t.own().size() > std::numeric_limits<std::uint32_t>::max()) {
+    os << op << ": rank " << t.rank() << " owns " << t.own().size()
+       << " rows; updates address at most 2^32 - 1 rows per rank (spread the table over more "
+          "ranks)";
   }
   return os.str();
 }

@@ -65,32 +65,72 @@ void pack_gradients(const wholememory::dense_matrix& grads, const std::vector<st
   });
 }
 
-/// Owner side: applies every run of equal indices of the stably sorted list to the own rows.
-/// `order` lists received entries sorted by index (ties in received order); run i is
-/// order[heads[i] .. heads[i + 1]).
+/// The received gradient rows of the owner: row k is grads[k * stride, + dim), float32.
+struct gradient_rows {
+  const float* grads = nullptr;
+  std::size_t stride = 0;
+  const float* row(std::size_t k) const { return grads + k * stride; }
+};
+
+/// out = rows item(first), ..., item(first + count - 1) summed left to right from the first.
+template <typename Item>
+void sum_left_to_right(float* out, std::size_t dim, const Item& item, std::size_t first,
+                       std::size_t count) {
+  const float* r0 = item(first);
+  std::copy(r0, r0 + dim, out);
+  for (std::size_t j = 1; j < count; ++j) {
+    const float* r = item(first + j);
+    for (std::size_t c = 0; c < dim; ++c) out[c] = out[c] + r[c];
+  }
+}
+
+/// g = the tree sum (optimizer_update.hpp) of the run's rows item(0), ..., item(len - 1): the
+/// same float operations in the same order as the GPU's levels of warps.
+template <typename Item>
+void tree_sum(float* g, std::size_t dim, const Item& item, std::size_t len,
+              std::vector<float>& level, std::vector<float>& next) {
+  const std::size_t fan = static_cast<std::size_t>(sum_fan_in);
+  if (len <= fan) {
+    sum_left_to_right(g, dim, item, 0, len);
+    return;
+  }
+  std::size_t items = (len + fan - 1) / fan;
+  level.resize(items * dim);
+  for (std::size_t q = 0; q < items; ++q)
+    sum_left_to_right(level.data() + q * dim, dim, item, q * fan, std::min(fan, len - q * fan));
+  auto partial = [&](std::size_t q) { return level.data() + q * dim; };
+  while (items > fan) {
+    const std::size_t out = (items + fan - 1) / fan;
+    next.resize(out * dim);
+    for (std::size_t q = 0; q < out; ++q)
+      sum_left_to_right(next.data() + q * dim, dim, partial, q * fan,
+                        std::min(fan, items - q * fan));
+    level.swap(next);
+    items = out;
+  }
+  sum_left_to_right(g, dim, partial, 0, items);
+}
+
+/// Owner side: applies every run of equal rows of the sorted list to the own rows.  Sorted
+/// entry k is received entry order[k], of local row rows[k]; run i is entries
+/// [heads[i], heads[i + 1]).
 template <typename TableT, optimizer_kind Kind>
-void update_runs(const table_impl& t, const update_params& p, const received_rows& in,
-                 const std::vector<std::uint32_t>& order, const std::vector<std::size_t>& heads,
-                 unsigned threads) {
+void update_runs(const table_impl& t, const update_params& p, const gradient_rows& in,
+                 const std::vector<std::uint32_t>& rows, const std::vector<std::uint32_t>& order,
+                 const std::vector<std::size_t>& heads, unsigned threads) {
   const std::size_t dim = t.options.dim;
   const std::size_t scols = state_cols(Kind, dim);
-  const row_range own = t.own();
   auto* weights = static_cast<TableT*>(t.weights.local_part().ptr);
   float* s0 = t.state.size() > 0 ? static_cast<float*>(t.state[0].local_part().ptr) : nullptr;
   float* s1 = t.state.size() > 1 ? static_cast<float*>(t.state[1].local_part().ptr) : nullptr;
   const std::size_t runs = heads.size() - 1;
   parallel_ranges(runs, threads, 64, [&](std::size_t first, std::size_t last) {
-    std::vector<float> g(dim);
+    std::vector<float> g(dim), level, next;
     for (std::size_t run = first; run < last; ++run) {
       const std::size_t b = heads[run], e = heads[run + 1];
-      const std::size_t local = static_cast<std::size_t>(in.index[order[b]]) - own.begin;
-      // Duplicates summed per element, left to right in global batch order.
-      const float* row0 = in.grads.data() + static_cast<std::size_t>(order[b]) * dim;
-      std::copy(row0, row0 + dim, g.begin());
-      for (std::size_t j = b + 1; j < e; ++j) {
-        const float* row = in.grads.data() + static_cast<std::size_t>(order[j]) * dim;
-        for (std::size_t c = 0; c < dim; ++c) g[c] = g[c] + row[c];
-      }
+      const std::size_t local = rows[b];
+      auto item = [&](std::size_t j) { return in.row(order[b + j]); };
+      tree_sum(g.data(), dim, item, e - b, level, next);
       TableT* w = weights + local * dim;
       for (std::size_t c = 0; c < dim; ++c)
         g[c] = apply_weight_decay(p, g[c], convert_element<float>(w[c]));
@@ -103,9 +143,9 @@ void update_runs(const table_impl& t, const update_params& p, const received_row
           lane = lane + g[c] * g[c];
         }
         for (int off = reduction_lanes / 2; off >= 1; off /= 2) {
-          float next[reduction_lanes];
-          for (int l = 0; l < reduction_lanes; ++l) next[l] = partial[l] + partial[l ^ off];
-          std::copy(next, next + reduction_lanes, partial);
+          float next_lanes[reduction_lanes];
+          for (int l = 0; l < reduction_lanes; ++l) next_lanes[l] = partial[l] + partial[l ^ off];
+          std::copy(next_lanes, next_lanes + reduction_lanes, partial);
         }
         row_state = rowwise_state(s0[local], partial[0], dim);
         s0[local] = row_state;
@@ -123,6 +163,28 @@ void update_runs(const table_impl& t, const update_params& p, const received_row
       }
     }
   });
+}
+
+/// Sorts (rows, order) by row, stably (equal rows keep their received order): an LSD radix
+/// sort on the bits rows below `bound` need, 8 bits a pass.  order starts as 0, 1, 2, ...
+void sort_by_row(std::vector<std::uint32_t>& rows, std::vector<std::uint32_t>& order,
+                 std::uint64_t bound) {
+  const std::size_t m = rows.size();
+  order.resize(m);
+  for (std::size_t k = 0; k < m; ++k) order[k] = static_cast<std::uint32_t>(k);
+  std::vector<std::uint32_t> rows_tmp(m), order_tmp(m);
+  for (int shift = 0; shift < 32 && (bound - 1) >> shift != 0; shift += 8) {
+    std::size_t count[257] = {};
+    for (std::size_t k = 0; k < m; ++k) ++count[((rows[k] >> shift) & 0xffu) + 1];
+    for (int d = 0; d < 256; ++d) count[d + 1] += count[d];
+    for (std::size_t k = 0; k < m; ++k) {
+      const std::size_t dst = count[(rows[k] >> shift) & 0xffu]++;
+      rows_tmp[dst] = rows[k];
+      order_tmp[dst] = order[k];
+    }
+    rows.swap(rows_tmp);
+    order.swap(order_tmp);
+  }
 }
 
 }  // namespace
@@ -174,8 +236,11 @@ void table::apply_gradients_host(const wholememory::index_array& indices,
       out.index[k] = detail::index_at(indices, i);
     }
   }
-  out.grads.resize(n * dim);
-  detail::pack_gradients(grads, src_row, out.grads.data(), threads);
+  // One rank with float32 gradients: the update reads the caller's rows where they are.
+  if (ranks > 1 || grads.type != wholememory::dtype::float32) {
+    out.grads.resize(n * dim);
+    detail::pack_gradients(grads, src_row, out.grads.data(), threads);
+  }
 
   detail::received_rows in;
   if (ranks == 1) {
@@ -201,19 +266,25 @@ void table::apply_gradients_host(const wholememory::index_array& indices,
   if (m == 0) return;
   WM_EXPECTS(m <= UINT32_MAX, op << ": " << m << " gradient rows reached rank " << t.rank()
                                  << " in one call; at most 2^32 - 1 are supported");
-  std::vector<std::uint32_t> order(m);
-  std::iota(order.begin(), order.end(), 0u);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::uint32_t a, std::uint32_t b) { return in.index[a] < in.index[b]; });
+  const row_range own = t.own();
+  std::vector<std::uint32_t> rows(m), order;
+  for (std::size_t k = 0; k < m; ++k)
+    rows[k] = static_cast<std::uint32_t>(static_cast<std::size_t>(in.index[k]) - own.begin);
+  detail::sort_by_row(rows, order, std::max<std::uint64_t>(own.size(), 1));
   std::vector<std::size_t> heads;
   for (std::size_t k = 0; k < m; ++k)
-    if (k == 0 || in.index[order[k]] != in.index[order[k - 1]]) heads.push_back(k);
+    if (k == 0 || rows[k] != rows[k - 1]) heads.push_back(k);
   heads.push_back(m);
 
+  const detail::gradient_rows received =
+      in.grads.empty()
+          ? detail::gradient_rows{static_cast<const float*>(grads.data), grads.row_stride}
+          : detail::gradient_rows{in.grads.data(), dim};
   detail::dispatch_float_type(t.options.dtype, "the table dtype", [&](auto tag) {
     using T = decltype(tag);
     detail::dispatch_optimizer(t.options.optimizer.kind, [&](auto kind) {
-      detail::update_runs<T, decltype(kind)::value>(t, params, in, order, heads, threads);
+      detail::update_runs<T, decltype(kind)::value>(t, params, received, rows, order, heads,
+                                                    threads);
     });
   });
 }

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <tuple>
 
@@ -309,6 +310,37 @@ TEST(ApplyGradients, DuplicatesAreSummedLeftToRightInGlobalBatchOrder) {
       tb.lookup_host(wholememory::index_array{&seven, dtype::int64, 1},
                      wholememory::dense_matrix{&w, dtype::float32, 1, 1, 1});
       EXPECT_EQ(w, -1.0f);
+    });
+  }
+}
+
+TEST(ApplyGradients, LongRunsOfDuplicatesAreSummedAsTheDocumentedTree) {
+  // Runs of 1 to 40000 duplicates against the spec's tree written independently in the test
+  // util; the batch is built so that a plain left-to-right sum gives other bits.
+  const std::vector<std::size_t> lengths = long_run_lengths();
+  const std::size_t dim = 3, rows = 2 * lengths.size() + 1;
+  const batch b = long_run_batch(lengths, dim, 91);
+  const long_run_expectation want = expect_long_runs(b, rows, dim);
+  ASSERT_TRUE(want.tree_differs_from_plain) << "the batch does not tell the tree from a plain sum";
+  for (int ranks : {1, 3}) {
+    run_ranks(ranks, [&](std::shared_ptr<wholememory::communicator> comm) {
+      table_options o;
+      o.rows = rows;
+      o.dim = dim;
+      o.type = memory_type::distributed;
+      o.init.method = init_options::zeros;
+      table tb = table::create(comm, o);
+      const auto [first, last] = slice(b.index.size(), comm->size(), comm->rank(), 0);
+      apply_slice(tb, b, first, last, dtype::int64, dtype::float32, 1.0f, 2);
+      std::vector<std::int64_t> all(rows);
+      for (std::size_t r = 0; r < rows; ++r) all[r] = static_cast<std::int64_t>(r);
+      std::vector<float> got(rows * dim);
+      tb.lookup_host(wholememory::index_array{all.data(), dtype::int64, rows},
+                     wholememory::dense_matrix{got.data(), dtype::float32, rows, dim, dim});
+      for (std::size_t e = 0; e < rows * dim; ++e)
+        ASSERT_EQ(std::memcmp(&got[e], &want.weights[e], sizeof(float)), 0)
+            << "row " << e / dim << " column " << e % dim << ": " << got[e] << ", want "
+            << want.weights[e] << " (" << comm->size() << " ranks)";
     });
   }
 }

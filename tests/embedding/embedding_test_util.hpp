@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -91,6 +92,74 @@ inline batch global_batch(std::uint64_t seed, int step, std::size_t n, std::size
       b.grads.push_back(signed_unit(hash3(seed + 1000 + static_cast<std::uint64_t>(step), i, c)) +
                         0.25f);
   return b;
+}
+
+/// The sum of duplicate gradients as docs/architecture.md specifies it, written from the
+/// spec: while more than 32 values remain, each group of 32 consecutive values (the last may
+/// be shorter) becomes its left-to-right sum; the values left are summed left to right.
+inline float tree_sum_reference(std::vector<float> v) {
+  auto fold = [](const float* p, std::size_t n) {
+    float acc = p[0];
+    for (std::size_t i = 1; i < n; ++i) acc = acc + p[i];
+    return acc;
+  };
+  while (v.size() > 32) {
+    std::vector<float> next;
+    for (std::size_t i = 0; i < v.size(); i += 32)
+      next.push_back(fold(v.data() + i, std::min<std::size_t>(32, v.size() - i)));
+    v.swap(next);
+  }
+  return fold(v.data(), v.size());
+}
+
+/// A batch in which row 2 r + 1 appears lengths[r] times, the entries in a fixed shuffled
+/// order, with gradients of mixed magnitude (about 1 and about 1e4) so that the order of the
+/// additions shows in the bits.  Rows: 2 * lengths.size() + 1.
+inline batch long_run_batch(const std::vector<std::size_t>& lengths, std::size_t dim,
+                            std::uint64_t seed) {
+  batch b;
+  for (std::size_t r = 0; r < lengths.size(); ++r)
+    b.index.insert(b.index.end(), lengths[r], static_cast<std::int64_t>(2 * r + 1));
+  for (std::size_t i = b.index.size(); i > 1; --i)
+    std::swap(b.index[i - 1], b.index[hash3(seed, 7, i) % i]);
+  for (std::size_t i = 0; i < b.index.size(); ++i) {
+    for (std::size_t c = 0; c < dim; ++c) {
+      const std::uint64_t h = hash3(seed, i, c);
+      b.grads.push_back(signed_unit(h) * ((h & 16) ? 1e4f : 1.0f));
+    }
+  }
+  return b;
+}
+
+/// Per row of long_run_batch and column: the expected weight after one SGD step at lr 1 from
+/// zeros (0 - tree sum), and whether a plain left-to-right sum would give other bits.
+struct long_run_expectation {
+  std::vector<float> weights;  // rows x dim
+  bool tree_differs_from_plain = false;
+};
+
+inline long_run_expectation expect_long_runs(const batch& b, std::size_t rows, std::size_t dim) {
+  long_run_expectation e;
+  e.weights.assign(rows * dim, 0.0f);
+  for (std::size_t row = 0; row < rows; ++row) {
+    for (std::size_t c = 0; c < dim; ++c) {
+      std::vector<float> values;
+      for (std::size_t i = 0; i < b.index.size(); ++i)
+        if (static_cast<std::size_t>(b.index[i]) == row) values.push_back(b.grads[i * dim + c]);
+      if (values.empty()) continue;
+      float plain = values[0];
+      for (std::size_t i = 1; i < values.size(); ++i) plain = plain + values[i];
+      const float tree = tree_sum_reference(values);
+      e.weights[row * dim + c] = 0.0f - tree;
+      if (std::memcmp(&plain, &tree, sizeof(float)) != 0) e.tree_differs_from_plain = true;
+    }
+  }
+  return e;
+}
+
+/// Run lengths around the tree's group size and its powers, and one hot row.
+inline std::vector<std::size_t> long_run_lengths() {
+  return {1, 2, 31, 32, 33, 64, 65, 1023, 1024, 1025, 1057, 40000};
 }
 
 /// Rank r's contiguous slice [first, last) of a global batch of n entries: uneven cuts, and

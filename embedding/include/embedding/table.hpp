@@ -12,12 +12,14 @@
  *
  * apply_gradients (GPU) and apply_gradients_host (CPU threads) take this rank's (index, gradient
  * row) pairs.  The batch of a step is every rank's list concatenated in rank order (the global
- * batch); gradients of duplicate indices are SUMMED, in float32, left to right in global batch
- * order, then weight decay and the optimizer update run once per touched row (lazy: rows that
- * no index names keep their weights and state).  Raw gradient rows travel to the owning rank
- * and are summed there, never partially summed on the sender, so the result is bit for bit the
- * same for any rank count, thread count, memory type and location, and on the CPU and the GPU
- * (docs/architecture.md, "Embedding tables", gives the argument).
+ * batch); gradients of duplicate indices are SUMMED (not averaged), in float32, in global
+ * batch order: left to right for up to 32 duplicates, and as a fixed tree of left-to-right
+ * groups of 32 for more (detail/optimizer_update.hpp), then weight decay and the optimizer update
+ * run once per touched row (lazy: rows that no index names keep their weights and state).  Raw
+ * gradient rows travel to the owning rank and are summed there, never partially summed on the
+ * sender, so the result is bit for bit the same for any rank count, thread count, memory type and
+ * location, and on the CPU and the GPU (docs/architecture.md, "Embedding tables", gives the
+ * argument).
  *
  * Collective calls: create, free, apply_gradients*, and on distributed memory lookup* and
  * scatter_rows* (every rank of the communicator calls, with its own possibly empty index list).

@@ -4,11 +4,13 @@
 //      and count entries per owner; one wait brings the counts and the check to the host
 //   2. agree: the counts, errors, step and learning rate go round the bootstrap (no stream)
 //   3. sender: stable radix sort of the entries by owner (values: positions), then pack the
-//      global rows and float32 gradient rows in bucket order (one rank: no sort, pack in place)
+//      global rows and float32 gradient rows in bucket order.  One rank: nothing is packed
+//      unless the gradients must become float32; the kernels read the caller's rows in place
 //   4. exchange: NCCL alltoallv on device buffers, or staged through host memory for a host
 //      communicator (several ranks sharing a GPU); the owner receives rank by rank
-//   5. owner: stable radix sort of the received rows by key (values: received positions), so
-//      duplicates keep global batch order, then the fused update kernel (update_rows.cu)
+//   5. owner: the rows become 32-bit local rows; a stable radix sort of them (values: received
+//      positions) keeps duplicates in global batch order; then runs, tree sums and the fused
+//      update (update_rows.cu)
 //
 // Scratch buffers stay in the table between calls and grow geometrically.
 #include "../table_impl.hpp"
@@ -48,9 +50,11 @@ struct gpu_workspace {
   wholememory::device_buffer send_grads;  // float32 rows, bucket order
   wholememory::device_buffer recv_keys;
   wholememory::device_buffer recv_grads;
-  wholememory::device_buffer sorted_keys;
-  wholememory::device_buffer order;  // uint32 received position per sorted slot
+  wholememory::device_buffer local_rows;   // uint32 received row - own first row
+  wholememory::device_buffer sorted_rows;  // uint32, ascending
+  wholememory::device_buffer order;        // uint32 received position per sorted slot
   wholememory::device_buffer sort_temp;
+  runs_workspace runs;
   std::vector<unsigned long long> host_flags;
   std::vector<std::uint64_t> host_send_keys, host_recv_keys;  // host-communicator staging
   std::vector<float> host_send_grads, host_recv_grads;
@@ -133,6 +137,15 @@ __global__ void fill_positions(std::uint32_t* out, std::size_t n) {
     out[i] = static_cast<std::uint32_t>(i);
 }
 
+/// out[k] = in[k] - begin: the received global rows as rows of the own part.
+__global__ void localize_rows(const std::uint64_t* in, std::size_t n, std::uint64_t begin,
+                              std::uint32_t* out) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride)
+    out[i] = static_cast<std::uint32_t>(in[i] - begin);
+}
+
 /// Packs entry perm[k] (k without perm) as slot k: its key and its gradient row in float32.
 template <typename GradT>
 __global__ void pack_rows(const GradT* grads, std::size_t grad_stride, std::size_t dim,
@@ -158,7 +171,7 @@ void launch_route(const void* idx, std::size_t n, const table_impl& t, gpu_works
   route_indices<IndexT><<<grid_for(n), block_threads, shared, stream>>>(
       static_cast<const IndexT*>(idx), n, static_cast<std::int64_t>(t.options.rows),
       ws.row_begin.data_as<std::int64_t>(), ranks, keys, owner, flags, flags + ranks);
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
 }
 
 void launch_pack(const wholememory::dense_matrix& grads, std::size_t n, const std::uint32_t* perm,
@@ -183,7 +196,7 @@ void launch_pack(const wholememory::dense_matrix& grads, std::size_t n, const st
                                                     out_keys, out_grads);
       break;
   }
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
 }
 
 /// Stable radix sort of (keys, positions 0..n-1) on bits [0, end_bit).
@@ -192,7 +205,7 @@ void sort_positions(gpu_workspace& ws, const KeyT* keys_in, KeyT* keys_out,
                     std::uint32_t* positions_out, std::size_t n, int end_bit, cudaStream_t stream) {
   std::uint32_t* positions = reserve<std::uint32_t>(ws.positions, n, ws.device);
   fill_positions<<<grid_for(n), block_threads, 0, stream>>>(positions, n);
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
   std::size_t temp_bytes = 0;
   WM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in, keys_out, positions,
                                               positions_out, n, 0, end_bit, stream));
@@ -365,11 +378,18 @@ void table::apply_gradients(const wholememory::index_array& indices,
 
   // 3 and 4. Received rows in rank order (one rank: the caller's rows in its order).
   std::uint64_t* recv_keys = nullptr;
-  float* recv_grads = nullptr;
+  const float* recv_grads = nullptr;
+  std::size_t grad_stride = dim;
   if (ranks == 1) {
     recv_keys = keys;
-    recv_grads = detail::reserve<float>(ws.recv_grads, n * dim, device);
-    detail::launch_pack(grads, n, nullptr, nullptr, nullptr, recv_grads, stream);
+    if (grads.type == wholememory::dtype::float32) {
+      recv_grads = static_cast<const float*>(grads.data);
+      grad_stride = grads.row_stride;
+    } else {
+      float* packed = detail::reserve<float>(ws.recv_grads, n * dim, device);
+      detail::launch_pack(grads, n, nullptr, nullptr, nullptr, packed, stream);
+      recv_grads = packed;
+    }
   } else {
     if (n > 0) {
       std::uint32_t* perm = detail::reserve<std::uint32_t>(ws.perm, n, device);
@@ -381,28 +401,36 @@ void table::apply_gradients(const wholememory::index_array& indices,
                           detail::reserve<float>(ws.send_grads, n * dim, device), stream);
     }
     recv_keys = detail::reserve<std::uint64_t>(ws.recv_keys, m, device);
-    recv_grads = detail::reserve<float>(ws.recv_grads, m * dim, device);
-    detail::exchange(t, ws, counts, n, recv_keys, recv_grads, stream);
+    float* received = detail::reserve<float>(ws.recv_grads, m * dim, device);
+    detail::exchange(t, ws, counts, n, recv_keys, received, stream);
+    recv_grads = received;
   }
   if (m == 0) return;
 
-  // 5. Sort by row, ties in received order, and update every touched row.
-  auto* sorted_keys = detail::reserve<std::uint64_t>(ws.sorted_keys, m, device);
+  // 5. Local 32-bit rows, sorted, ties in received order; then every touched row's update.
+  const row_range own = t.own();
+  auto* local_rows = detail::reserve<std::uint32_t>(ws.local_rows, m, device);
+  detail::localize_rows<<<detail::grid_for(m), detail::block_threads, 0, stream>>>(
+      recv_keys, m, own.begin, local_rows);
+  WM_CUDA_CHECK_LAUNCH(stream);
+  auto* sorted_rows = detail::reserve<std::uint32_t>(ws.sorted_rows, m, device);
   auto* order = detail::reserve<std::uint32_t>(ws.order, m, device);
-  detail::sort_positions(ws, recv_keys, sorted_keys, order, m,
-                         detail::bits_for(static_cast<std::uint64_t>(t.options.rows)), stream);
+  detail::sort_positions(ws, local_rows, sorted_rows, order, m,
+                         detail::bits_for(static_cast<std::uint64_t>(own.size())), stream);
   detail::update_rows_args args;
-  args.sorted_keys = sorted_keys;
+  args.sorted_rows = sorted_rows;
   args.order = order;
+  args.positions = ws.positions.data_as<std::uint32_t>();
   args.grads = recv_grads;
+  args.grad_stride = grad_stride;
   args.m = m;
   args.dim = dim;
-  args.row_begin = t.own().begin;
   args.weights = t.weights.local_part().ptr;
   args.state0 = t.state.size() > 0 ? static_cast<float*>(t.state[0].local_part().ptr) : nullptr;
   args.state1 = t.state.size() > 1 ? static_cast<float*>(t.state[1].local_part().ptr) : nullptr;
   args.params = detail::make_update_params(t.options.optimizer, lr, t.step);
-  detail::launch_update_rows(t.options.dtype, t.options.optimizer.kind, args, stream);
+  detail::launch_update_rows(t.options.dtype, t.options.optimizer.kind, args, ws.runs, device,
+                             stream);
 }
 
 }  // namespace wholestore::embedding

@@ -1,8 +1,17 @@
-// The fused optimizer kernel: the owner's received list is sorted by row; the warp of the first
-// entry of each run of equal rows sums the run's gradient rows element by element (lane l
-// takes columns l, l + 32, ...), left to right in global batch order, and applies weight decay
-// and the optimizer through the element function the CPU path uses
-// (embedding/detail/optimizer_update.hpp).  Only the owner writes its rows: no atomics.
+// The owner side of the GPU apply_gradients (update_rows.hpp).
+//
+//   1. runs: flag the first entry of every run of equal rows, select the flagged positions
+//   2. long runs (more than sum_fan_in entries): listed with their item count and first item
+//   3. tree levels, as many as the longest possible run needs (known on the host from m, so
+//      nothing waits): every chunk of sum_fan_in consecutive items of a long run is summed left
+//      to right by one warp into a partial row; the run's items become its partial rows.  A
+//      hot row with 100k duplicates is summed by ~3k warps at the first level instead of one.
+//   4. update: one warp per run sums its at most sum_fan_in items left to right (entries of a
+//      short run, partial rows of a long one), applies weight decay and the optimizer through
+//      the element function the CPU path uses (embedding/detail/optimizer_update.hpp), and
+//      writes the row.  Only the owner writes its rows: no atomics on data.
+// The tree is a fixed function of the run's length, so the sum is the same bits whatever the
+// number of warps, threads or ranks, and the CPU path computes the same tree.
 #include "../dispatch.hpp"
 #include "update_rows.hpp"
 
@@ -10,8 +19,11 @@
 #include <wholememory/cuda_check.hpp>
 
 #include <cuda_runtime.h>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_select.cuh>
 
 #include <algorithm>
+#include <vector>
 
 namespace wholestore::embedding::detail {
 namespace {
@@ -19,35 +31,200 @@ namespace {
 constexpr int block_threads = 256;
 constexpr int warps_per_block = block_threads / 32;
 constexpr unsigned full_mask = 0xffffffffu;
+/// Columns a lane holds in registers per pass over a row (lane l: l, l + 32, l + 64, l + 96).
+constexpr int lane_cols = 4;
+constexpr std::uint32_t fan_in = static_cast<std::uint32_t>(sum_fan_in);
+constexpr std::size_t max_blocks = std::size_t{1} << 20;
 
-/// Column c of the summed gradient of sorted entries [first, last).
-__device__ __forceinline__ float summed_gradient(const update_rows_args& a, std::size_t first,
-                                                 std::size_t last, std::size_t c) {
-  float acc = a.grads[static_cast<std::size_t>(a.order[first]) * a.dim + c];
-  for (std::size_t j = first + 1; j < last; ++j)
-    acc = acc + a.grads[static_cast<std::size_t>(a.order[j]) * a.dim + c];
-  return acc;
+unsigned blocks_for_threads(std::size_t n) {
+  return static_cast<unsigned>(
+      std::clamp<std::size_t>((n + block_threads - 1) / block_threads, 1, max_blocks));
+}
+unsigned blocks_for_warps(std::size_t warps) {
+  return static_cast<unsigned>(
+      std::clamp<std::size_t>((warps + warps_per_block - 1) / warps_per_block, 1, max_blocks));
 }
 
+template <typename T>
+T* reserve(wholememory::device_buffer& b, std::size_t count, int device) {
+  return static_cast<T*>(b.reserve_discard(std::max<std::size_t>(count, 1) * sizeof(T), device));
+}
+
+__device__ __forceinline__ std::size_t global_thread() {
+  return static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ std::size_t thread_stride() {
+  return static_cast<std::size_t>(gridDim.x) * blockDim.x;
+}
+__device__ __forceinline__ std::size_t global_warp() { return global_thread() / 32; }
+__device__ __forceinline__ std::size_t warp_stride() { return thread_stride() / 32; }
+
+/// Where the items of a sum are: entries of the sorted list (row order[q] of grads) or partial
+/// rows of the tree (row q of partials).
+struct item_source {
+  const float* base;
+  std::size_t stride;
+  const std::uint32_t* order;  // nullptr: item q is row q
+
+  __device__ __forceinline__ const float* row(std::size_t q) const {
+    return base + (order != nullptr ? static_cast<std::size_t>(order[q]) : q) * stride;
+  }
+};
+
+/// acc[v] = column c0 + 32 v summed over items [first, first + count), left to right from the
+/// first item (columns at or past dim are left alone).
+__device__ __forceinline__ void sum_items(const item_source& s, std::size_t first,
+                                          std::uint32_t count, std::size_t c0, std::size_t dim,
+                                          float (&acc)[lane_cols]) {
+  const float* row = s.row(first);
+#pragma unroll
+  for (int v = 0; v < lane_cols; ++v) {
+    const std::size_t c = c0 + 32 * v;
+    if (c < dim) acc[v] = row[c];
+  }
+#pragma unroll 4
+  for (std::uint32_t j = 1; j < count; ++j) {
+    row = s.row(first + j);
+#pragma unroll
+    for (int v = 0; v < lane_cols; ++v) {
+      const std::size_t c = c0 + 32 * v;
+      if (c < dim) acc[v] = acc[v] + row[c];
+    }
+  }
+}
+
+__global__ void mark_heads(const std::uint32_t* rows, std::size_t m, std::uint8_t* heads) {
+  for (std::size_t k = global_thread(); k < m; k += thread_stride())
+    heads[k] = k == 0 || rows[k] != rows[k - 1];
+}
+
+__device__ __forceinline__ std::uint32_t run_end(const std::uint32_t* run_start, std::uint32_t r,
+                                                 std::uint32_t runs, std::size_t m) {
+  return r + 1 < runs ? run_start[r + 1] : static_cast<std::uint32_t>(m);
+}
+
+/// counters[0] = runs; lists the runs longer than fan_in (slot order is immaterial: a slot only
+/// says where a run's partial rows go, never how they are summed).
+__global__ void find_long_runs(const std::uint32_t* run_start, std::size_t m,
+                               std::uint32_t* counters, uint2* long_state,
+                               std::uint32_t* long_of_run) {
+  const std::uint32_t runs = counters[0];
+  for (std::size_t r = global_thread(); r < runs; r += thread_stride()) {
+    const std::uint32_t begin = run_start[r];
+    const std::uint32_t len = run_end(run_start, static_cast<std::uint32_t>(r), runs, m) - begin;
+    if (len > fan_in) {
+      const std::uint32_t slot = atomicAdd(&counters[1], 1u);
+      long_state[slot] = make_uint2(len, begin);
+      long_of_run[r] = slot;
+    }
+  }
+}
+
+/// chunks[i]: the partial rows long run i gets at this level (0 once it has at most fan_in
+/// items, and for the unused slots up to `bound`, so that the scan covers a host-known size).
+__global__ void count_chunks(const uint2* long_state, const std::uint32_t* counters,
+                             std::size_t bound, std::uint32_t* chunks) {
+  const std::uint32_t long_runs = counters[1];
+  for (std::size_t i = global_thread(); i < bound; i += thread_stride()) {
+    std::uint32_t c = 0;
+    if (i < long_runs) {
+      const std::uint32_t items = long_state[i].x;
+      if (items > fan_in) c = (items + fan_in - 1) / fan_in;
+    }
+    chunks[i] = c;
+  }
+}
+
+/// One warp per chunk: partial row (out_base + chunk_begin[i] + j) = items [j * fan_in,
+/// (j + 1) * fan_in) of long run i, summed left to right.
+__global__ void __launch_bounds__(block_threads)
+    sum_chunks(item_source src, std::size_t dim, const uint2* long_state,
+               const std::uint32_t* chunks, const std::uint32_t* chunk_begin, std::size_t bound,
+               float* partials, std::size_t out_base) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const std::uint32_t total = chunk_begin[bound - 1] + chunks[bound - 1];
+  for (std::size_t t = global_warp(); t < total; t += warp_stride()) {
+    // The last slot whose first chunk is at or before t (slots without chunks share starts).
+    std::size_t lo = 0, hi = bound - 1;
+    while (lo < hi) {
+      const std::size_t mid = (lo + hi + 1) / 2;
+      if (chunk_begin[mid] <= t) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    const uint2 st = long_state[lo];
+    const std::uint32_t j = static_cast<std::uint32_t>(t) - chunk_begin[lo];
+    const std::uint32_t count = min(fan_in, st.x - j * fan_in);
+    const std::size_t first = static_cast<std::size_t>(st.y) + static_cast<std::size_t>(j) * fan_in;
+    float* out = partials + (out_base + t) * dim;
+    for (std::size_t c0 = lane; c0 < dim; c0 += 32 * lane_cols) {
+      float acc[lane_cols];
+      sum_items(src, first, count, c0, dim, acc);
+#pragma unroll
+      for (int v = 0; v < lane_cols; ++v) {
+        const std::size_t c = c0 + 32 * v;
+        if (c < dim) out[c] = acc[v];
+      }
+    }
+  }
+}
+
+/// Long runs reduced at this level: their items are now their partial rows.
+__global__ void advance_long_runs(uint2* long_state, const std::uint32_t* counters,
+                                  const std::uint32_t* chunks, const std::uint32_t* chunk_begin,
+                                  std::size_t out_base) {
+  const std::uint32_t long_runs = counters[1];
+  for (std::size_t i = global_thread(); i < long_runs; i += thread_stride()) {
+    if (chunks[i] > 0)
+      long_state[i] = make_uint2(chunks[i], static_cast<std::uint32_t>(out_base + chunk_begin[i]));
+  }
+}
+
+struct run_tables {
+  const std::uint32_t* run_start;
+  const std::uint32_t* counters;
+  const uint2* long_state;
+  const std::uint32_t* long_of_run;
+  const float* partials;
+};
+
 template <typename TableT, optimizer_kind Kind>
-__global__ void __launch_bounds__(block_threads) update_rows_kernel(const update_rows_args a) {
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const std::size_t warps = static_cast<std::size_t>(gridDim.x) * warps_per_block;
-  std::size_t k = static_cast<std::size_t>(blockIdx.x) * warps_per_block + threadIdx.x / 32;
-  for (; k < a.m; k += warps) {
-    const std::uint64_t key = a.sorted_keys[k];
-    if (k > 0 && a.sorted_keys[k - 1] == key) continue;  // not the first of its run
-    std::size_t last = k + 1;
-    while (last < a.m && a.sorted_keys[last] == key) ++last;
-    const std::size_t local = static_cast<std::size_t>(key - a.row_begin);
+__global__ void __launch_bounds__(block_threads)
+    update_rows_kernel(const update_rows_args a, const run_tables rt) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const std::uint32_t runs = rt.counters[0];
+  for (std::size_t r = global_warp(); r < runs; r += warp_stride()) {
+    const std::uint32_t begin = rt.run_start[r];
+    const std::uint32_t len =
+        run_end(rt.run_start, static_cast<std::uint32_t>(r), runs, a.m) - begin;
+    item_source src{a.grads, a.grad_stride, a.order};
+    std::size_t first = begin;
+    std::uint32_t count = len;
+    if (len > fan_in) {
+      const uint2 st = rt.long_state[rt.long_of_run[r]];
+      src = item_source{rt.partials, a.dim, nullptr};
+      first = st.y;
+      count = st.x;
+    }
+    const std::size_t local = a.sorted_rows[begin];
     TableT* w = static_cast<TableT*>(a.weights) + local * a.dim;
     float row_state = 0.0f;
     if constexpr (Kind == optimizer_kind::rowwise_adagrad) {
       float partial = 0.0f;
-      for (std::size_t c = lane; c < a.dim; c += 32) {
-        const float g = apply_weight_decay(a.params, summed_gradient(a, k, last, c),
-                                           wholememory::convert_element<float>(w[c]));
-        partial = partial + g * g;
+      for (std::size_t c0 = lane; c0 < a.dim; c0 += 32 * lane_cols) {
+        float g[lane_cols];
+        sum_items(src, first, count, c0, a.dim, g);
+#pragma unroll
+        for (int v = 0; v < lane_cols; ++v) {
+          const std::size_t c = c0 + 32 * v;
+          if (c < a.dim) {
+            const float gd =
+                apply_weight_decay(a.params, g[v], wholememory::convert_element<float>(w[c]));
+            partial = partial + gd * gd;
+          }
+        }
       }
       for (int off = 16; off >= 1; off /= 2)
         partial = partial + __shfl_xor_sync(full_mask, partial, off);
@@ -56,35 +233,118 @@ __global__ void __launch_bounds__(block_threads) update_rows_kernel(const update
       __syncwarp();
       if (lane == 0) a.state0[local] = row_state;
     }
-    for (std::size_t c = lane; c < a.dim; c += 32) {
-      const float wf = wholememory::convert_element<float>(w[c]);
-      const float g = apply_weight_decay(a.params, summed_gradient(a, k, last, c), wf);
-      float* e0 = nullptr;
-      float* e1 = nullptr;
-      if constexpr (Kind != optimizer_kind::sgd && Kind != optimizer_kind::rowwise_adagrad) {
-        e0 = a.state0 + local * a.dim + c;
+    for (std::size_t c0 = lane; c0 < a.dim; c0 += 32 * lane_cols) {
+      float g[lane_cols];
+      sum_items(src, first, count, c0, a.dim, g);
+#pragma unroll
+      for (int v = 0; v < lane_cols; ++v) {
+        const std::size_t c = c0 + 32 * v;
+        if (c >= a.dim) continue;
+        const float wf = wholememory::convert_element<float>(w[c]);
+        const float gd = apply_weight_decay(a.params, g[v], wf);
+        float* e0 = nullptr;
+        float* e1 = nullptr;
+        if constexpr (Kind != optimizer_kind::sgd && Kind != optimizer_kind::rowwise_adagrad) {
+          e0 = a.state0 + local * a.dim + c;
+        }
+        if constexpr (Kind == optimizer_kind::adam) e1 = a.state1 + local * a.dim + c;
+        w[c] = wholememory::convert_element<TableT>(
+            update_element<Kind>(a.params, wf, gd, e0, e1, row_state));
       }
-      if constexpr (Kind == optimizer_kind::adam) e1 = a.state1 + local * a.dim + c;
-      w[c] = wholememory::convert_element<TableT>(
-          update_element<Kind>(a.params, wf, g, e0, e1, row_state));
     }
   }
+}
+
+/// The tree's levels for m entries: level l sums chunks of items_l items into at most
+/// out_rows partial rows starting at partial row out_base.
+struct level_plan {
+  std::size_t items, out_base, out_rows;
+};
+
+std::vector<level_plan> plan_levels(std::size_t m, std::size_t long_bound) {
+  std::vector<level_plan> plan;
+  std::size_t items = m, longest = m, base = 0;
+  while (longest > fan_in) {
+    // At most items / fan_in full chunks plus one short chunk per long run.
+    const std::size_t long_runs = std::min(long_bound, items / (fan_in + 1));
+    const std::size_t out = items / fan_in + long_runs + 1;
+    plan.push_back(level_plan{items, base, out});
+    base += out;
+    items = out;
+    longest = (longest + fan_in - 1) / fan_in;
+  }
+  return plan;
 }
 
 }  // namespace
 
 void launch_update_rows(wholememory::dtype table_type, optimizer_kind kind,
-                        const update_rows_args& args, cudaStream_t stream) {
-  if (args.m == 0) return;
-  const std::size_t blocks_needed = (args.m + warps_per_block - 1) / warps_per_block;
-  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>(blocks_needed, 1u << 20));
+                        const update_rows_args& a, runs_workspace& ws, int device,
+                        cudaStream_t stream) {
+  const std::size_t m = a.m;
+  if (m == 0) return;
+  auto* heads = reserve<std::uint8_t>(ws.heads, m, device);
+  auto* run_start = reserve<std::uint32_t>(ws.run_start, m, device);
+  auto* counters = reserve<std::uint32_t>(ws.counters, 2, device);
+  WM_CUDA_TRY(cudaMemsetAsync(counters, 0, 2 * sizeof(std::uint32_t), stream));
+  mark_heads<<<blocks_for_threads(m), block_threads, 0, stream>>>(a.sorted_rows, m, heads);
+  WM_CUDA_CHECK_LAUNCH(stream);
+
+  const std::size_t long_bound = m / (fan_in + 1);
+  const std::vector<level_plan> plan = plan_levels(m, long_bound);
+  auto* chunks = reserve<std::uint32_t>(ws.chunks, long_bound, device);
+  auto* chunk_begin = reserve<std::uint32_t>(ws.chunk_begin, long_bound, device);
+
+  // One temporary buffer for the select and every level's scan.
+  std::size_t select_bytes = 0, scan_bytes = 0;
+  WM_CUDA_TRY(cub::DeviceSelect::Flagged(nullptr, select_bytes, a.positions, heads, run_start,
+                                         counters, m, stream));
+  if (long_bound > 0) {
+    WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, chunks, chunk_begin, long_bound,
+                                              stream));
+  }
+  std::size_t temp_bytes = std::max<std::size_t>({select_bytes, scan_bytes, 1});
+  void* temp = ws.temp.reserve_discard(temp_bytes, device);
+  WM_CUDA_TRY(cub::DeviceSelect::Flagged(temp, select_bytes, a.positions, heads, run_start,
+                                         counters, m, stream));
+
+  run_tables rt{run_start, counters, nullptr, nullptr, nullptr};
+  if (long_bound > 0) {
+    auto* long_state = reserve<uint2>(ws.long_state, long_bound, device);
+    auto* long_of_run = reserve<std::uint32_t>(ws.long_of_run, m, device);
+    const std::size_t partial_rows = plan.empty() ? 0 : plan.back().out_base + plan.back().out_rows;
+    auto* partials = reserve<float>(ws.partials, partial_rows * a.dim, device);
+    find_long_runs<<<blocks_for_threads(m), block_threads, 0, stream>>>(run_start, m, counters,
+                                                                        long_state, long_of_run);
+    WM_CUDA_CHECK_LAUNCH(stream);
+    for (std::size_t l = 0; l < plan.size(); ++l) {
+      count_chunks<<<blocks_for_threads(long_bound), block_threads, 0, stream>>>(
+          long_state, counters, long_bound, chunks);
+      WM_CUDA_CHECK_LAUNCH(stream);
+      WM_CUDA_TRY(
+          cub::DeviceScan::ExclusiveSum(temp, scan_bytes, chunks, chunk_begin, long_bound, stream));
+      const item_source src = l == 0 ? item_source{a.grads, a.grad_stride, a.order}
+                                     : item_source{partials, a.dim, nullptr};
+      sum_chunks<<<blocks_for_warps(plan[l].out_rows), block_threads, 0, stream>>>(
+          src, a.dim, long_state, chunks, chunk_begin, long_bound, partials, plan[l].out_base);
+      WM_CUDA_CHECK_LAUNCH(stream);
+      advance_long_runs<<<blocks_for_threads(long_bound), block_threads, 0, stream>>>(
+          long_state, counters, chunks, chunk_begin, plan[l].out_base);
+      WM_CUDA_CHECK_LAUNCH(stream);
+    }
+    rt.long_state = long_state;
+    rt.long_of_run = long_of_run;
+    rt.partials = partials;
+  }
+
+  const unsigned blocks = blocks_for_warps(m);
   dispatch_float_type(table_type, "the table dtype", [&](auto tag) {
     using T = decltype(tag);
     dispatch_optimizer(kind, [&](auto k) {
-      update_rows_kernel<T, decltype(k)::value><<<blocks, block_threads, 0, stream>>>(args);
+      update_rows_kernel<T, decltype(k)::value><<<blocks, block_threads, 0, stream>>>(a, rt);
     });
   });
-  WM_CUDA_CHECK_LAUNCH();
+  WM_CUDA_CHECK_LAUNCH(stream);
 }
 
 }  // namespace wholestore::embedding::detail

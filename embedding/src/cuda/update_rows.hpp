@@ -1,9 +1,13 @@
-// The fused optimizer kernel's launcher: one warp per touched row of the owner's sorted list.
-// Its 15 instantiations (3 table dtypes x 5 optimizers) live in update_rows.cu alone.
+// The owner's half of the GPU apply_gradients: from the received entries sorted by row, find
+// the runs of equal rows, sum each run's gradient rows in the fixed tree order of
+// detail/optimizer_update.hpp (long runs over many warps, level by level), and apply the
+// fused optimizer update, one warp per touched row.  The kernels and their 15 update
+// instantiations (3 table dtypes x 5 optimizers) live in update_rows.cu alone.
 #pragma once
 
 #include <embedding/detail/optimizer_update.hpp>
 #include <embedding/table.hpp>
+#include <wholememory/device_buffer.hpp>
 #include <wholememory/dtype.hpp>
 #include <wholememory/stream.hpp>
 
@@ -12,23 +16,40 @@
 
 namespace wholestore::embedding::detail {
 
-/// What the kernel reads and writes.  The received entries are sorted by key (global row),
-/// ties in received (global batch) order: order[k] is the received position of sorted entry k.
+/// What the kernels read and write.  The received entries are sorted by local row, ties in
+/// received (global batch) order: order[k] is the received position of sorted entry k, whose
+/// gradient row is grads[order[k] * grad_stride, + dim).
 struct update_rows_args {
-  const std::uint64_t* sorted_keys = nullptr;  ///< m global rows, ascending
+  const std::uint32_t* sorted_rows = nullptr;  ///< m local rows, ascending
   const std::uint32_t* order = nullptr;        ///< m received positions
-  const float* grads = nullptr;                ///< received rows, m x dim, float32
+  const std::uint32_t* positions = nullptr;    ///< 0, 1, ..., m - 1 (scratch input)
+  const float* grads = nullptr;                ///< received rows, float32
+  std::size_t grad_stride = 0;                 ///< elements between gradient rows (>= dim)
   std::size_t m = 0;
   std::size_t dim = 0;
-  std::uint64_t row_begin = 0;  ///< first row of the own part
-  void* weights = nullptr;      ///< own part of the weights (table dtype)
-  float* state0 = nullptr;      ///< own part of state 0 (m, or the accumulator), or nullptr
-  float* state1 = nullptr;      ///< own part of state 1 (Adam's v), or nullptr
+  void* weights = nullptr;  ///< own part of the weights (table dtype)
+  float* state0 = nullptr;  ///< own part of state 0 (m, or the accumulator), or nullptr
+  float* state1 = nullptr;  ///< own part of state 1 (Adam's v), or nullptr
   update_params params{};
 };
 
-/// Enqueues the update of every run of equal keys on `stream`.
+/// Scratch of the run finding and the tree reduction, kept across calls.
+struct runs_workspace {
+  wholememory::device_buffer heads;        // uint8 per entry: first of its run
+  wholememory::device_buffer run_start;    // uint32 per run
+  wholememory::device_buffer counters;     // uint32: runs, long runs
+  wholememory::device_buffer long_state;   // per long run: uint32 count, uint32 first item
+  wholememory::device_buffer long_of_run;  // uint32 per run: its long-run slot (long runs only)
+  wholememory::device_buffer chunks;       // uint32 per long run: chunks at this level
+  wholememory::device_buffer chunk_begin;  // uint32 per long run: exclusive scan of chunks
+  wholememory::device_buffer partials;     // float32 rows: the tree's inner sums, by level
+  wholememory::device_buffer temp;         // CUB temporary storage
+};
+
+/// Enqueues the whole owner side on `stream` (no host synchronization): runs, the tree sums
+/// of runs longer than sum_fan_in, and the update of every touched row.
 void launch_update_rows(wholememory::dtype table_type, optimizer_kind kind,
-                        const update_rows_args& args, cudaStream_t stream);
+                        const update_rows_args& args, runs_workspace& ws, int device,
+                        cudaStream_t stream);
 
 }  // namespace wholestore::embedding::detail

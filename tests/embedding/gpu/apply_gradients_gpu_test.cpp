@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <tuple>
 
@@ -87,7 +88,9 @@ wholememory::device_buffer to_device(const std::vector<char>& bytes, int device)
 }
 
 constexpr std::size_t test_rows = 97;
-constexpr std::size_t batch_entries = 150;
+// About 700 / 8 = 87 duplicates for each of the four hot rows: more than the tree's group of 32,
+// so the bit-for-bit comparisons cover the multi-warp sums too.
+constexpr std::size_t batch_entries = 700;
 constexpr int steps = 3;
 constexpr float learning_rate = 0.05f;
 
@@ -271,6 +274,51 @@ TEST(GpuApply, DuplicatesAreSummedLeftToRightInGlobalBatchOrder) {
       EXPECT_EQ(all[7], -1.0f);
       EXPECT_EQ(all[2], -2.0f);
       EXPECT_EQ(all[0], 0.0f);
+    });
+  }
+}
+
+TEST(GpuApply, LongRunsOfDuplicatesAreSummedAsTheDocumentedTree) {
+  EMBED_REQUIRE_GPUS(1);
+  // Runs of 1 to 40000 duplicates (one, two and three tree levels) against the spec's tree
+  // written independently in the test util; a plain left-to-right sum would give other bits.
+  const std::vector<std::size_t> lengths = long_run_lengths();
+  const std::size_t dim = 3, rows = 2 * lengths.size() + 1;
+  const batch b = long_run_batch(lengths, dim, 91);
+  const long_run_expectation want = expect_long_runs(b, rows, dim);
+  ASSERT_TRUE(want.tree_differs_from_plain) << "the batch does not tell the tree from a plain sum";
+  struct setup_case {
+    int ranks;
+    memory_type type;
+    memory_location loc;
+  };
+  for (const setup_case sc : {setup_case{1, memory_type::chunked, memory_location::device},
+                              setup_case{1, memory_type::continuous, memory_location::host},
+                              setup_case{2, memory_type::distributed, memory_location::device}}) {
+    run_gpu_ranks(sc.ranks, rank_setup::shared_gpu_host, [&](gpu_rank& g) {
+      table_options o;
+      o.rows = rows;
+      o.dim = dim;
+      o.type = sc.type;
+      o.location = sc.loc;
+      o.init.method = init_options::zeros;
+      table tb = table::create(g.comm, o);
+      const auto [first, last] = slice(b.index.size(), g.comm->size(), g.comm->rank(), 0);
+      apply_slice_gpu(tb, b, first, last, dtype::int32, dtype::float32, 1.0f, g);
+      const own_content mine = own_content_of(tb);
+      const row_range own = tb.own_rows();
+      for (std::size_t r = own.begin; r < own.end; ++r) {
+        for (std::size_t c = 0; c < dim; ++c) {
+          float got = 0;
+          std::memcpy(&got, mine.weights.data() + ((r - own.begin) * dim + c) * sizeof(float),
+                      sizeof(float));
+          ASSERT_EQ(std::memcmp(&got, &want.weights[r * dim + c], sizeof(float)), 0)
+              << "row " << r << " column " << c << ": " << got << ", want "
+              << want.weights[r * dim + c] << " (" << g.comm->size() << " ranks, "
+              << wholememory::memory_type_name(sc.type) << " "
+              << wholememory::memory_location_name(sc.loc) << ")";
+        }
+      }
     });
   }
 }

@@ -3,14 +3,21 @@
  * the same float32 operations in the same order (the build turns floating-point contraction
  * off on both sides, and sqrt and division are IEEE on both).
  *
- * Per touched row, with its duplicate gradient rows in global batch order:
- *   g[c] = sum of the duplicates' g[c], left to right, starting from the first
+ * Per touched row, with its duplicate gradient rows (its run) in global batch order:
+ *   g[c] = the run's tree sum of g[c] (below)
  *   g[c] = apply_weight_decay(p, g[c], w[c])
  *   rowwise_adagrad only: s_row = rowwise_state(s_row, butterfly sum of g[c] * g[c], dim)
  *   w[c] = update_element<kind>(p, w[c], g[c], state...)
  * The row-wise sum is the one a warp computes: lane l sums g*g over c = l, l + 32, ... from
  * 0.0f, then partial[l] = partial[l] + partial[l ^ off] for off = 16, 8, 4, 2, 1, and the total
  * is partial[0]; the CPU path emulates the 32 lanes on an array.
+ *
+ * The tree sum of a run: while it has more than sum_fan_in items, each group of sum_fan_in
+ * consecutive items (the last group may be shorter) is replaced by its sum; then the at most
+ * sum_fan_in items left are summed.  Every sum runs left to right and starts from its first
+ * item (not from 0.0f, which would turn -0.0f into +0.0f).  Runs of at most sum_fan_in
+ * duplicates are therefore summed plainly left to right; a hot row's thousands of duplicates
+ * are summed by many GPU warps at once, and the order is still a function of the run alone.
  */
 #pragma once
 
@@ -42,6 +49,9 @@ update_params make_update_params(const optimizer_options& o, float lr, std::uint
 
 /// Lanes of the row-wise reduction (a warp).
 constexpr int reduction_lanes = 32;
+
+/// Items summed by one node of the duplicate-gradient tree (see the top of this file).
+constexpr int sum_fan_in = 32;
 
 WM_HOST_DEVICE float apply_weight_decay(const update_params& p, float g, float w) {
   return p.weight_decay != 0.0f ? g + p.weight_decay * w : g;
