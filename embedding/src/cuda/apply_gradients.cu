@@ -137,13 +137,16 @@ __global__ void fill_positions(std::uint32_t* out, std::size_t n) {
     out[i] = static_cast<std::uint32_t>(i);
 }
 
-/// out[k] = in[k] - begin: the received global rows as rows of the own part.
+/// out[k] = in[k] - begin (the received global rows as rows of the own part) and
+/// positions[k] = k, the sort's input.
 __global__ void localize_rows(const std::uint64_t* in, std::size_t n, std::uint64_t begin,
-                              std::uint32_t* out) {
+                              std::uint32_t* out, std::uint32_t* positions) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride)
+       i += stride) {
     out[i] = static_cast<std::uint32_t>(in[i] - begin);
+    positions[i] = static_cast<std::uint32_t>(i);
+  }
 }
 
 /// Packs entry perm[k] (k without perm) as slot k: its key and its gradient row in float32.
@@ -199,13 +202,16 @@ void launch_pack(const wholememory::dense_matrix& grads, std::size_t n, const st
   WM_CUDA_CHECK_LAUNCH(stream);
 }
 
-/// Stable radix sort of (keys, positions 0..n-1) on bits [0, end_bit).
-template <typename KeyT>
-void sort_positions(gpu_workspace& ws, const KeyT* keys_in, KeyT* keys_out,
-                    std::uint32_t* positions_out, std::size_t n, int end_bit, cudaStream_t stream) {
+/// Stable radix sort of (keys, positions 0..n-1) on bits [0, end_bit); ws.positions holds
+/// 0..n-1 already when `filled`.
+void sort_positions(gpu_workspace& ws, const std::uint32_t* keys_in, std::uint32_t* keys_out,
+                    std::uint32_t* positions_out, std::size_t n, int end_bit, cudaStream_t stream,
+                    bool filled = false) {
   std::uint32_t* positions = reserve<std::uint32_t>(ws.positions, n, ws.device);
-  fill_positions<<<grid_for(n), block_threads, 0, stream>>>(positions, n);
-  WM_CUDA_CHECK_LAUNCH(stream);
+  if (!filled) {
+    fill_positions<<<grid_for(n), block_threads, 0, stream>>>(positions, n);
+    WM_CUDA_CHECK_LAUNCH(stream);
+  }
   std::size_t temp_bytes = 0;
   WM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in, keys_out, positions,
                                               positions_out, n, 0, end_bit, stream));
@@ -410,13 +416,15 @@ void table::apply_gradients(const wholememory::index_array& indices,
   // 5. Local 32-bit rows, sorted, ties in received order; then every touched row's update.
   const row_range own = t.own();
   auto* local_rows = detail::reserve<std::uint32_t>(ws.local_rows, m, device);
+  auto* positions = detail::reserve<std::uint32_t>(ws.positions, m, device);
   detail::localize_rows<<<detail::grid_for(m), detail::block_threads, 0, stream>>>(
-      recv_keys, m, own.begin, local_rows);
+      recv_keys, m, own.begin, local_rows, positions);
   WM_CUDA_CHECK_LAUNCH(stream);
   auto* sorted_rows = detail::reserve<std::uint32_t>(ws.sorted_rows, m, device);
   auto* order = detail::reserve<std::uint32_t>(ws.order, m, device);
   detail::sort_positions(ws, local_rows, sorted_rows, order, m,
-                         detail::bits_for(static_cast<std::uint64_t>(own.size())), stream);
+                         detail::bits_for(static_cast<std::uint64_t>(own.size())), stream,
+                         /*filled=*/true);
   detail::update_rows_args args;
   args.sorted_rows = sorted_rows;
   args.order = order;

@@ -1,11 +1,14 @@
 // The owner side of the GPU apply_gradients (update_rows.hpp).
 //
-//   1. runs: flag the first entry of every run of equal rows, select the flagged positions
-//   2. long runs (more than sum_fan_in entries): listed with their item count and first item
-//   3. tree levels, as many as the longest possible run needs (known on the host from m, so
-//      nothing waits): every chunk of sum_fan_in consecutive items of a long run is summed left
-//      to right by one warp into a partial row; the run's items become its partial rows.  A
-//      hot row with 100k duplicates is summed by ~3k warps at the first level instead of one.
+//   1. runs: select the positions that start a run of equal rows (CUB DeviceSelect::If)
+//   2. long runs (more than sum_fan_in entries): listed with their item count and first item;
+//      one small copy and wait bring the counts of runs and long runs and the longest run to
+//      the host, so the launches below are sized exactly and a stream without long runs (the
+//      uniform case) launches no tree level at all
+//   3. tree levels, as many as the longest run needs: every chunk of sum_fan_in consecutive
+//      items of a long run is summed left to right by one warp into a partial row; the run's
+//      items become its partial rows.  A hot row with 100k duplicates is summed by ~3k warps
+//      at the first level instead of one.
 //   4. update: one warp per run sums its at most sum_fan_in items left to right (entries of a
 //      short run, partial rows of a long one), applies weight decay and the optimizer through
 //      the element function the CPU path uses (embedding/detail/optimizer_update.hpp), and
@@ -93,18 +96,22 @@ __device__ __forceinline__ void sum_items(const item_source& s, std::size_t firs
   }
 }
 
-__global__ void mark_heads(const std::uint32_t* rows, std::size_t m, std::uint8_t* heads) {
-  for (std::size_t k = global_thread(); k < m; k += thread_stride())
-    heads[k] = k == 0 || rows[k] != rows[k - 1];
-}
+/// Selects sorted position k when it starts a run (the select's input is 0, 1, ..., m - 1).
+struct starts_run {
+  const std::uint32_t* rows;
+  __device__ __forceinline__ bool operator()(std::uint32_t k) const {
+    return k == 0 || rows[k] != rows[k - 1];
+  }
+};
 
 __device__ __forceinline__ std::uint32_t run_end(const std::uint32_t* run_start, std::uint32_t r,
                                                  std::uint32_t runs, std::size_t m) {
   return r + 1 < runs ? run_start[r + 1] : static_cast<std::uint32_t>(m);
 }
 
-/// counters[0] = runs; lists the runs longer than fan_in (slot order is immaterial: a slot only
-/// says where a run's partial rows go, never how they are summed).
+/// counters[0] = runs; lists the runs longer than fan_in in counters[1] slots and keeps the
+/// longest in counters[2] (slot order is immaterial: a slot only says where a run's partial
+/// rows go, never how they are summed).
 __global__ void find_long_runs(const std::uint32_t* run_start, std::size_t m,
                                std::uint32_t* counters, uint2* long_state,
                                std::uint32_t* long_of_run) {
@@ -114,6 +121,7 @@ __global__ void find_long_runs(const std::uint32_t* run_start, std::size_t m,
     const std::uint32_t len = run_end(run_start, static_cast<std::uint32_t>(r), runs, m) - begin;
     if (len > fan_in) {
       const std::uint32_t slot = atomicAdd(&counters[1], 1u);
+      atomicMax(&counters[2], len);
       long_state[slot] = make_uint2(len, begin);
       long_of_run[r] = slot;
     }
@@ -255,20 +263,20 @@ __global__ void __launch_bounds__(block_threads)
   }
 }
 
-/// The tree's levels for m entries: level l sums chunks of items_l items into at most
-/// out_rows partial rows starting at partial row out_base.
+/// The tree's levels for long runs holding `items` entries, the longest `longest`: level l
+/// sums chunks of its items into at most out_rows partial rows starting at partial row
+/// out_base.
 struct level_plan {
-  std::size_t items, out_base, out_rows;
+  std::size_t out_base, out_rows;
 };
 
-std::vector<level_plan> plan_levels(std::size_t m, std::size_t long_bound) {
+std::vector<level_plan> plan_levels(std::size_t items, std::size_t long_runs, std::size_t longest) {
   std::vector<level_plan> plan;
-  std::size_t items = m, longest = m, base = 0;
+  std::size_t base = 0;
   while (longest > fan_in) {
     // At most items / fan_in full chunks plus one short chunk per long run.
-    const std::size_t long_runs = std::min(long_bound, items / (fan_in + 1));
-    const std::size_t out = items / fan_in + long_runs + 1;
-    plan.push_back(level_plan{items, base, out});
+    const std::size_t out = items / fan_in + long_runs;
+    plan.push_back(level_plan{base, out});
     base += out;
     items = out;
     longest = (longest + fan_in - 1) / fan_in;
@@ -283,61 +291,62 @@ void launch_update_rows(wholememory::dtype table_type, optimizer_kind kind,
                         cudaStream_t stream) {
   const std::size_t m = a.m;
   if (m == 0) return;
-  auto* heads = reserve<std::uint8_t>(ws.heads, m, device);
   auto* run_start = reserve<std::uint32_t>(ws.run_start, m, device);
-  auto* counters = reserve<std::uint32_t>(ws.counters, 2, device);
-  WM_CUDA_TRY(cudaMemsetAsync(counters, 0, 2 * sizeof(std::uint32_t), stream));
-  mark_heads<<<blocks_for_threads(m), block_threads, 0, stream>>>(a.sorted_rows, m, heads);
-  WM_CUDA_CHECK_LAUNCH(stream);
-
+  auto* counters = reserve<std::uint32_t>(ws.counters, 3, device);
   const std::size_t long_bound = m / (fan_in + 1);
-  const std::vector<level_plan> plan = plan_levels(m, long_bound);
-  auto* chunks = reserve<std::uint32_t>(ws.chunks, long_bound, device);
-  auto* chunk_begin = reserve<std::uint32_t>(ws.chunk_begin, long_bound, device);
+  auto* long_state = reserve<uint2>(ws.long_state, long_bound, device);
+  auto* long_of_run = reserve<std::uint32_t>(ws.long_of_run, long_bound > 0 ? m : 0, device);
+  WM_CUDA_TRY(cudaMemsetAsync(counters, 0, 3 * sizeof(std::uint32_t), stream));
 
-  // One temporary buffer for the select and every level's scan.
-  std::size_t select_bytes = 0, scan_bytes = 0;
-  WM_CUDA_TRY(cub::DeviceSelect::Flagged(nullptr, select_bytes, a.positions, heads, run_start,
-                                         counters, m, stream));
+  std::size_t select_bytes = 0;
+  const starts_run pred{a.sorted_rows};
+  WM_CUDA_TRY(cub::DeviceSelect::If(nullptr, select_bytes, a.positions, run_start, counters, m,
+                                    pred, stream));
+  void* temp = ws.temp.reserve_discard(std::max<std::size_t>(select_bytes, 1), device);
+  WM_CUDA_TRY(
+      cub::DeviceSelect::If(temp, select_bytes, a.positions, run_start, counters, m, pred, stream));
   if (long_bound > 0) {
-    WM_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, chunks, chunk_begin, long_bound,
-                                              stream));
-  }
-  std::size_t temp_bytes = std::max<std::size_t>({select_bytes, scan_bytes, 1});
-  void* temp = ws.temp.reserve_discard(temp_bytes, device);
-  WM_CUDA_TRY(cub::DeviceSelect::Flagged(temp, select_bytes, a.positions, heads, run_start,
-                                         counters, m, stream));
-
-  run_tables rt{run_start, counters, nullptr, nullptr, nullptr};
-  if (long_bound > 0) {
-    auto* long_state = reserve<uint2>(ws.long_state, long_bound, device);
-    auto* long_of_run = reserve<std::uint32_t>(ws.long_of_run, m, device);
-    const std::size_t partial_rows = plan.empty() ? 0 : plan.back().out_base + plan.back().out_rows;
-    auto* partials = reserve<float>(ws.partials, partial_rows * a.dim, device);
     find_long_runs<<<blocks_for_threads(m), block_threads, 0, stream>>>(run_start, m, counters,
                                                                         long_state, long_of_run);
     WM_CUDA_CHECK_LAUNCH(stream);
+  }
+  std::uint32_t host_counters[3] = {0, 0, 0};
+  WM_CUDA_TRY(cudaMemcpyAsync(host_counters, counters, sizeof(host_counters),
+                              cudaMemcpyDeviceToHost, stream));
+  WM_CUDA_TRY(cudaStreamSynchronize(stream));
+  const std::size_t runs = host_counters[0], long_runs = host_counters[1];
+
+  run_tables rt{run_start, counters, long_state, long_of_run, nullptr};
+  if (long_runs > 0) {
+    // Entries of long runs: all but those of the short ones, at most m.
+    const std::vector<level_plan> plan = plan_levels(m, long_runs, host_counters[2]);
+    const std::size_t partial_rows = plan.back().out_base + plan.back().out_rows;
+    auto* partials = reserve<float>(ws.partials, partial_rows * a.dim, device);
+    auto* chunks = reserve<std::uint32_t>(ws.chunks, long_runs, device);
+    auto* chunk_begin = reserve<std::uint32_t>(ws.chunk_begin, long_runs, device);
+    std::size_t scan_bytes = 0;
+    WM_CUDA_TRY(
+        cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, chunks, chunk_begin, long_runs, stream));
+    temp = ws.temp.reserve_discard(std::max<std::size_t>(scan_bytes, 1), device);
     for (std::size_t l = 0; l < plan.size(); ++l) {
-      count_chunks<<<blocks_for_threads(long_bound), block_threads, 0, stream>>>(
-          long_state, counters, long_bound, chunks);
+      count_chunks<<<blocks_for_threads(long_runs), block_threads, 0, stream>>>(
+          long_state, counters, long_runs, chunks);
       WM_CUDA_CHECK_LAUNCH(stream);
       WM_CUDA_TRY(
-          cub::DeviceScan::ExclusiveSum(temp, scan_bytes, chunks, chunk_begin, long_bound, stream));
+          cub::DeviceScan::ExclusiveSum(temp, scan_bytes, chunks, chunk_begin, long_runs, stream));
       const item_source src = l == 0 ? item_source{a.grads, a.grad_stride, a.order}
                                      : item_source{partials, a.dim, nullptr};
       sum_chunks<<<blocks_for_warps(plan[l].out_rows), block_threads, 0, stream>>>(
-          src, a.dim, long_state, chunks, chunk_begin, long_bound, partials, plan[l].out_base);
+          src, a.dim, long_state, chunks, chunk_begin, long_runs, partials, plan[l].out_base);
       WM_CUDA_CHECK_LAUNCH(stream);
-      advance_long_runs<<<blocks_for_threads(long_bound), block_threads, 0, stream>>>(
+      advance_long_runs<<<blocks_for_threads(long_runs), block_threads, 0, stream>>>(
           long_state, counters, chunks, chunk_begin, plan[l].out_base);
       WM_CUDA_CHECK_LAUNCH(stream);
     }
-    rt.long_state = long_state;
-    rt.long_of_run = long_of_run;
     rt.partials = partials;
   }
 
-  const unsigned blocks = blocks_for_warps(m);
+  const unsigned blocks = blocks_for_warps(runs);
   dispatch_float_type(table_type, "the table dtype", [&](auto tag) {
     using T = decltype(tag);
     dispatch_optimizer(kind, [&](auto k) {

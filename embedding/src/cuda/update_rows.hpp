@@ -35,7 +35,6 @@ struct update_rows_args {
 
 /// Scratch of the run finding and the tree reduction, kept across calls.
 struct runs_workspace {
-  wholememory::device_buffer heads;        // uint8 per entry: first of its run
   wholememory::device_buffer run_start;    // uint32 per run
   wholememory::device_buffer counters;     // uint32: runs, long runs
   wholememory::device_buffer long_state;   // per long run: uint32 count, uint32 first item
@@ -46,8 +45,9 @@ struct runs_workspace {
   wholememory::device_buffer temp;         // CUB temporary storage
 };
 
-/// Enqueues the whole owner side on `stream` (no host synchronization): runs, the tree sums
-/// of runs longer than sum_fan_in, and the update of every touched row.
+/// The whole owner side on `stream`: runs, the tree sums of runs longer than sum_fan_in, and
+/// the update of every touched row.  Waits for the stream once (the run counts, to size the
+/// launches); the update is left enqueued.
 void launch_update_rows(wholememory::dtype table_type, optimizer_kind kind,
                         const update_rows_args& args, runs_workspace& ws, int device,
                         cudaStream_t stream);
