@@ -9,11 +9,16 @@
 //   lookup = N * (8 + 2 * E * D)                      (index, row read, output write)
 //   update = N * (8 + 4 * D) + U * D * (2 * E + 8 * S) (index and gradient read; row and state
 //                                                       read and written)
+//
+// The cache case (GPU runs, key `cache`): a host-located table behind a device_cache of a
+// fraction of its rows, next to the same table without it and a device-resident table of the
+// same shape, with the cache's hit rate and the cost of write-through coherence on the step.
 #include "bench_common.hpp"
 #include "commands.hpp"
 #include "config.hpp"
 #include "report.hpp"
 
+#include <embedding/cache.hpp>
 #include <embedding/table.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
@@ -72,7 +77,24 @@ const std::vector<config_key> bench_embedding_schema = {
     {"threads", value_kind::integer, "0", "CPU path threads (0: all cores)"},
     {"seed", value_kind::integer, "1234", "seed of indices and gradients"},
     {"timeout_s", value_kind::number, "900", "collective timeout, seconds"},
+    {"cache", value_kind::boolean, "true",
+     "run the cache case: continuous/chunked tables in host memory, uncached, behind a "
+     "`device_cache`, and in device memory (GPU runs; skipped with a note otherwise)"},
+    {"cache_fractions", value_kind::string, "0.1",
+     "cache case: share of the table's rows each cache holds, comma-separated, each in (0, 1]"},
+    {"cache_sample", value_kind::number, "1",
+     "cache case: size of the access sample whose hottest rows are cached, in table rows; a "
+     "draw of its own from the same stream, not the measured batches"},
+    {"cache_optimizer", value_kind::string, "sgd",
+     "cache case: optimizer of the training step (through the cache: write-through)"},
 };
+
+// Without CUDA a device_cache cannot be made (its constructor throws logic_error).
+#if defined(WHOLESTORE_HAS_CUDA)
+constexpr bool built_with_cuda = true;
+#else
+constexpr bool built_with_cuda = false;
+#endif
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -171,6 +193,10 @@ struct settings {
   unsigned threads = 1;
   std::uint64_t seed = 0;
   std::chrono::milliseconds timeout{0};
+  bool cache = false;
+  std::vector<double> cache_fractions;
+  double cache_sample = 0;
+  emb::optimizer_kind cache_optimizer = emb::optimizer_kind::sgd;
 };
 
 settings read_settings(const config& cfg) {
@@ -212,6 +238,31 @@ settings read_settings(const config& cfg) {
   s.seed = static_cast<std::uint64_t>(cfg.get_int("seed"));
   s.timeout =
       std::chrono::milliseconds(static_cast<std::int64_t>(cfg.get_number("timeout_s") * 1000.0));
+  s.cache = cfg.get_bool("cache");
+  for (const auto& f : list("cache_fractions")) {
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(f, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != f.size() || !(v > 0.0 && v <= 1.0))
+      throw config_error("cache_fractions: '" + f + "' is not a fraction in (0, 1] (" +
+                         cfg.origin.at("cache_fractions") + ")");
+    s.cache_fractions.push_back(v);
+  }
+  if (s.cache && s.cache_fractions.empty())
+    throw config_error("cache_fractions: no fraction given (" + cfg.origin.at("cache_fractions") +
+                       "); set cache: false to skip the cache case");
+  s.cache_sample = cfg.get_number("cache_sample");
+  if (!(s.cache_sample > 0.0))
+    throw config_error("cache_sample must be > 0 (" + cfg.origin.at("cache_sample") + ")");
+  try {
+    s.cache_optimizer = emb::parse_optimizer(cfg.get_string("cache_optimizer"));
+  } catch (const wm::logic_error& e) {
+    throw config_error(std::string("cache_optimizer: ") + e.what());
+  }
   return s;
 }
 
@@ -374,8 +425,232 @@ std::vector<case_line> run_table_cases(const settings& s, const bench_context& c
   return lines;
 }
 
+/// One case of the cache table: a host-located table behind a device_cache, next to the same
+/// table without it and a device-resident table of the same shape.
+struct cache_line {
+  std::string what;  // type/host dtype dim stream cache fraction
+  std::size_t batch = 0, unique = 0, cached_rows = 0;
+  double hit_rate = 0;  ///< this rank's cache_stats over the case's lookups (rank 0 prints its own)
+  double host_lookup_ms = 0, cache_lookup_ms = 0, device_lookup_ms = 0;
+  double host_update_ms = 0, cache_update_ms = 0;
+  double lookup_bytes = 0, update_bytes = 0;
+};
+
+/// "10%" for 0.1.
+std::string percent_label(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g%%", fraction * 100.0);
+  return buf;
+}
+
+/// `value` printed with `format`, or "-" when it is negative (not measured).
+std::string field(const char* format, double value) {
+  if (value < 0) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
+
+/// One row of the cache table (lead rank): all-rank rates of rank 0's times, lookups/s and
+/// their ratio to the host table's, and the step (lookup + update); a negative hit rate or
+/// update time prints "-".
+void print_cache_row(const bench_context& c, const std::string& what, std::size_t n,
+                     std::size_t unique, double hit_rate, double lookup_ms, double host_lookup_ms,
+                     double update_ms, double lookup_bytes, double update_bytes) {
+  const double cg = c.ceiling * c.ranks / 1e9;
+  const double lg = gbs(lookup_bytes, lookup_ms) * c.ranks;
+  const double ug = update_ms < 0 ? -1 : gbs(update_bytes, update_ms) * c.ranks;
+  const double mlookups = static_cast<double>(n) * c.ranks / (lookup_ms * 1e-3) / 1e6;
+  std::printf("%-48s %9zu %9zu | %6s | %9.3f %9.1f %6.1f%% %9.1f %7.2fx | %9s %9s %7s | %9s\n",
+              what.c_str(), n, unique, field("%.1f", 100.0 * hit_rate).c_str(), lookup_ms, lg,
+              100.0 * lg / cg, mlookups, host_lookup_ms / lookup_ms,
+              field("%.3f", update_ms).c_str(), field("%.1f", ug).c_str(),
+              (ug < 0 ? std::string("-") : field("%.1f", 100.0 * ug / cg) + "%").c_str(),
+              field("%.3f", update_ms < 0 ? -1 : lookup_ms + update_ms).c_str());
+}
+
+/// The cache case, GPU runs: per memory type (continuous, chunked) x dtype x dim x stream x
+/// batch, lookups and a training step (lookup + apply_gradients with `cache_optimizer`) on a
+/// host-located table, without a cache and through a device_cache of each fraction in
+/// `cache_fractions`, and the lookup of a device-resident table of the same shape for
+/// reference.  The cached rows are hottest_rows of an access sample drawn from the same stream
+/// with its own seed, never the measured batches.  Prints a note and returns nothing where the
+/// case cannot run (no CUDA, no GPU, distributed memory).
+std::vector<cache_line> run_cache_cases(const settings& s, const bench_context& c) {
+  std::vector<cache_line> lines;
+  if (!s.cache) return lines;
+  auto note = [&](const std::string& text) {
+    if (c.lead) std::printf("note: cache case skipped: %s\n", text.c_str());
+    std::fflush(stdout);
+  };
+  if (!built_with_cuda) {
+    note("this build has no CUDA (device_cache needs it: WHOLESTORE_WITH_CUDA=ON)");
+    return lines;
+  }
+  if (!s.gpu) {
+    note("no GPU (device_cache keeps its rows in device memory)");
+    return lines;
+  }
+  std::vector<wm::memory_type> types;
+  for (auto type : s.types) {
+    if (type == wm::memory_type::distributed)
+      note(
+          "distributed tables (device_cache refuses them: their remote rows are reached only "
+          "through the exchange)");
+    else
+      types.push_back(type);
+  }
+  if (types.empty()) return lines;
+
+  // The access samples (one per stream, the same on every rank) and the rows each fraction
+  // caches: chosen before any measured batch is drawn, from a draw of their own.
+  const auto sample_size = static_cast<std::size_t>(
+      std::max(1.0, std::round(s.cache_sample * static_cast<double>(s.rows))));
+  const std::uint64_t sample_seed = mix64(s.seed ^ 0x63616368655F7331ull);
+  std::vector<std::vector<std::vector<std::int64_t>>> hot(s.streams.size());
+  for (std::size_t k = 0; k < s.streams.size(); ++k) {
+    const auto sample = index_stream(s.streams[k], sample_size, s.rows, s.exponent, sample_seed);
+    for (double f : s.cache_fractions) {
+      const auto capacity =
+          static_cast<std::size_t>(std::max(1.0, std::round(f * static_cast<double>(s.rows))));
+      hot[k].push_back(emb::hottest_rows(sample, s.rows, capacity));
+    }
+  }
+  if (c.lead) {
+    std::printf(
+        "cache case: tables in pinned host memory, uncached (host), behind a device_cache "
+        "(cacheF%%)\n"
+        "  and for reference in device memory (device); cached rows: hottest_rows of an access "
+        "sample\n"
+        "  of %zu indices per stream, drawn apart from the measured batches (its own seed);\n"
+        "  step: lookup + apply_gradients (%s), write-through through the cache;\n"
+        "  hit%%: rank 0's cache_stats; x host: lookups/s over the host table's\n",
+        sample_size, emb::optimizer_name(s.cache_optimizer));
+    std::printf("%-48s %9s %9s | %6s | %9s %9s %7s %9s %8s | %9s %9s %7s | %9s\n", "case", "batch",
+                "unique", "hit%", "lookup ms", "GB/s", "ceil%", "Mlookup/s", "x host", "update ms",
+                "GB/s", "ceil%", "step ms");
+    std::fflush(stdout);
+  }
+
+  for (auto type : types) {
+    for (auto dt : s.dtypes) {
+      for (std::size_t dim : s.dims) {
+        emb::table_options o;
+        o.rows = s.rows;
+        o.dim = dim;
+        o.dtype = dt;
+        o.type = type;
+        o.location = wm::memory_location::host;
+        o.init.method = emb::init_options::uniform;
+        o.init.seed = s.seed;
+        o.optimizer.kind = s.cache_optimizer;
+        emb::table host_table = emb::table::create(c.host_comm, o);
+        o.location = wm::memory_location::device;
+        o.optimizer.kind = emb::optimizer_kind::sgd;  // lookups only: no state
+        emb::table device_table = emb::table::create(c.host_comm, o);
+        const double e = static_cast<double>(wm::dtype_size(dt));
+        const double st = state_per_element(s.cache_optimizer, dim);
+        const double d = static_cast<double>(dim);
+        const std::string shape = std::string(wm::dtype_name(dt)) + " d" + std::to_string(dim);
+        for (std::size_t k = 0; k < s.streams.size(); ++k) {
+          const std::string& stream_kind = s.streams[k];
+          std::vector<emb::device_cache> caches;
+          for (const auto& rows : hot[k]) caches.emplace_back(host_table, rows, c.device);
+          // After a write that one cache did not see, every rank's update is done before the
+          // re-read (the table's own update, or another fraction's cache).
+          auto flush_except = [&](std::size_t skip) {
+            sync(c.stream);
+            c.bs->barrier();
+            for (std::size_t j = 0; j < caches.size(); ++j)
+              if (j != skip) caches[j].flush(c.stream);
+            sync(c.stream);
+          };
+          for (std::size_t n : s.batches) {
+            const batch_data b = make_batch(s, c, stream_kind, n, dim, dt);
+            const double nn = static_cast<double>(n), u = static_cast<double>(b.unique);
+            const double lookup_bytes = nn * (8 + 2 * e * d);
+            const double update_bytes = nn * (8 + 4 * d) + u * d * (2 * e + 8 * st);
+            const double host_lookup_ms = 1e3 * timed_median(s, *c.bs, [&] {
+                                            host_table.lookup(b.indices, b.out, c.stream);
+                                            sync(c.stream);
+                                          });
+            const double device_lookup_ms = 1e3 * timed_median(s, *c.bs, [&] {
+                                              device_table.lookup(b.indices, b.out, c.stream);
+                                              sync(c.stream);
+                                            });
+            const double host_update_ms =
+                1e3 * timed_median(s, *c.bs, [&] {
+                  host_table.apply_gradients(b.indices, b.grad_matrix, s.lr, c.stream);
+                  sync(c.stream);
+                });
+            flush_except(caches.size());
+            const std::string prefix =
+                std::string(wm::memory_type_name(type)) + "/host " + shape + " " + stream_kind;
+            if (c.lead) {
+              print_cache_row(c, prefix + " host", n, b.unique, -1, host_lookup_ms, host_lookup_ms,
+                              host_update_ms, lookup_bytes, update_bytes);
+            }
+            for (std::size_t j = 0; j < caches.size(); ++j) {
+              emb::device_cache& cache = caches[j];
+              cache_line line;
+              line.what = prefix + " cache" + percent_label(s.cache_fractions[j]);
+              line.batch = n;
+              line.unique = b.unique;
+              line.cached_rows = cache.capacity();
+              line.host_lookup_ms = host_lookup_ms;
+              line.device_lookup_ms = device_lookup_ms;
+              line.host_update_ms = host_update_ms;
+              line.lookup_bytes = lookup_bytes;
+              line.update_bytes = update_bytes;
+              cache.reset_stats(c.stream);
+              line.cache_lookup_ms = 1e3 * timed_median(s, *c.bs, [&] {
+                                       cache.lookup(b.indices, b.out, c.stream);
+                                       sync(c.stream);
+                                     });
+              line.hit_rate = cache.stats(c.stream).hit_rate();
+              line.cache_update_ms =
+                  1e3 * timed_median(s, *c.bs, [&] {
+                    cache.apply_gradients(b.indices, b.grad_matrix, s.lr, c.stream);
+                    sync(c.stream);
+                  });
+              if (caches.size() > 1) flush_except(j);
+              if (c.lead)
+                print_cache_row(c, line.what, n, b.unique, line.hit_rate, line.cache_lookup_ms,
+                                host_lookup_ms, line.cache_update_ms, lookup_bytes, update_bytes);
+              lines.push_back(line);
+            }
+            if (c.lead) {
+              print_cache_row(c,
+                              std::string(wm::memory_type_name(type)) + "/device " + shape + " " +
+                                  stream_kind + " device",
+                              n, b.unique, -1, device_lookup_ms, host_lookup_ms, -1, lookup_bytes,
+                              update_bytes);
+              for (std::size_t j = lines.size() - caches.size(); j < lines.size(); ++j) {
+                const cache_line& l = lines[j];
+                const double extra = l.cache_update_ms - l.host_update_ms;
+                std::printf(
+                    "  %s: %zu of %llu rows cached, hit rate %.1f%%; lookups %.2fx the host "
+                    "table's (device table %.2fx), step %.2fx; write-through update %+.3f ms "
+                    "(%+.1f%%) over the host table's\n",
+                    l.what.c_str(), l.cached_rows, static_cast<unsigned long long>(s.rows),
+                    100.0 * l.hit_rate, l.host_lookup_ms / l.cache_lookup_ms,
+                    l.host_lookup_ms / l.device_lookup_ms,
+                    (l.host_lookup_ms + l.host_update_ms) / (l.cache_lookup_ms + l.cache_update_ms),
+                    extra, 100.0 * extra / l.host_update_ms);
+              }
+              std::fflush(stdout);
+            }
+          }
+        }
+      }
+    }
+  }
+  return lines;
+}
+
 void write_embedding_report(const std::string& file, const config& cfg, const settings& s,
-                            const bench_context& c, const std::vector<case_line>& lines) {
+                            const bench_context& c, const std::vector<case_line>& lines,
+                            const std::vector<cache_line>& cache_lines) {
   std::ostringstream report;
   report << "command: bench\nsuite: embedding\nranks: " << c.ranks
          << "\npath: " << (s.gpu ? "gpu" : "cpu") << "\nceiling_name: " << c.ceiling_name
@@ -383,6 +658,15 @@ void write_embedding_report(const std::string& file, const config& cfg, const se
   for (const auto& l : lines) {
     report << "  - {case: \"" << l.what << "\", batch: " << l.batch << ", unique: " << l.unique
            << ", lookup_ms: " << l.lookup_ms << ", update_ms: " << l.update_ms
+           << ", lookup_bytes: " << l.lookup_bytes << ", update_bytes: " << l.update_bytes << "}\n";
+  }
+  report << "cache_cases:" << (cache_lines.empty() ? " []\n" : "\n");
+  for (const auto& l : cache_lines) {
+    report << "  - {case: \"" << l.what << "\", batch: " << l.batch << ", unique: " << l.unique
+           << ", cached_rows: " << l.cached_rows << ", hit_rate: " << l.hit_rate
+           << ", host_lookup_ms: " << l.host_lookup_ms << ", cache_lookup_ms: " << l.cache_lookup_ms
+           << ", device_lookup_ms: " << l.device_lookup_ms
+           << ", host_update_ms: " << l.host_update_ms << ", cache_update_ms: " << l.cache_update_ms
            << ", lookup_bytes: " << l.lookup_bytes << ", update_bytes: " << l.update_bytes << "}\n";
   }
   write_report(file, report.str(), &cfg);
@@ -441,11 +725,12 @@ int run_bench_embedding(int argc, char** argv) {
   }
 
   const std::vector<case_line> lines = run_table_cases(s, c);
+  const std::vector<cache_line> cache_lines = run_cache_cases(s, c);
 #if defined(WHOLESTORE_HAS_CUDA)
   if (c.stream) cudaStreamDestroy(c.stream);
 #endif
   if (c.lead && !args.report_file.empty())
-    write_embedding_report(args.report_file, cfg, s, c, lines);
+    write_embedding_report(args.report_file, cfg, s, c, lines, cache_lines);
   return 0;
 }
 
