@@ -9,11 +9,16 @@
 //   lookup = N * (8 + 2 * E * D)                      (index, row read, output write)
 //   update = N * (8 + 4 * D) + U * D * (2 * E + 8 * S) (index and gradient read; row and state
 //                                                       read and written)
+//
+// The cache case (GPU runs, key `cache`): a host-located table behind a device_cache of a
+// fraction of its rows, next to the same table without it and a device-resident table of the
+// same shape, with the cache's hit rate and the cost of write-through coherence on the step.
 #include "bench_common.hpp"
 #include "commands.hpp"
 #include "config.hpp"
 #include "report.hpp"
 
+#include <embedding/cache.hpp>
 #include <embedding/table.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
@@ -72,7 +77,24 @@ const std::vector<config_key> bench_embedding_schema = {
     {"threads", value_kind::integer, "0", "CPU path threads (0: all cores)"},
     {"seed", value_kind::integer, "1234", "seed of indices and gradients"},
     {"timeout_s", value_kind::number, "900", "collective timeout, seconds"},
+    {"cache", value_kind::boolean, "true",
+     "run the cache case: continuous/chunked tables in host memory, uncached, behind a "
+     "`device_cache`, and in device memory (GPU runs; skipped with a note otherwise)"},
+    {"cache_fractions", value_kind::string, "0.1",
+     "cache case: share of the table's rows each cache holds, comma-separated, each in (0, 1]"},
+    {"cache_sample", value_kind::number, "1",
+     "cache case: size of the access sample whose hottest rows are cached, in table rows; a "
+     "draw of its own from the same stream, not the measured batches"},
+    {"cache_optimizer", value_kind::string, "sgd",
+     "cache case: optimizer of the training step (through the cache: write-through)"},
 };
+
+// Without CUDA a device_cache cannot be made (its constructor throws logic_error).
+#if defined(WHOLESTORE_HAS_CUDA)
+constexpr bool built_with_cuda = true;
+#else
+constexpr bool built_with_cuda = false;
+#endif
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -155,209 +177,242 @@ struct case_line {
   double lookup_bytes = 0, update_bytes = 0;
 };
 
-}  // namespace
+/// The suite's settings, read from the config once (the argument handling of the command).
+struct settings {
+  bool gpu = false;
+  std::uint64_t rows = 0;
+  std::vector<std::size_t> dims, batches;
+  std::vector<wm::dtype> dtypes;
+  std::vector<emb::optimizer_kind> optimizers;
+  std::vector<wm::memory_type> types;
+  std::vector<wm::memory_location> locations;
+  std::vector<std::string> streams;
+  double exponent = 0;
+  float lr = 0;
+  int repeats = 1, warmup = 0;
+  unsigned threads = 1;
+  std::uint64_t seed = 0;
+  std::chrono::milliseconds timeout{0};
+  bool cache = false;
+  std::vector<double> cache_fractions;
+  double cache_sample = 0;
+  emb::optimizer_kind cache_optimizer = emb::optimizer_kind::sgd;
+};
 
-const std::vector<config_key>& bench_embedding_keys() { return bench_embedding_schema; }
-
-int run_bench_embedding(int argc, char** argv) {
-  command_args args = parse_command_args(argc, argv);
-  config cfg = load_config(bench_embedding_schema, args.config_file, args.overrides);
+settings read_settings(const config& cfg) {
   auto list = [&](const char* key) { return split_list(cfg.get_string(key), ','); };
   auto positive = [&](const char* key) {
     const std::int64_t v = cfg.get_int(key);
     if (v < 1) throw config_error(std::string(key) + " must be >= 1 (" + cfg.origin.at(key) + ")");
     return static_cast<std::uint64_t>(v);
   };
-  const bool gpu = wm::device_count() > 0;
-  const std::uint64_t rows = positive(gpu ? "rows" : "cpu_rows");
-  std::vector<std::size_t> dims, batches;
-  for (const auto& d : list("dims")) dims.push_back(std::stoull(d));
-  for (const auto& b : list(gpu ? "batches" : "cpu_batches")) batches.push_back(std::stoull(b));
-  std::vector<wm::dtype> dtypes;
-  std::vector<emb::optimizer_kind> optimizers;
-  std::vector<wm::memory_type> types;
-  std::vector<wm::memory_location> locations;
+  settings s;
+  s.gpu = wm::device_count() > 0;
+  s.rows = positive(s.gpu ? "rows" : "cpu_rows");
+  for (const auto& d : list("dims")) s.dims.push_back(std::stoull(d));
+  for (const auto& b : list(s.gpu ? "batches" : "cpu_batches")) s.batches.push_back(std::stoull(b));
   try {
-    for (const auto& t : list("dtypes")) dtypes.push_back(wm::parse_dtype(t));
-    for (const auto& o : list("optimizers")) optimizers.push_back(emb::parse_optimizer(o));
-    for (const auto& t : list("types")) types.push_back(wm::parse_memory_type(t));
+    for (const auto& t : list("dtypes")) s.dtypes.push_back(wm::parse_dtype(t));
+    for (const auto& o : list("optimizers")) s.optimizers.push_back(emb::parse_optimizer(o));
+    for (const auto& t : list("types")) s.types.push_back(wm::parse_memory_type(t));
     for (const auto& l : list("locations")) {
       const auto loc = wm::parse_memory_location(l);
-      if (loc == wm::memory_location::device && !gpu) continue;
-      locations.push_back(loc);
+      if (loc == wm::memory_location::device && !s.gpu) continue;
+      s.locations.push_back(loc);
     }
   } catch (const wm::logic_error& e) {
     throw config_error(std::string("dtypes/optimizers/types/locations: ") + e.what());
   }
-  if (!gpu && locations.empty()) locations.push_back(wm::memory_location::host);
-  const auto streams = list("streams");
-  for (const auto& s : streams)
-    if (s != "uniform" && s != "powerlaw")
-      throw config_error("streams: unknown stream '" + s + "' (uniform or powerlaw)");
-  const double exponent = cfg.get_number("powerlaw_exponent");
-  if (!(exponent > 1.0)) throw config_error("powerlaw_exponent must be > 1");
-  const float lr = static_cast<float>(cfg.get_number("lr"));
-  const int repeats = static_cast<int>(positive("repeats"));
-  const int warmup = static_cast<int>(std::max<std::int64_t>(0, cfg.get_int("warmup")));
-  unsigned threads = static_cast<unsigned>(std::max<std::int64_t>(0, cfg.get_int("threads")));
-  if (threads == 0) threads = wm::default_host_threads();
-  const auto seed = static_cast<std::uint64_t>(cfg.get_int("seed"));
-  const auto timeout =
+  if (!s.gpu && s.locations.empty()) s.locations.push_back(wm::memory_location::host);
+  s.streams = list("streams");
+  for (const auto& k : s.streams)
+    if (k != "uniform" && k != "powerlaw")
+      throw config_error("streams: unknown stream '" + k + "' (uniform or powerlaw)");
+  s.exponent = cfg.get_number("powerlaw_exponent");
+  if (!(s.exponent > 1.0)) throw config_error("powerlaw_exponent must be > 1");
+  s.lr = static_cast<float>(cfg.get_number("lr"));
+  s.repeats = static_cast<int>(positive("repeats"));
+  s.warmup = static_cast<int>(std::max<std::int64_t>(0, cfg.get_int("warmup")));
+  s.threads = static_cast<unsigned>(std::max<std::int64_t>(0, cfg.get_int("threads")));
+  if (s.threads == 0) s.threads = wm::default_host_threads();
+  s.seed = static_cast<std::uint64_t>(cfg.get_int("seed"));
+  s.timeout =
       std::chrono::milliseconds(static_cast<std::int64_t>(cfg.get_number("timeout_s") * 1000.0));
+  s.cache = cfg.get_bool("cache");
+  for (const auto& f : list("cache_fractions")) {
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(f, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != f.size() || !(v > 0.0 && v <= 1.0))
+      throw config_error("cache_fractions: '" + f + "' is not a fraction in (0, 1] (" +
+                         cfg.origin.at("cache_fractions") + ")");
+    s.cache_fractions.push_back(v);
+  }
+  if (s.cache && s.cache_fractions.empty())
+    throw config_error("cache_fractions: no fraction given (" + cfg.origin.at("cache_fractions") +
+                       "); set cache: false to skip the cache case");
+  s.cache_sample = cfg.get_number("cache_sample");
+  if (!(s.cache_sample > 0.0))
+    throw config_error("cache_sample must be > 0 (" + cfg.origin.at("cache_sample") + ")");
+  try {
+    s.cache_optimizer = emb::parse_optimizer(cfg.get_string("cache_optimizer"));
+  } catch (const wm::logic_error& e) {
+    throw config_error(std::string("cache_optimizer: ") + e.what());
+  }
+  return s;
+}
 
-  std::shared_ptr<wm::bootstrap> bs = wm::make_job_bootstrap(timeout);
-  std::shared_ptr<wm::communicator> host_comm = wm::make_host_communicator(bs);
-  std::shared_ptr<wm::communicator> nccl_comm;
-  const int rank = host_comm->rank(), ranks = host_comm->size();
-  const bool lead = rank == 0;
+/// What every case of a run shares: the communicators, this rank's GPU and stream, and the
+/// copy ceiling measured at the start.
+struct bench_context {
+  std::shared_ptr<wm::bootstrap> bs;
+  std::shared_ptr<wm::communicator> host_comm, nccl_comm;
+  int rank = 0, ranks = 1;
+  bool lead = true;
   int device = -1;
   cudaStream_t stream = nullptr;
-  double ceiling = 0;
+  double ceiling = 0;  ///< bytes read + written per second, one rank
   const char* ceiling_name = "host memcpy";
-#if defined(WHOLESTORE_HAS_CUDA)
-  if (gpu) {
-    device = wm::default_device(*host_comm);
-    wm::set_device(device);
-    WM_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    // One rank at a time, so that ranks sharing a GPU do not share the measurement.
-    for (int r = 0; r < ranks; ++r) {
-      if (r == rank) ceiling = device_copy_rate(device, stream);
-      bs->barrier();
-    }
-    ceiling_name = "device copy";
-    if (std::find(types.begin(), types.end(), wm::memory_type::distributed) != types.end()) {
-      const wm::gpu_sharing sharing = wm::describe_gpu_sharing(*bs, device);
-      if (!sharing.shared()) {
-        nccl_comm = wm::make_nccl_communicator(bs, device);
-      } else {
-        types.erase(std::remove(types.begin(), types.end(), wm::memory_type::distributed),
-                    types.end());
-        if (lead)
-          std::printf("note: distributed tables skipped: %s (NCCL needs one GPU per rank)\n",
-                      sharing.description.c_str());
-      }
-    }
-  }
-#endif
-  if (!gpu) ceiling = 2.0 * host_memcpy_rate(threads);  // read + write, like the device
-  if (lead) {
-    std::printf(
-        "wholestore bench (embedding): %d rank(s), %s path, %llu rows, ceiling: %s %.0f GB/s "
-        "(read + write)\n",
-        ranks, gpu ? "GPU" : "CPU", static_cast<unsigned long long>(rows), ceiling_name,
-        ceiling / 1e9);
-    std::printf("%-44s %9s %9s | %9s %9s %7s | %9s %9s %7s | %9s %9s\n", "case", "batch", "unique",
-                "lookup ms", "GB/s", "ceil%", "update ms", "GB/s", "ceil%", "step ms", "Mlookup/s");
-    std::fflush(stdout);
-  }
+};
 
+/// One batch of a case: the indices and gradients, with the buffers the path reads (device
+/// memory on the GPU path, host vectors on the CPU path).
+struct batch_data {
+  std::vector<std::int64_t> idx;
+  std::vector<float> grads;
+  std::size_t unique = 0;
+  wm::device_buffer d_idx, d_grads, d_out;
+  std::vector<unsigned char> host_out;
+  wm::index_array indices;
+  wm::dense_matrix out, grad_matrix;
+};
+
+/// Batch `n` of `stream_kind` for a table of `dim` x `dt`, this rank's own draw.
+batch_data make_batch(const settings& s, const bench_context& c, const std::string& stream_kind,
+                      std::size_t n, std::size_t dim, wm::dtype dt) {
+  batch_data b;
+  b.idx = index_stream(stream_kind, n, s.rows, s.exponent, s.seed + 1000003ull * c.rank + n);
+  b.unique = unique_count(b.idx);
+  b.grads.resize(n * dim);
+  for (std::size_t i = 0; i < b.grads.size(); ++i)
+    b.grads[i] =
+        static_cast<float>(unit(mix64(s.seed ^ (i * 0x2545F4914F6CDD1Dull))) - 0.5) * 1e-3f;
+  const void* idx_ptr = b.idx.data();
+  const void* grad_ptr = b.grads.data();
+  void* out_ptr = nullptr;
+  if (s.gpu) {
+    b.d_idx = wm::device_buffer(n * 8, c.device);
+    b.d_grads = wm::device_buffer(n * dim * 4, c.device);
+    b.d_out = wm::device_buffer(n * dim * wm::dtype_size(dt), c.device);
+    wm::copy_bytes(b.d_idx.data(), b.idx.data(), n * 8);
+    wm::copy_bytes(b.d_grads.data(), b.grads.data(), n * dim * 4);
+    idx_ptr = b.d_idx.data();
+    grad_ptr = b.d_grads.data();
+    out_ptr = b.d_out.data();
+  } else {
+    b.host_out.resize(n * dim * wm::dtype_size(dt));
+    out_ptr = b.host_out.data();
+  }
+  b.indices = wm::index_array{idx_ptr, wm::dtype::int64, n};
+  b.out = wm::dense_matrix{out_ptr, dt, n, dim, dim};
+  b.grad_matrix = wm::dense_matrix{const_cast<void*>(grad_ptr), wm::dtype::float32, n, dim, dim};
+  return b;
+}
+
+void sync(cudaStream_t stream) {
+#if defined(WHOLESTORE_HAS_CUDA)
+  WM_CUDA_TRY(cudaStreamSynchronize(stream));
+#else
+  (void)stream;
+#endif
+}
+
+/// Median seconds of `repeats` calls of `body` after `warmup` untimed ones, every rank starting
+/// each timed call together.
+template <typename Body>
+double timed_median(const settings& s, wm::bootstrap& bs, Body&& body) {
+  for (int w = 0; w < s.warmup; ++w) body();
+  std::vector<double> ts;
+  for (int r = 0; r < s.repeats; ++r) {
+    bs.barrier();
+    auto t0 = std::chrono::steady_clock::now();
+    body();
+    ts.push_back(seconds_since(t0));
+  }
+  return median(ts);
+}
+
+double gbs(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
+
+/// Lookup and training step per memory type x location x dtype x dim x optimizer x index
+/// stream x batch size: the suite's main table.
+std::vector<case_line> run_table_cases(const settings& s, const bench_context& c) {
   std::vector<case_line> lines;
-  for (auto loc : locations) {
-    for (auto type : types) {
-      auto comm = (gpu && type == wm::memory_type::distributed) ? nccl_comm : host_comm;
-      for (auto dt : dtypes) {
-        for (std::size_t dim : dims) {
-          for (auto opt : optimizers) {
+  for (auto loc : s.locations) {
+    for (auto type : s.types) {
+      auto comm = (s.gpu && type == wm::memory_type::distributed) ? c.nccl_comm : c.host_comm;
+      for (auto dt : s.dtypes) {
+        for (std::size_t dim : s.dims) {
+          for (auto opt : s.optimizers) {
             emb::table_options o;
-            o.rows = rows;
+            o.rows = s.rows;
             o.dim = dim;
             o.dtype = dt;
             o.type = type;
             o.location = loc;
             o.init.method = emb::init_options::uniform;
-            o.init.seed = seed;
+            o.init.seed = s.seed;
             o.optimizer.kind = opt;
             emb::table t = emb::table::create(comm, o);
             const double e = static_cast<double>(wm::dtype_size(dt));
-            const double s = state_per_element(opt, dim);
+            const double st = state_per_element(opt, dim);
             const double d = static_cast<double>(dim);
-            for (const auto& stream_kind : streams) {
-              for (std::size_t n : batches) {
+            for (const auto& stream_kind : s.streams) {
+              for (std::size_t n : s.batches) {
                 case_line line;
                 line.what = std::string(wm::memory_type_name(type)) + "/" +
                             wm::memory_location_name(loc) + " " + wm::dtype_name(dt) + " d" +
                             std::to_string(dim) + " " + emb::optimizer_name(opt) + " " +
                             stream_kind;
                 line.batch = n;
-                const auto idx =
-                    index_stream(stream_kind, n, rows, exponent, seed + 1000003ull * rank + n);
-                line.unique = unique_count(idx);
-                std::vector<float> grads(n * dim);
-                for (std::size_t i = 0; i < grads.size(); ++i)
-                  grads[i] =
-                      static_cast<float>(unit(mix64(seed ^ (i * 0x2545F4914F6CDD1Dull))) - 0.5) *
-                      1e-3f;
-                // Buffers where the path reads them: device memory on the GPU path.
-                wm::device_buffer d_idx, d_grads, d_out;
-                const void* idx_ptr = idx.data();
-                const void* grad_ptr = grads.data();
-                std::vector<unsigned char> host_out;
-                void* out_ptr = nullptr;
-                if (gpu) {
-                  d_idx = wm::device_buffer(n * 8, device);
-                  d_grads = wm::device_buffer(n * dim * 4, device);
-                  d_out = wm::device_buffer(n * dim * wm::dtype_size(dt), device);
-                  wm::copy_bytes(d_idx.data(), idx.data(), n * 8);
-                  wm::copy_bytes(d_grads.data(), grads.data(), n * dim * 4);
-                  idx_ptr = d_idx.data();
-                  grad_ptr = d_grads.data();
-                  out_ptr = d_out.data();
-                } else {
-                  host_out.resize(n * dim * wm::dtype_size(dt));
-                  out_ptr = host_out.data();
-                }
-                const wm::index_array ia{idx_ptr, wm::dtype::int64, n};
-                const wm::dense_matrix out{out_ptr, dt, n, dim, dim};
-                const wm::dense_matrix gm{const_cast<void*>(grad_ptr), wm::dtype::float32, n, dim,
-                                          dim};
+                const batch_data b = make_batch(s, c, stream_kind, n, dim, dt);
+                line.unique = b.unique;
                 auto lookup = [&] {
-                  if (gpu) {
-                    t.lookup(ia, out, stream);
-#if defined(WHOLESTORE_HAS_CUDA)
-                    WM_CUDA_TRY(cudaStreamSynchronize(stream));
-#endif
+                  if (s.gpu) {
+                    t.lookup(b.indices, b.out, c.stream);
+                    sync(c.stream);
                   } else {
-                    t.lookup_host(ia, out, threads);
+                    t.lookup_host(b.indices, b.out, s.threads);
                   }
                 };
                 auto update = [&] {
-                  if (gpu) {
-                    t.apply_gradients(ia, gm, lr, stream);
-#if defined(WHOLESTORE_HAS_CUDA)
-                    WM_CUDA_TRY(cudaStreamSynchronize(stream));
-#endif
+                  if (s.gpu) {
+                    t.apply_gradients(b.indices, b.grad_matrix, s.lr, c.stream);
+                    sync(c.stream);
                   } else {
-                    t.apply_gradients_host(ia, gm, lr, threads);
+                    t.apply_gradients_host(b.indices, b.grad_matrix, s.lr, s.threads);
                   }
                 };
-                auto timed = [&](auto&& body) {
-                  for (int w = 0; w < warmup; ++w) body();
-                  std::vector<double> ts;
-                  for (int r = 0; r < repeats; ++r) {
-                    bs->barrier();
-                    auto t0 = std::chrono::steady_clock::now();
-                    body();
-                    ts.push_back(seconds_since(t0));
-                  }
-                  return median(ts);
-                };
-                line.lookup_ms = timed(lookup) * 1e3;
-                line.update_ms = timed(update) * 1e3;
+                line.lookup_ms = timed_median(s, *c.bs, lookup) * 1e3;
+                line.update_ms = timed_median(s, *c.bs, update) * 1e3;
                 const double nn = static_cast<double>(n), u = static_cast<double>(line.unique);
                 line.lookup_bytes = nn * (8 + 2 * e * d);
-                line.update_bytes = nn * (8 + 4 * d) + u * d * (2 * e + 8 * s);
+                line.update_bytes = nn * (8 + 4 * d) + u * d * (2 * e + 8 * st);
                 lines.push_back(line);
-                if (lead) {
-                  auto gbs = [&](double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; };
-                  const double lg = gbs(line.lookup_bytes, line.lookup_ms) * ranks;
-                  const double ug = gbs(line.update_bytes, line.update_ms) * ranks;
-                  const double cg = ceiling * ranks / 1e9;
+                if (c.lead) {
+                  const double lg = gbs(line.lookup_bytes, line.lookup_ms) * c.ranks;
+                  const double ug = gbs(line.update_bytes, line.update_ms) * c.ranks;
+                  const double cg = c.ceiling * c.ranks / 1e9;
                   std::printf(
                       "%-44s %9zu %9zu | %9.3f %9.1f %6.1f%% | %9.3f %9.1f %6.1f%% | %9.3f "
                       "%9.1f\n",
                       line.what.c_str(), n, line.unique, line.lookup_ms, lg, 100.0 * lg / cg,
                       line.update_ms, ug, 100.0 * ug / cg, line.lookup_ms + line.update_ms,
-                      nn * ranks / ((line.lookup_ms + line.update_ms) * 1e-3) / 1e6);
+                      nn * c.ranks / ((line.lookup_ms + line.update_ms) * 1e-3) / 1e6);
                   std::fflush(stdout);
                 }
               }
@@ -367,22 +422,315 @@ int run_bench_embedding(int argc, char** argv) {
       }
     }
   }
-#if defined(WHOLESTORE_HAS_CUDA)
-  if (stream) cudaStreamDestroy(stream);
-#endif
-  if (lead && !args.report_file.empty()) {
-    std::ostringstream report;
-    report << "command: bench\nsuite: embedding\nranks: " << ranks
-           << "\npath: " << (gpu ? "gpu" : "cpu") << "\nceiling_name: " << ceiling_name
-           << "\nceiling_gbps: " << ceiling / 1e9 << "\ncases:\n";
-    for (const auto& l : lines) {
-      report << "  - {case: \"" << l.what << "\", batch: " << l.batch << ", unique: " << l.unique
-             << ", lookup_ms: " << l.lookup_ms << ", update_ms: " << l.update_ms
-             << ", lookup_bytes: " << l.lookup_bytes << ", update_bytes: " << l.update_bytes
-             << "}\n";
-    }
-    write_report(args.report_file, report.str(), &cfg);
+  return lines;
+}
+
+/// One case of the cache table: a host-located table behind a device_cache, next to the same
+/// table without it and a device-resident table of the same shape.
+struct cache_line {
+  std::string what;  // type/host dtype dim stream cache fraction
+  std::size_t batch = 0, unique = 0, cached_rows = 0;
+  double hit_rate = 0;  ///< this rank's cache_stats over the case's lookups (rank 0 prints its own)
+  double host_lookup_ms = 0, cache_lookup_ms = 0, device_lookup_ms = 0;
+  double host_update_ms = 0, cache_update_ms = 0;
+  double lookup_bytes = 0, update_bytes = 0;
+};
+
+/// "10%" for 0.1.
+std::string percent_label(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g%%", fraction * 100.0);
+  return buf;
+}
+
+/// `value` printed with `format`, or "-" when it is negative (not measured).
+std::string field(const char* format, double value) {
+  if (value < 0) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
+}
+
+/// One row of the cache table (lead rank): all-rank rates of rank 0's times, lookups/s and
+/// their ratio to the host table's, and the step (lookup + update); a negative hit rate or
+/// update time prints "-".
+void print_cache_row(const bench_context& c, const std::string& what, std::size_t n,
+                     std::size_t unique, double hit_rate, double lookup_ms, double host_lookup_ms,
+                     double update_ms, double lookup_bytes, double update_bytes) {
+  const double cg = c.ceiling * c.ranks / 1e9;
+  const double lg = gbs(lookup_bytes, lookup_ms) * c.ranks;
+  const double ug = update_ms < 0 ? -1 : gbs(update_bytes, update_ms) * c.ranks;
+  const double mlookups = static_cast<double>(n) * c.ranks / (lookup_ms * 1e-3) / 1e6;
+  std::printf("%-48s %9zu %9zu | %6s | %9.3f %9.1f %6.1f%% %9.1f %7.2fx | %9s %9s %7s | %9s\n",
+              what.c_str(), n, unique, field("%.1f", 100.0 * hit_rate).c_str(), lookup_ms, lg,
+              100.0 * lg / cg, mlookups, host_lookup_ms / lookup_ms,
+              field("%.3f", update_ms).c_str(), field("%.1f", ug).c_str(),
+              (ug < 0 ? std::string("-") : field("%.1f", 100.0 * ug / cg) + "%").c_str(),
+              field("%.3f", update_ms < 0 ? -1 : lookup_ms + update_ms).c_str());
+}
+
+/// The cache case, GPU runs: per memory type (continuous, chunked) x dtype x dim x stream x
+/// batch, lookups and a training step (lookup + apply_gradients with `cache_optimizer`) on a
+/// host-located table, without a cache and through a device_cache of each fraction in
+/// `cache_fractions`, and the lookup of a device-resident table of the same shape for
+/// reference.  The cached rows are hottest_rows of an access sample drawn from the same stream
+/// with its own seed, never the measured batches.  Prints a note and returns nothing where the
+/// case cannot run (no CUDA, no GPU, distributed memory).
+std::vector<cache_line> run_cache_cases(const settings& s, const bench_context& c) {
+  std::vector<cache_line> lines;
+  if (!s.cache) return lines;
+  auto note = [&](const std::string& text) {
+    if (c.lead) std::printf("note: cache case skipped: %s\n", text.c_str());
+    std::fflush(stdout);
+  };
+  if (!built_with_cuda) {
+    note("this build has no CUDA (device_cache needs it: WHOLESTORE_WITH_CUDA=ON)");
+    return lines;
   }
+  if (!s.gpu) {
+    note("no GPU (device_cache keeps its rows in device memory)");
+    return lines;
+  }
+  std::vector<wm::memory_type> types;
+  for (auto type : s.types) {
+    if (type == wm::memory_type::distributed)
+      note(
+          "distributed tables (device_cache refuses them: their remote rows are reached only "
+          "through the exchange)");
+    else
+      types.push_back(type);
+  }
+  if (types.empty()) return lines;
+
+  // The access samples (one per stream, the same on every rank) and the rows each fraction
+  // caches: chosen before any measured batch is drawn, from a draw of their own.
+  const auto sample_size = static_cast<std::size_t>(
+      std::max(1.0, std::round(s.cache_sample * static_cast<double>(s.rows))));
+  const std::uint64_t sample_seed = mix64(s.seed ^ 0x63616368655F7331ull);
+  std::vector<std::vector<std::vector<std::int64_t>>> hot(s.streams.size());
+  for (std::size_t k = 0; k < s.streams.size(); ++k) {
+    const auto sample = index_stream(s.streams[k], sample_size, s.rows, s.exponent, sample_seed);
+    for (double f : s.cache_fractions) {
+      const auto capacity =
+          static_cast<std::size_t>(std::max(1.0, std::round(f * static_cast<double>(s.rows))));
+      hot[k].push_back(emb::hottest_rows(sample, s.rows, capacity));
+    }
+  }
+  if (c.lead) {
+    std::printf(
+        "cache case: tables in pinned host memory, uncached (host), behind a device_cache "
+        "(cacheF%%)\n"
+        "  and for reference in device memory (device); cached rows: hottest_rows of an access "
+        "sample\n"
+        "  of %zu indices per stream, drawn apart from the measured batches (its own seed);\n"
+        "  step: lookup + apply_gradients (%s), write-through through the cache;\n"
+        "  hit%%: rank 0's cache_stats; x host: lookups/s over the host table's\n",
+        sample_size, emb::optimizer_name(s.cache_optimizer));
+    std::printf("%-48s %9s %9s | %6s | %9s %9s %7s %9s %8s | %9s %9s %7s | %9s\n", "case", "batch",
+                "unique", "hit%", "lookup ms", "GB/s", "ceil%", "Mlookup/s", "x host", "update ms",
+                "GB/s", "ceil%", "step ms");
+    std::fflush(stdout);
+  }
+
+  for (auto type : types) {
+    for (auto dt : s.dtypes) {
+      for (std::size_t dim : s.dims) {
+        emb::table_options o;
+        o.rows = s.rows;
+        o.dim = dim;
+        o.dtype = dt;
+        o.type = type;
+        o.location = wm::memory_location::host;
+        o.init.method = emb::init_options::uniform;
+        o.init.seed = s.seed;
+        o.optimizer.kind = s.cache_optimizer;
+        emb::table host_table = emb::table::create(c.host_comm, o);
+        o.location = wm::memory_location::device;
+        o.optimizer.kind = emb::optimizer_kind::sgd;  // lookups only: no state
+        emb::table device_table = emb::table::create(c.host_comm, o);
+        const double e = static_cast<double>(wm::dtype_size(dt));
+        const double st = state_per_element(s.cache_optimizer, dim);
+        const double d = static_cast<double>(dim);
+        const std::string shape = std::string(wm::dtype_name(dt)) + " d" + std::to_string(dim);
+        for (std::size_t k = 0; k < s.streams.size(); ++k) {
+          const std::string& stream_kind = s.streams[k];
+          std::vector<emb::device_cache> caches;
+          for (const auto& rows : hot[k]) caches.emplace_back(host_table, rows, c.device);
+          // After a write that one cache did not see, every rank's update is done before the
+          // re-read (the table's own update, or another fraction's cache).
+          auto flush_except = [&](std::size_t skip) {
+            sync(c.stream);
+            c.bs->barrier();
+            for (std::size_t j = 0; j < caches.size(); ++j)
+              if (j != skip) caches[j].flush(c.stream);
+            sync(c.stream);
+          };
+          for (std::size_t n : s.batches) {
+            const batch_data b = make_batch(s, c, stream_kind, n, dim, dt);
+            const double nn = static_cast<double>(n), u = static_cast<double>(b.unique);
+            const double lookup_bytes = nn * (8 + 2 * e * d);
+            const double update_bytes = nn * (8 + 4 * d) + u * d * (2 * e + 8 * st);
+            const double host_lookup_ms = 1e3 * timed_median(s, *c.bs, [&] {
+                                            host_table.lookup(b.indices, b.out, c.stream);
+                                            sync(c.stream);
+                                          });
+            const double device_lookup_ms = 1e3 * timed_median(s, *c.bs, [&] {
+                                              device_table.lookup(b.indices, b.out, c.stream);
+                                              sync(c.stream);
+                                            });
+            const double host_update_ms =
+                1e3 * timed_median(s, *c.bs, [&] {
+                  host_table.apply_gradients(b.indices, b.grad_matrix, s.lr, c.stream);
+                  sync(c.stream);
+                });
+            flush_except(caches.size());
+            const std::string prefix =
+                std::string(wm::memory_type_name(type)) + "/host " + shape + " " + stream_kind;
+            if (c.lead) {
+              print_cache_row(c, prefix + " host", n, b.unique, -1, host_lookup_ms, host_lookup_ms,
+                              host_update_ms, lookup_bytes, update_bytes);
+            }
+            for (std::size_t j = 0; j < caches.size(); ++j) {
+              emb::device_cache& cache = caches[j];
+              cache_line line;
+              line.what = prefix + " cache" + percent_label(s.cache_fractions[j]);
+              line.batch = n;
+              line.unique = b.unique;
+              line.cached_rows = cache.capacity();
+              line.host_lookup_ms = host_lookup_ms;
+              line.device_lookup_ms = device_lookup_ms;
+              line.host_update_ms = host_update_ms;
+              line.lookup_bytes = lookup_bytes;
+              line.update_bytes = update_bytes;
+              cache.reset_stats(c.stream);
+              line.cache_lookup_ms = 1e3 * timed_median(s, *c.bs, [&] {
+                                       cache.lookup(b.indices, b.out, c.stream);
+                                       sync(c.stream);
+                                     });
+              line.hit_rate = cache.stats(c.stream).hit_rate();
+              line.cache_update_ms =
+                  1e3 * timed_median(s, *c.bs, [&] {
+                    cache.apply_gradients(b.indices, b.grad_matrix, s.lr, c.stream);
+                    sync(c.stream);
+                  });
+              if (caches.size() > 1) flush_except(j);
+              if (c.lead)
+                print_cache_row(c, line.what, n, b.unique, line.hit_rate, line.cache_lookup_ms,
+                                host_lookup_ms, line.cache_update_ms, lookup_bytes, update_bytes);
+              lines.push_back(line);
+            }
+            if (c.lead) {
+              print_cache_row(c,
+                              std::string(wm::memory_type_name(type)) + "/device " + shape + " " +
+                                  stream_kind + " device",
+                              n, b.unique, -1, device_lookup_ms, host_lookup_ms, -1, lookup_bytes,
+                              update_bytes);
+              for (std::size_t j = lines.size() - caches.size(); j < lines.size(); ++j) {
+                const cache_line& l = lines[j];
+                const double extra = l.cache_update_ms - l.host_update_ms;
+                std::printf(
+                    "  %s: %zu of %llu rows cached, hit rate %.1f%%; lookups %.2fx the host "
+                    "table's (device table %.2fx), step %.2fx; write-through update %+.3f ms "
+                    "(%+.1f%%) over the host table's\n",
+                    l.what.c_str(), l.cached_rows, static_cast<unsigned long long>(s.rows),
+                    100.0 * l.hit_rate, l.host_lookup_ms / l.cache_lookup_ms,
+                    l.host_lookup_ms / l.device_lookup_ms,
+                    (l.host_lookup_ms + l.host_update_ms) / (l.cache_lookup_ms + l.cache_update_ms),
+                    extra, 100.0 * extra / l.host_update_ms);
+              }
+              std::fflush(stdout);
+            }
+          }
+        }
+      }
+    }
+  }
+  return lines;
+}
+
+void write_embedding_report(const std::string& file, const config& cfg, const settings& s,
+                            const bench_context& c, const std::vector<case_line>& lines,
+                            const std::vector<cache_line>& cache_lines) {
+  std::ostringstream report;
+  report << "command: bench\nsuite: embedding\nranks: " << c.ranks
+         << "\npath: " << (s.gpu ? "gpu" : "cpu") << "\nceiling_name: " << c.ceiling_name
+         << "\nceiling_gbps: " << c.ceiling / 1e9 << "\ncases:\n";
+  for (const auto& l : lines) {
+    report << "  - {case: \"" << l.what << "\", batch: " << l.batch << ", unique: " << l.unique
+           << ", lookup_ms: " << l.lookup_ms << ", update_ms: " << l.update_ms
+           << ", lookup_bytes: " << l.lookup_bytes << ", update_bytes: " << l.update_bytes << "}\n";
+  }
+  report << "cache_cases:" << (cache_lines.empty() ? " []\n" : "\n");
+  for (const auto& l : cache_lines) {
+    report << "  - {case: \"" << l.what << "\", batch: " << l.batch << ", unique: " << l.unique
+           << ", cached_rows: " << l.cached_rows << ", hit_rate: " << l.hit_rate
+           << ", host_lookup_ms: " << l.host_lookup_ms << ", cache_lookup_ms: " << l.cache_lookup_ms
+           << ", device_lookup_ms: " << l.device_lookup_ms
+           << ", host_update_ms: " << l.host_update_ms << ", cache_update_ms: " << l.cache_update_ms
+           << ", lookup_bytes: " << l.lookup_bytes << ", update_bytes: " << l.update_bytes << "}\n";
+  }
+  write_report(file, report.str(), &cfg);
+}
+
+}  // namespace
+
+const std::vector<config_key>& bench_embedding_keys() { return bench_embedding_schema; }
+
+int run_bench_embedding(int argc, char** argv) {
+  command_args args = parse_command_args(argc, argv);
+  config cfg = load_config(bench_embedding_schema, args.config_file, args.overrides);
+  settings s = read_settings(cfg);
+
+  bench_context c;
+  c.bs = wm::make_job_bootstrap(s.timeout);
+  c.host_comm = wm::make_host_communicator(c.bs);
+  c.rank = c.host_comm->rank();
+  c.ranks = c.host_comm->size();
+  c.lead = c.rank == 0;
+#if defined(WHOLESTORE_HAS_CUDA)
+  if (s.gpu) {
+    c.device = wm::default_device(*c.host_comm);
+    wm::set_device(c.device);
+    WM_CUDA_TRY(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+    // One rank at a time, so that ranks sharing a GPU do not share the measurement.
+    for (int r = 0; r < c.ranks; ++r) {
+      if (r == c.rank) c.ceiling = device_copy_rate(c.device, c.stream);
+      c.bs->barrier();
+    }
+    c.ceiling_name = "device copy";
+    if (std::find(s.types.begin(), s.types.end(), wm::memory_type::distributed) != s.types.end()) {
+      const wm::gpu_sharing sharing = wm::describe_gpu_sharing(*c.bs, c.device);
+      if (!sharing.shared()) {
+        c.nccl_comm = wm::make_nccl_communicator(c.bs, c.device);
+      } else {
+        s.types.erase(std::remove(s.types.begin(), s.types.end(), wm::memory_type::distributed),
+                      s.types.end());
+        if (c.lead)
+          std::printf("note: distributed tables skipped: %s (NCCL needs one GPU per rank)\n",
+                      sharing.description.c_str());
+      }
+    }
+  }
+#endif
+  if (!s.gpu) c.ceiling = 2.0 * host_memcpy_rate(s.threads);  // read + write, like the device
+  if (c.lead) {
+    std::printf(
+        "wholestore bench (embedding): %d rank(s), %s path, %llu rows, ceiling: %s %.0f GB/s "
+        "(read + write)\n",
+        c.ranks, s.gpu ? "GPU" : "CPU", static_cast<unsigned long long>(s.rows), c.ceiling_name,
+        c.ceiling / 1e9);
+    std::printf("%-44s %9s %9s | %9s %9s %7s | %9s %9s %7s | %9s %9s\n", "case", "batch", "unique",
+                "lookup ms", "GB/s", "ceil%", "update ms", "GB/s", "ceil%", "step ms", "Mlookup/s");
+    std::fflush(stdout);
+  }
+
+  const std::vector<case_line> lines = run_table_cases(s, c);
+  const std::vector<cache_line> cache_lines = run_cache_cases(s, c);
+#if defined(WHOLESTORE_HAS_CUDA)
+  if (c.stream) cudaStreamDestroy(c.stream);
+#endif
+  if (c.lead && !args.report_file.empty())
+    write_embedding_report(args.report_file, cfg, s, c, lines, cache_lines);
   return 0;
 }
 

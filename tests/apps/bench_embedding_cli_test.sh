@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# `wholestore bench configs/bench_embedding.yaml` in a tiny configuration, on 1 and 2 ranks: the
+# table's lines and the cache case.  With a GPU: the cache case's preamble, its host, cache and
+# device rows per stream, the summary line (rows cached, hit rate, speed-ups, write-through
+# cost), a power-law hit rate above the uniform one, the note that skips distributed tables and
+# the report's cache_cases.  Without a GPU, or in a build without CUDA: the note that skips the
+# case (naming which) and no cache rows.  `cache: false` prints neither; bad cache keys fail
+# naming the key.  No timing is checked.  Runs from the project root.
+# Usage: bench_embedding_cli_test.sh <path-to-wholestore>
+set -uo pipefail
+bin=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+tiny=(--set rows=4096 --set cpu_rows=4096 --set dims=8 --set batches=512 --set cpu_batches=512
+  --set optimizers=sgd --set repeats=1 --set warmup=0 --set threads=2)
+
+# run NAME COMMAND...: output in $work/NAME.log, "[rank 0] " prefixes (launch) removed.
+run() {
+  local name=$1
+  shift
+  "$@" >"$work/$name.raw" 2>&1 || fail "$name: exited $?: $(tail -5 "$work/$name.raw")"
+  sed 's/^\[rank 0\] //' "$work/$name.raw" >"$work/$name.log"
+}
+has() {
+  grep -Eq -- "$2" "$work/$1.log" || fail "$1: no line matching '$2': $(tail -12 "$work/$1.log")"
+}
+lacks() {
+  ! grep -Eq -- "$2" "$work/$1.log" ||
+    fail "$1: a line matches '$2': $(grep -E -- "$2" "$work/$1.log" | head -3)"
+}
+
+run one "$bin" bench configs/bench_embedding.yaml "${tiny[@]}" --set types=continuous,distributed \
+  --report "$work/report.yaml"
+run two "$bin" launch -n 2 -- "$bin" bench configs/bench_embedding.yaml "${tiny[@]}"
+has one '^wholestore bench \(embedding\): 1 rank\(s\), (CPU|GPU) path, 4096 rows'
+has two '^wholestore bench \(embedding\): 2 rank\(s\), (CPU|GPU) path, 4096 rows'
+for s in uniform powerlaw; do
+  has one "^continuous/(host|device) float32 d8 sgd $s +512 +[0-9]+ \| "
+done
+
+if grep -q "GPU path" "$work/one.log"; then
+  for log in one two; do
+    has $log '^cache case: tables in pinned host memory, uncached \(host\), behind a device_cache'
+    has $log '^  of 4096 indices per stream, drawn apart from the measured batches'
+    has $log '^case +batch +unique \| +hit% \| lookup ms .* x host \| update ms .* \| +step ms$'
+    # Columns: hit% | lookup ms, GB/s, ceil%, Mlookup/s, x host | update ms, GB/s, ceil% | step.
+    num='[0-9]+\.[0-9]+'
+    lookup="$num( +$num%?){3} +${num}x"
+    update="$num +$num +$num% \| +$num"
+    for s in uniform powerlaw; do
+      row="^continuous/host float32 d8 $s"
+      has $log "$row host +512 +[0-9]+ \| +- \| +$num( +$num%?){3} +1\.00x \| +$update$"
+      has $log "$row cache10% +512 +[0-9]+ \| +$num \| +$lookup \| +$update$"
+      has $log "^continuous/device float32 d8 $s device +512 +[0-9]+ \| +- \| +$lookup \| +- +- +- \| +-$"
+      has $log "^  continuous/host float32 d8 $s cache10%: [0-9]+ of 4096 rows cached, hit rate $num%; \
+lookups ${num}x the host table's \(device table ${num}x\), step ${num}x; write-through update [-+]$num ms"
+    done
+  done
+  has one '^  continuous/host float32 d8 uniform cache10%: 410 of 4096 rows cached'
+  has one '^note: cache case skipped: distributed tables \(device_cache refuses them'
+  # The cache's hit rate is a property of the streams (fixed seeds), not a timing: the hot rows
+  # of a power-law stream take more of its lookups than 10% of the rows of a uniform one.
+  hit() { sed -nE "s/^  continuous\/host float32 d8 $1 cache10%: .* hit rate ([0-9.]+)%.*/\1/p" "$work/one.log"; }
+  awk -v u="$(hit uniform)" -v p="$(hit powerlaw)" 'BEGIN { exit !(u > 2 && u < 30 && p > u) }' ||
+    fail "hit rates: uniform $(hit uniform)%, power-law $(hit powerlaw)% (expected about 10% and more)"
+  grep -q '^cache_cases:$' "$work/report.yaml" || fail "report lacks cache_cases"
+  grep -Eq '^  - \{case: "continuous/host float32 d8 powerlaw cache10%", batch: 512, .*hit_rate: ' \
+    "$work/report.yaml" || fail "report lacks the power-law cache case: $(grep -A3 cache_cases "$work/report.yaml")"
+else
+  # No GPU here: a build with CUDA says so; a build without it names the build.
+  if grep -q '^  CUDA  *not compiled in' <<<"$("$bin" --version)"; then
+    why='this build has no CUDA \(device_cache needs it: WHOLESTORE_WITH_CUDA=ON\)'
+  else
+    why='no GPU \(device_cache keeps its rows in device memory\)'
+  fi
+  for log in one two; do
+    has $log "^note: cache case skipped: $why$"
+    lacks $log '^cache case:'
+    lacks $log 'cache10%'
+  done
+  grep -q '^cache_cases: \[\]$' "$work/report.yaml" || fail "report: cache_cases is not empty"
+fi
+
+# Switched off: neither the case nor its note.
+run off "$bin" bench configs/bench_embedding.yaml "${tiny[@]}" --set cache=false
+has off '^continuous/(host|device) float32 d8 sgd uniform '
+lacks off 'cache case'
+
+# Bad cache keys fail before anything runs, naming the key.
+for bad in cache_fractions=0 cache_fractions=1.5 cache_fractions=0.1,x cache_fractions= \
+  cache_sample=0 cache_optimizer=nosuch; do
+  "$bin" bench configs/bench_embedding.yaml "${tiny[@]}" --set "$bad" >"$work/bad.log" 2>&1
+  rc=$?
+  [ $rc -eq 1 ] && grep -q "error: ${bad%%=*}" "$work/bad.log" ||
+    fail "--set $bad: exit $rc, expected 1 with an error naming ${bad%%=*}: $(head -3 "$work/bad.log")"
+done
+
+if [ "$failures" -ne 0 ]; then
+  echo "bench_embedding_cli_test: $failures failure(s)"
+  exit 1
+fi
+echo "bench_embedding_cli_test: all checks passed"
