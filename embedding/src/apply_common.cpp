@@ -112,7 +112,11 @@ apply_counts agree_on_apply(const table_impl& t, const char* op, const std::stri
     for (std::size_t r = 0; r < ranks; ++r)
       mine[meta_fields + r] = static_cast<std::int64_t>(send_counts[r]);
   }
-  t.comm->get_bootstrap().allgather(mine.data(), all.data(), width * sizeof(std::int64_t));
+  if (ranks == 1) {
+    all = mine;  // no round trip through the bootstrap's store for a job of one
+  } else {
+    t.comm->get_bootstrap().allgather(mine.data(), all.data(), width * sizeof(std::int64_t));
+  }
 
   const std::size_t me = static_cast<std::size_t>(t.rank());
   if (!local_error.empty()) WM_FAIL(wholememory::logic_error, local_error);

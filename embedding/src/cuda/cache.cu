@@ -1,9 +1,13 @@
 // device_cache on the GPU: the row -> slot map, the cached rows, and the kernels that read
 // through them (lookup) and refresh them (after the table changed).
 //
-// Kernels give one warp to one index (grid-stride over warps), lanes over the row's columns, so
-// a row is read in coalesced pieces from either the cache or the table.  Hit counts are summed
-// per block in shared memory and added once per block.
+// Kernels give a warp kRowsInFlight consecutive indices at a time (grid-stride over warps),
+// lanes over the rows' columns: every lane loads its columns of all those rows before it stores
+// any, so a warp has 8 rows of reads in flight.  That matters for the misses, which read pinned
+// host memory across PCIe at a latency of microseconds (one row at a time per warp, the cache
+// was slower than the uncached table at 1M-index batches: docs/benchmarks.md).  Hit counts are
+// summed per block in shared memory and added once per block.  A refresh re-reads each cached
+// row once per call however often the list names it (a per-slot mark of the call's epoch).
 #include "../dispatch.hpp"
 
 #include <embedding/cache.hpp>
@@ -24,9 +28,14 @@ namespace {
 
 constexpr int kBlock = 256;
 constexpr int kWarps = kBlock / 32;
+/// Rows a warp reads before it writes any, and columns a lane holds per row and pass.
+constexpr int kRowsInFlight = 8;
+constexpr int kCols = 4;
 
+/// Blocks for n indices, kRowsInFlight per warp.
 int grid_for_warps(std::size_t n) {
-  const std::size_t blocks = (n + kWarps - 1) / kWarps;
+  const std::size_t groups = (n + kRowsInFlight - 1) / kRowsInFlight;
+  const std::size_t blocks = (groups + kWarps - 1) / kWarps;
   return static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(blocks, 65535)));
 }
 
@@ -60,49 +69,102 @@ __device__ __forceinline__ const T* table_row(const wm::chunked_view* parts, std
   return wm::PtrGen<const wm::chunked_view, T>(parts).At(static_cast<std::ptrdiff_t>(row * dim));
 }
 
+/// Copies the rows of one warp's group: dst[k][c] = convert(src[k][c]) for the rows whose
+/// source is set, all loads of a pass issued before its stores.
+template <typename T, typename OutT>
+__device__ __forceinline__ void copy_group(const T* const (&src)[kRowsInFlight],
+                                           OutT* const (&dst)[kRowsInFlight], std::size_t dim,
+                                           int lane) {
+  for (std::size_t c0 = static_cast<std::size_t>(lane); c0 < dim; c0 += 32 * kCols) {
+    T v[kRowsInFlight][kCols];
+#pragma unroll
+    for (int k = 0; k < kRowsInFlight; ++k) {
+#pragma unroll
+      for (int j = 0; j < kCols; ++j) {
+        const std::size_t c = c0 + 32 * j;
+        if (src[k] != nullptr && c < dim) v[k][j] = src[k][c];
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kRowsInFlight; ++k) {
+#pragma unroll
+      for (int j = 0; j < kCols; ++j) {
+        const std::size_t c = c0 + 32 * j;
+        if (src[k] != nullptr && c < dim) dst[k][c] = wm::convert_element<OutT>(v[k][j]);
+      }
+    }
+  }
+}
+
 /// out[i] = row idx[i], from the cache when slots[idx[i]] >= 0, converted to OutT.
 template <typename T, typename OutT, typename IndexT>
-__global__ void lookup_kernel(const wm::chunked_view* parts, const T* __restrict__ cache,
-                              const std::int32_t* __restrict__ slots,
-                              const IndexT* __restrict__ idx, std::int64_t n, std::size_t dim,
-                              OutT* __restrict__ out, std::size_t out_stride,
-                              unsigned long long* hits) {
+__global__ void __launch_bounds__(kBlock)
+    lookup_kernel(const wm::chunked_view* parts, const T* __restrict__ cache,
+                  const std::int32_t* __restrict__ slots, const IndexT* __restrict__ idx,
+                  std::int64_t n, std::size_t dim, OutT* __restrict__ out, std::size_t out_stride,
+                  unsigned long long* hits) {
   __shared__ unsigned long long block_hits;
   if (threadIdx.x == 0) block_hits = 0;
   __syncthreads();
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarps;
   unsigned long long mine = 0;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5); i < n;
-       i += warps) {
-    const auto row = static_cast<std::int64_t>(idx[i]);
-    const std::int32_t slot = slots[row];
-    const T* src =
-        slot >= 0 ? cache + static_cast<std::size_t>(slot) * dim : table_row<T>(parts, row, dim);
-    OutT* dst = out + static_cast<std::size_t>(i) * out_stride;
-    for (std::size_t c = lane; c < dim; c += 32) dst[c] = wm::convert_element<OutT>(src[c]);
-    mine += (lane == 0 && slot >= 0) ? 1 : 0;
+  for (std::int64_t i0 =
+           (static_cast<std::int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * kRowsInFlight;
+       i0 < n; i0 += warps * kRowsInFlight) {
+    const T* src[kRowsInFlight];
+    OutT* dst[kRowsInFlight];
+#pragma unroll
+    for (int k = 0; k < kRowsInFlight; ++k) {
+      const std::int64_t i = i0 + k;
+      src[k] = nullptr;
+      dst[k] = nullptr;
+      if (i < n) {
+        const auto row = static_cast<std::int64_t>(idx[i]);
+        const std::int32_t slot = slots[row];
+        src[k] = slot >= 0 ? cache + static_cast<std::size_t>(slot) * dim
+                           : table_row<T>(parts, row, dim);
+        dst[k] = out + static_cast<std::size_t>(i) * out_stride;
+        mine += (lane == 0 && slot >= 0) ? 1 : 0;
+      }
+    }
+    copy_group(src, dst, dim, lane);
   }
   if (mine) atomicAdd(&block_hits, mine);
   __syncthreads();
   if (threadIdx.x == 0 && block_hits) atomicAdd(hits, block_hits);
 }
 
-/// Re-reads cached rows from the table: every row of `rows` (n of them) that has a slot.
+/// Re-reads cached rows from the table: every row of `rows` (n of them) that has a slot, once
+/// per call (marks[slot] takes the call's epoch; the warp that sets it copies the row).
 template <typename T, typename IndexT>
-__global__ void refresh_kernel(const wm::chunked_view* parts, T* __restrict__ cache,
-                               const std::int32_t* __restrict__ slots,
-                               const IndexT* __restrict__ rows, std::int64_t n, std::size_t dim) {
+__global__ void __launch_bounds__(kBlock)
+    refresh_kernel(const wm::chunked_view* parts, T* __restrict__ cache,
+                   const std::int32_t* __restrict__ slots, const IndexT* __restrict__ rows,
+                   std::int64_t n, std::size_t dim, unsigned* marks, unsigned epoch) {
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarps;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5); i < n;
-       i += warps) {
-    const auto row = static_cast<std::int64_t>(rows[i]);
-    const std::int32_t slot = slots[row];
-    if (slot < 0) continue;
-    const T* src = table_row<T>(parts, row, dim);
-    T* dst = cache + static_cast<std::size_t>(slot) * dim;
-    for (std::size_t c = lane; c < dim; c += 32) dst[c] = src[c];
+  for (std::int64_t i0 =
+           (static_cast<std::int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * kRowsInFlight;
+       i0 < n; i0 += warps * kRowsInFlight) {
+    const T* src[kRowsInFlight];
+    T* dst[kRowsInFlight];
+#pragma unroll
+    for (int k = 0; k < kRowsInFlight; ++k) {
+      const std::int64_t i = i0 + k;
+      src[k] = nullptr;
+      dst[k] = nullptr;
+      if (i >= n) continue;
+      const auto row = static_cast<std::int64_t>(rows[i]);
+      const std::int32_t slot = slots[row];
+      if (slot < 0) continue;
+      unsigned first = 0;
+      if (lane == 0) first = atomicExch(&marks[slot], epoch) != epoch;
+      if (__shfl_sync(0xffffffffu, first, 0) == 0) continue;
+      src[k] = table_row<T>(parts, row, dim);
+      dst[k] = cache + static_cast<std::size_t>(slot) * dim;
+    }
+    copy_group(src, dst, dim, lane);
   }
 }
 
@@ -146,6 +208,8 @@ struct cache_impl {
   wm::device_buffer slots;                  // rows x int32, -1: not cached
   wm::device_buffer data;                   // capacity x dim elements of the table's dtype
   wm::device_buffer words;                  // [0] hits, [1] bad index position
+  wm::device_buffer marks;                  // capacity x uint32: epoch of the last refresh
+  unsigned epoch = 0;                       // of the last refresh call
   unsigned long long* pinned = nullptr;     // host copy of the bad position
   std::uint64_t lookups = 0;
 
@@ -188,13 +252,22 @@ struct cache_impl {
   /// Re-reads the cached rows among `list` (n entries of IndexT) on `stream`.
   void refresh(const void* list, wm::dtype list_type, std::size_t n, cudaStream_t stream) {
     if (n == 0 || capacity == 0) return;
+    if (marks.empty()) {
+      marks = wm::device_buffer(capacity * sizeof(unsigned), device);
+      WM_CUDA_TRY(cudaMemsetAsync(marks.data(), 0, capacity * sizeof(unsigned), stream));
+    }
+    if (++epoch == 0) {  // wrapped: no slot may hold the new epoch already
+      WM_CUDA_TRY(cudaMemsetAsync(marks.data(), 0, capacity * sizeof(unsigned), stream));
+      epoch = 1;
+    }
     detail::dispatch_float_type(type, "device_cache", [&](auto tag) {
       using T = decltype(tag);
       dispatch_index_type(list_type, "device_cache", [&](auto index_tag) {
         using IndexT = decltype(index_tag);
         refresh_kernel<<<grid_for_warps(n), kBlock, 0, stream>>>(
             parts, data.data_as<T>(), slots.data_as<std::int32_t>(),
-            static_cast<const IndexT*>(list), static_cast<std::int64_t>(n), dim);
+            static_cast<const IndexT*>(list), static_cast<std::int64_t>(n), dim,
+            marks.data_as<unsigned>(), epoch);
       });
     });
     WM_CUDA_CHECK_LAUNCH();
