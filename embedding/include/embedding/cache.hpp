@@ -13,8 +13,8 @@
  * Lookups through the cache give exactly the bytes table::lookup gives (the same conversions),
  * for every index, cached or not.  Coherence with training is write-through: apply_gradients
  * and scatter_rows through the cache update the table as the table's own calls do, then copy
- * the changed cached rows back into the cache, so a cached row is never stale and a checkpoint
- * of the table needs no flush.  With one rank the rows of the call's list are re-read on the
+ * the changed cached rows back into the cache (each once per call, read through the table's
+ * lookup), so a cached row is never stale and a checkpoint of the table needs no flush.  With one rank the rows of the call's list are re-read on the
  * same stream; with several, any rank's list may change any row, so the call waits for every
  * rank's update (a stream wait and a barrier) and re-reads every cached row.  flush() does the
  * same for callers that changed the table behind the cache's back (load_checkpoint, the
@@ -79,7 +79,9 @@ class device_cache {
   /// table::lookup through the cache: `indices` (int32 or int64) and `out` (any float dtype,
   /// out.rows == indices.count, out.cols == dim) in memory the GPU reads.  An index outside
   /// [0, rows) throws logic_error naming it and its position, with `out` untouched.
-  /// Synchronizes `stream` once, after the index check; the copy is left enqueued.
+  /// Hits are copied from the cache; misses are listed on the device and read through the
+  /// table's lookup (the memory layer's gather).  Waits for `stream` after the index check,
+  /// after the miss listing, and in the table's lookup; the last copies are left enqueued.
   void lookup(const wholememory::index_array& indices, const wholememory::dense_matrix& out,
               cudaStream_t stream);
 

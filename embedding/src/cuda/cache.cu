@@ -1,13 +1,17 @@
 // device_cache on the GPU: the row -> slot map, the cached rows, and the kernels that read
 // through them (lookup) and refresh them (after the table changed).
 //
-// Kernels give a warp kRowsInFlight consecutive indices at a time (grid-stride over warps),
-// lanes over the rows' columns: every lane loads its columns of all those rows before it stores
-// any, so a warp has 8 rows of reads in flight.  That matters for the misses, which read pinned
-// host memory across PCIe at a latency of microseconds (one row at a time per warp, the cache
-// was slower than the uncached table at 1M-index batches: docs/benchmarks.md).  Hit counts are
-// summed per block in shared memory and added once per block.  A refresh re-reads each cached
-// row once per call however often the list names it (a per-slot mark of the call's epoch).
+// Hits and misses go different ways.  The lookup kernel copies every hit from the cache
+// (a warp takes kRowsInFlight consecutive indices, lanes over the columns, all loads of a group
+// before its stores) and lists the misses (position, row) with one atomic per miss; one small
+// wait brings the miss count to the host, and the misses are read through the table's own
+// lookup (the memory layer's gather, which orders host-memory reads by address and so is not
+// bound by address translation the way random reads of pinned memory are: a kernel that read
+// each miss where it stood ran at ~38M rows/s against the gather's ~100M, docs/benchmarks.md),
+// into a scratch block that a last kernel spreads to the misses' positions.  A refresh lists
+// the cached rows among its rows once each (a per-slot mark of the call's epoch), reads them
+// through the table's lookup the same way and writes them into their slots.  Hit counts are
+// summed per block in shared memory and added once per block.
 #include "../dispatch.hpp"
 
 #include <embedding/cache.hpp>
@@ -62,13 +66,6 @@ __global__ void fill_slots(const std::int64_t* __restrict__ cached, std::int64_t
     slots[cached[i]] = static_cast<std::int32_t>(i);
 }
 
-/// Row `row` of the table, as elements of T.
-template <typename T>
-__device__ __forceinline__ const T* table_row(const wm::chunked_view* parts, std::int64_t row,
-                                              std::size_t dim) {
-  return wm::PtrGen<const wm::chunked_view, T>(parts).At(static_cast<std::ptrdiff_t>(row * dim));
-}
-
 /// Copies the rows of one warp's group: dst[k][c] = convert(src[k][c]) for the rows whose
 /// source is set, all loads of a pass issued before its stores.
 template <typename T, typename OutT>
@@ -96,13 +93,15 @@ __device__ __forceinline__ void copy_group(const T* const (&src)[kRowsInFlight],
   }
 }
 
-/// out[i] = row idx[i], from the cache when slots[idx[i]] >= 0, converted to OutT.
+/// out[i] = row idx[i] converted to OutT for every cached row; every miss is listed as
+/// (miss_pos[j], miss_rows[j]) with j from *miss_count.
 template <typename T, typename OutT, typename IndexT>
 __global__ void __launch_bounds__(kBlock)
-    lookup_kernel(const wm::chunked_view* parts, const T* __restrict__ cache,
-                  const std::int32_t* __restrict__ slots, const IndexT* __restrict__ idx,
-                  std::int64_t n, std::size_t dim, OutT* __restrict__ out, std::size_t out_stride,
-                  unsigned long long* hits) {
+    lookup_hits_kernel(const T* __restrict__ cache, const std::int32_t* __restrict__ slots,
+                       const IndexT* __restrict__ idx, std::int64_t n, std::size_t dim,
+                       OutT* __restrict__ out, std::size_t out_stride, unsigned long long* hits,
+                       std::int64_t* miss_pos, std::int64_t* miss_rows,
+                       unsigned long long* miss_count) {
   __shared__ unsigned long long block_hits;
   if (threadIdx.x == 0) block_hits = 0;
   __syncthreads();
@@ -119,13 +118,17 @@ __global__ void __launch_bounds__(kBlock)
       const std::int64_t i = i0 + k;
       src[k] = nullptr;
       dst[k] = nullptr;
-      if (i < n) {
-        const auto row = static_cast<std::int64_t>(idx[i]);
-        const std::int32_t slot = slots[row];
-        src[k] = slot >= 0 ? cache + static_cast<std::size_t>(slot) * dim
-                           : table_row<T>(parts, row, dim);
+      if (i >= n) continue;
+      const auto row = static_cast<std::int64_t>(idx[i]);
+      const std::int32_t slot = slots[row];
+      if (slot >= 0) {
+        src[k] = cache + static_cast<std::size_t>(slot) * dim;
         dst[k] = out + static_cast<std::size_t>(i) * out_stride;
-        mine += (lane == 0 && slot >= 0) ? 1 : 0;
+        mine += lane == 0 ? 1 : 0;
+      } else if (lane == 0) {
+        const unsigned long long j = atomicAdd(miss_count, 1ull);
+        miss_pos[j] = i;
+        miss_rows[j] = row;
       }
     }
     copy_group(src, dst, dim, lane);
@@ -135,36 +138,45 @@ __global__ void __launch_bounds__(kBlock)
   if (threadIdx.x == 0 && block_hits) atomicAdd(hits, block_hits);
 }
 
-/// Re-reads cached rows from the table: every row of `rows` (n of them) that has a slot, once
-/// per call (marks[slot] takes the call's epoch; the warp that sets it copies the row).
-template <typename T, typename IndexT>
+/// Lists the cached rows among rows[0, n) once each per call: (slot, row) pairs.  marks[slot]
+/// takes the call's epoch; the thread that sets it lists the row.
+template <typename IndexT>
+__global__ void list_refresh_kernel(const std::int32_t* __restrict__ slots,
+                                    const IndexT* __restrict__ rows, std::int64_t n,
+                                    unsigned* marks, unsigned epoch, std::int64_t* list_slots,
+                                    std::int64_t* list_rows, unsigned long long* count) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const auto row = static_cast<std::int64_t>(rows[i]);
+    const std::int32_t slot = slots[row];
+    if (slot < 0 || atomicExch(&marks[slot], epoch) == epoch) continue;
+    const unsigned long long j = atomicAdd(count, 1ull);
+    list_slots[j] = slot;
+    list_rows[j] = row;
+  }
+}
+
+/// dst row at[j] (row stride dst_stride) = src row j (dense), for j < n.
+template <typename T>
 __global__ void __launch_bounds__(kBlock)
-    refresh_kernel(const wm::chunked_view* parts, T* __restrict__ cache,
-                   const std::int32_t* __restrict__ slots, const IndexT* __restrict__ rows,
-                   std::int64_t n, std::size_t dim, unsigned* marks, unsigned epoch) {
+    spread_rows_kernel(const T* __restrict__ src, std::int64_t n, std::size_t dim,
+                       const std::int64_t* __restrict__ at, T* __restrict__ dst,
+                       std::size_t dst_stride) {
   const int lane = threadIdx.x & 31;
   const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarps;
   for (std::int64_t i0 =
            (static_cast<std::int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * kRowsInFlight;
        i0 < n; i0 += warps * kRowsInFlight) {
-    const T* src[kRowsInFlight];
-    T* dst[kRowsInFlight];
+    const T* s[kRowsInFlight];
+    T* d[kRowsInFlight];
 #pragma unroll
     for (int k = 0; k < kRowsInFlight; ++k) {
-      const std::int64_t i = i0 + k;
-      src[k] = nullptr;
-      dst[k] = nullptr;
-      if (i >= n) continue;
-      const auto row = static_cast<std::int64_t>(rows[i]);
-      const std::int32_t slot = slots[row];
-      if (slot < 0) continue;
-      unsigned first = 0;
-      if (lane == 0) first = atomicExch(&marks[slot], epoch) != epoch;
-      if (__shfl_sync(0xffffffffu, first, 0) == 0) continue;
-      src[k] = table_row<T>(parts, row, dim);
-      dst[k] = cache + static_cast<std::size_t>(slot) * dim;
+      const std::int64_t j = i0 + k;
+      s[k] = j < n ? src + static_cast<std::size_t>(j) * dim : nullptr;
+      d[k] = j < n ? dst + static_cast<std::size_t>(at[j]) * dst_stride : nullptr;
     }
-    copy_group(src, dst, dim, lane);
+    copy_group(s, d, dim, lane);
   }
 }
 
@@ -203,14 +215,17 @@ struct cache_impl {
   int device = -1;
   std::size_t capacity = 0, rows = 0, dim = 0;
   wm::dtype type = wm::dtype::float32;
-  const wm::chunked_view* parts = nullptr;  // the table's view in `device`'s address space
-  wm::device_buffer cached_rows;            // capacity x int64, the rows held
-  wm::device_buffer slots;                  // rows x int32, -1: not cached
-  wm::device_buffer data;                   // capacity x dim elements of the table's dtype
-  wm::device_buffer words;                  // [0] hits, [1] bad index position
-  wm::device_buffer marks;                  // capacity x uint32: epoch of the last refresh
-  unsigned epoch = 0;                       // of the last refresh call
-  unsigned long long* pinned = nullptr;     // host copy of the bad position
+  wm::device_buffer cached_rows;         // capacity x int64, the rows held
+  wm::device_buffer slots;               // rows x int32, -1: not cached
+  wm::device_buffer data;                // capacity x dim elements of the table's dtype
+  wm::device_buffer words;               // [0] hits, [1] bad index position
+  wm::device_buffer marks;               // capacity x uint32: epoch of the last refresh
+  unsigned epoch = 0;                    // of the last refresh call
+  wm::device_buffer list_at;             // int64 per entry: miss positions / refresh slots
+  wm::device_buffer list_rows;           // int64 per entry: their table rows
+  wm::device_buffer count;               // uint64: entries listed
+  wm::device_buffer scratch;             // listed rows read through the table's lookup
+  unsigned long long* pinned = nullptr;  // host copies: [0] bad position, [1] count
   std::uint64_t lookups = 0;
 
   ~cache_impl() {
@@ -249,7 +264,37 @@ struct cache_impl {
                                 << " is outside the table of " << rows << " rows");
   }
 
-  /// Re-reads the cached rows among `list` (n entries of IndexT) on `stream`.
+  /// Enqueues the listing kernel `launch(list_at, list_rows, count)` for up to n entries,
+  /// waits for the count, and returns it.
+  template <typename Launch>
+  std::size_t list_entries(std::size_t n, cudaStream_t stream, Launch&& launch) {
+    auto* at = static_cast<std::int64_t*>(list_at.reserve_discard(n * 8, device));
+    auto* rows_out = static_cast<std::int64_t*>(list_rows.reserve_discard(n * 8, device));
+    auto* c = static_cast<unsigned long long*>(count.reserve_discard(8, device));
+    WM_CUDA_TRY(cudaMemsetAsync(c, 0, 8, stream));
+    launch(at, rows_out, c);
+    WM_CUDA_CHECK_LAUNCH(stream);
+    WM_CUDA_TRY(cudaMemcpyAsync(pinned + 1, c, 8, cudaMemcpyDeviceToHost, stream));
+    WM_CUDA_TRY(cudaStreamSynchronize(stream));
+    return static_cast<std::size_t>(pinned[1]);
+  }
+
+  /// Reads the k listed rows through the table's lookup as OutT and writes row j to row
+  /// list_at[j] of `dst` (row stride dst_stride).
+  template <typename OutT>
+  void read_listed(std::size_t k, wm::dtype out_type, OutT* dst, std::size_t dst_stride,
+                   cudaStream_t stream) {
+    if (k == 0) return;
+    void* block = scratch.reserve_discard(k * dim * sizeof(OutT), device);
+    t->lookup(wm::index_array{list_rows.data(), wm::dtype::int64, k},
+              wm::dense_matrix{block, out_type, k, dim, dim}, stream);
+    spread_rows_kernel<<<grid_for_warps(k), kBlock, 0, stream>>>(
+        static_cast<const OutT*>(block), static_cast<std::int64_t>(k), dim,
+        list_at.data_as<std::int64_t>(), dst, dst_stride);
+    WM_CUDA_CHECK_LAUNCH(stream);
+  }
+
+  /// Re-reads the cached rows among `list` (n entries of IndexT) on `stream`, each once.
   void refresh(const void* list, wm::dtype list_type, std::size_t n, cudaStream_t stream) {
     if (n == 0 || capacity == 0) return;
     if (marks.empty()) {
@@ -260,17 +305,21 @@ struct cache_impl {
       WM_CUDA_TRY(cudaMemsetAsync(marks.data(), 0, capacity * sizeof(unsigned), stream));
       epoch = 1;
     }
+    const std::size_t k = list_entries(
+        n, stream, [&](std::int64_t* at, std::int64_t* rows_out, unsigned long long* c) {
+          dispatch_index_type(list_type, "device_cache", [&](auto index_tag) {
+            using IndexT = decltype(index_tag);
+            const int grid =
+                static_cast<int>(std::min<std::size_t>((n + kBlock - 1) / kBlock, 4096));
+            list_refresh_kernel<<<grid, kBlock, 0, stream>>>(
+                slots.data_as<std::int32_t>(), static_cast<const IndexT*>(list),
+                static_cast<std::int64_t>(n), marks.data_as<unsigned>(), epoch, at, rows_out, c);
+          });
+        });
     detail::dispatch_float_type(type, "device_cache", [&](auto tag) {
       using T = decltype(tag);
-      dispatch_index_type(list_type, "device_cache", [&](auto index_tag) {
-        using IndexT = decltype(index_tag);
-        refresh_kernel<<<grid_for_warps(n), kBlock, 0, stream>>>(
-            parts, data.data_as<T>(), slots.data_as<std::int32_t>(),
-            static_cast<const IndexT*>(list), static_cast<std::int64_t>(n), dim,
-            marks.data_as<unsigned>(), epoch);
-      });
+      read_listed<T>(k, type, data.data_as<T>(), dim, stream);
     });
-    WM_CUDA_CHECK_LAUNCH();
   }
 };
 
@@ -311,13 +360,12 @@ device_cache::device_cache(table& t, const std::vector<std::int64_t>& rows, int 
   m->dim = t.dim();
   m->type = t.dtype();
   wm::device_guard guard(device);
-  m->parts = t.view(device).parts;
   const std::size_t elem = wm::dtype_size(m->type);
   m->cached_rows = wm::device_buffer(std::max<std::size_t>(1, rows.size()) * 8, device);
   m->slots = wm::device_buffer(std::max<std::size_t>(1, m->rows) * 4, device);
   m->data = wm::device_buffer(std::max<std::size_t>(1, rows.size() * m->dim * elem), device);
   m->words = wm::device_buffer(2 * sizeof(unsigned long long), device);
-  WM_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&m->pinned), sizeof(unsigned long long),
+  WM_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&m->pinned), 2 * sizeof(unsigned long long),
                             cudaHostAllocDefault));
   cudaStream_t stream = cudaStreamLegacy;
   WM_CUDA_TRY(cudaMemsetAsync(m->slots.data(), 0xff, m->rows * 4, stream));
@@ -354,20 +402,24 @@ void device_cache::lookup(const wm::index_array& indices, const wm::dense_matrix
   m.check(indices, "device_cache::lookup", stream);
   m.lookups += indices.count;
   if (indices.count == 0) return;
-  detail::dispatch_float_type(m.type, "device_cache", [&](auto tag) {
-    using T = decltype(tag);
-    dispatch_out_type(out.type, [&](auto out_tag) {
-      using OutT = decltype(out_tag);
-      dispatch_index_type(indices.type, "device_cache::lookup", [&](auto index_tag) {
-        using IndexT = decltype(index_tag);
-        lookup_kernel<<<grid_for_warps(indices.count), kBlock, 0, stream>>>(
-            m.parts, m.data.data_as<T>(), m.slots.data_as<std::int32_t>(),
-            static_cast<const IndexT*>(indices.data), static_cast<std::int64_t>(indices.count),
-            m.dim, static_cast<OutT*>(out.data), out.row_stride, m.hits());
-      });
-    });
+  const std::size_t n = indices.count;
+  dispatch_out_type(out.type, [&](auto out_tag) {
+    using OutT = decltype(out_tag);
+    const std::size_t misses = m.list_entries(
+        n, stream, [&](std::int64_t* at, std::int64_t* rows_out, unsigned long long* c) {
+          detail::dispatch_float_type(m.type, "device_cache", [&](auto tag) {
+            using T = decltype(tag);
+            dispatch_index_type(indices.type, "device_cache::lookup", [&](auto index_tag) {
+              using IndexT = decltype(index_tag);
+              lookup_hits_kernel<<<grid_for_warps(n), kBlock, 0, stream>>>(
+                  m.data.data_as<T>(), m.slots.data_as<std::int32_t>(),
+                  static_cast<const IndexT*>(indices.data), static_cast<std::int64_t>(n), m.dim,
+                  static_cast<OutT*>(out.data), out.row_stride, m.hits(), at, rows_out, c);
+            });
+          });
+        });
+    m.read_listed<OutT>(misses, out.type, static_cast<OutT*>(out.data), out.row_stride, stream);
   });
-  WM_CUDA_CHECK_LAUNCH();
 }
 
 void device_cache::apply_gradients(const wm::index_array& indices, const wm::dense_matrix& grads,
