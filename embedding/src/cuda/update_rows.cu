@@ -26,6 +26,7 @@
 #include <cub/device/device_select.cuh>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 namespace wholestore::embedding::detail {
@@ -198,6 +199,54 @@ struct run_tables {
   const float* partials;
 };
 
+/// The float32-table path of the element-wise optimizers when every row and the gradient
+/// rows are 16-byte aligned: lane l takes the four columns 4 (l + 32 p), ... of each pass, one
+/// float4 load per array.  Every element still sees the same operations in the same order as
+/// in the scalar path (the run's items left to right, then the element function), so the bits
+/// are the same; only which lane computes which element differs.
+template <optimizer_kind Kind>
+__device__ __forceinline__ void update_row_vec4(const update_rows_args& a, const item_source& src,
+                                                std::size_t first, std::uint32_t count,
+                                                std::size_t local, int lane) {
+  const std::size_t quads = a.dim / 4;
+  auto* w = reinterpret_cast<float4*>(static_cast<float*>(a.weights) + local * a.dim);
+  float4* s0 = nullptr;
+  float4* s1 = nullptr;
+  if constexpr (Kind != optimizer_kind::sgd)
+    s0 = reinterpret_cast<float4*>(a.state0 + local * a.dim);
+  if constexpr (Kind == optimizer_kind::adam)
+    s1 = reinterpret_cast<float4*>(a.state1 + local * a.dim);
+  for (std::size_t q = static_cast<std::size_t>(lane); q < quads; q += 32) {
+    float4 g = reinterpret_cast<const float4*>(src.row(first))[q];
+#pragma unroll 4
+    for (std::uint32_t j = 1; j < count; ++j) {
+      const float4 x = reinterpret_cast<const float4*>(src.row(first + j))[q];
+      g.x = g.x + x.x;
+      g.y = g.y + x.y;
+      g.z = g.z + x.z;
+      g.w = g.w + x.w;
+    }
+    float4 wv = w[q];
+    float4 e0{}, e1{};
+    if constexpr (Kind != optimizer_kind::sgd) e0 = s0[q];
+    if constexpr (Kind == optimizer_kind::adam) e1 = s1[q];
+    float* wp = &wv.x;
+    const float* gp = &g.x;
+    float* e0p = &e0.x;
+    float* e1p = &e1.x;
+#pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const float gd = apply_weight_decay(a.params, gp[v], wp[v]);
+      wp[v] =
+          update_element<Kind>(a.params, wp[v], gd, Kind != optimizer_kind::sgd ? e0p + v : nullptr,
+                               Kind == optimizer_kind::adam ? e1p + v : nullptr, 0.0f);
+    }
+    w[q] = wv;
+    if constexpr (Kind != optimizer_kind::sgd) s0[q] = e0;
+    if constexpr (Kind == optimizer_kind::adam) s1[q] = e1;
+  }
+}
+
 template <typename TableT, optimizer_kind Kind>
 __global__ void __launch_bounds__(block_threads)
     update_rows_kernel(const update_rows_args a, const run_tables rt) {
@@ -217,6 +266,12 @@ __global__ void __launch_bounds__(block_threads)
       count = st.x;
     }
     const std::size_t local = a.sorted_rows[begin];
+    if constexpr (std::is_same_v<TableT, float> && Kind != optimizer_kind::rowwise_adagrad) {
+      if (a.vec4) {
+        update_row_vec4<Kind>(a, src, first, count, local, lane);
+        continue;
+      }
+    }
     TableT* w = static_cast<TableT*>(a.weights) + local * a.dim;
     float row_state = 0.0f;
     if constexpr (Kind == optimizer_kind::rowwise_adagrad) {
@@ -347,10 +402,18 @@ void launch_update_rows(wholememory::dtype table_type, optimizer_kind kind,
   }
 
   const unsigned blocks = blocks_for_warps(runs);
+  update_rows_args args = a;
+  const auto aligned16 = [](const void* p) {
+    return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+  };
+  args.vec4 = a.dim % 4 == 0 && a.grad_stride % 4 == 0 && aligned16(a.grads) &&
+              aligned16(a.weights) && (a.state0 == nullptr || aligned16(a.state0)) &&
+              (a.state1 == nullptr || aligned16(a.state1)) &&
+              (rt.partials == nullptr || aligned16(rt.partials));
   dispatch_float_type(table_type, "the table dtype", [&](auto tag) {
     using T = decltype(tag);
     dispatch_optimizer(kind, [&](auto k) {
-      update_rows_kernel<T, decltype(k)::value><<<blocks, block_threads, 0, stream>>>(a, rt);
+      update_rows_kernel<T, decltype(k)::value><<<blocks, block_threads, 0, stream>>>(args, rt);
     });
   });
   WM_CUDA_CHECK_LAUNCH(stream);

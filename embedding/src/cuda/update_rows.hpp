@@ -31,6 +31,7 @@ struct update_rows_args {
   float* state0 = nullptr;  ///< own part of state 0 (m, or the accumulator), or nullptr
   float* state1 = nullptr;  ///< own part of state 1 (Adam's v), or nullptr
   update_params params{};
+  bool vec4 = false;  ///< set by the launcher: float4 access is aligned for every array
 };
 
 /// Scratch of the run finding and the tree reduction, kept across calls.
