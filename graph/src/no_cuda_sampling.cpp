@@ -1,5 +1,6 @@
-// The GPU sampler in builds without CUDA: every entry point throws logic_error.
+// The GPU sampler and walker in builds without CUDA: every entry point throws logic_error.
 #include <graph/sampling.hpp>
+#include <graph/walks.hpp>
 #include <wholememory/error.hpp>
 
 namespace wholestore::graph {
@@ -14,5 +15,12 @@ std::vector<device_block> gpu_sampler::sample(const std::int64_t*, std::size_t,
 }
 block device_block::to_host(cudaStream_t) const {
   WM_FAIL(wholememory::logic_error, "device_block: this build has no CUDA");
+}
+gpu_walker::gpu_walker(const csr_graph& graph) : graph_(&graph) {
+  WM_FAIL(wholememory::logic_error, "gpu_walker: this build has no CUDA");
+}
+void gpu_walker::walk(const std::int64_t*, std::size_t, const walk_options&, std::int64_t*,
+                      cudaStream_t) {
+  WM_FAIL(wholememory::logic_error, "gpu_walker: this build has no CUDA");
 }
 }  // namespace wholestore::graph

@@ -1,0 +1,58 @@
+/*
+ * Random walks on a csr_graph: DeepWalk (uniform) and node2vec (second order, return
+ * parameter p and in-out parameter q), on the CPU and the GPU, the same walks bit for bit on
+ * either path, any thread count and any rank count (detail/walk_step.hpp gives the draws).
+ *
+ * Walk i of a call starts at starts[i] and has index first_walk + i: ranks that split a list of
+ * starts pass their slice's offset as first_walk, and together produce the walks one rank would.
+ * Output: count rows of length + 1 node ids (int64), the start first; a walk that reaches a
+ * node without out-neighbors stops there and its row is padded with -1.
+ *
+ * Graphs in continuous or chunked memory (either location); a distributed graph is refused
+ * (a walk's next step can be on any rank: not supported yet).  A start outside [0, num_nodes)
+ * throws logic_error naming it and its position before anything is written; a row or neighbor
+ * id that breaks the CSR's rules (memory changed after loading) throws naming it.
+ */
+#pragma once
+
+#include <graph/csr_graph.hpp>
+#include <wholememory/device_buffer.hpp>
+#include <wholememory/stream.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace wholestore::graph {
+
+struct walk_options {
+  int length = 80;               ///< steps per walk (>= 0): a walk holds length + 1 nodes
+  double p = 1.0;                ///< node2vec return parameter (> 0): stepping back weighs 1/p
+  double q = 1.0;                ///< node2vec in-out parameter (> 0): moving away weighs 1/q
+  std::uint64_t seed = 0;        ///< random seed
+  std::uint64_t first_walk = 0;  ///< walk index of starts[0]
+};
+
+/// CPU path: host-location graphs.  `out` holds count * (length + 1) int64.  `threads`: 0 for
+/// the hardware's count.
+void random_walks_host(const csr_graph& graph, const std::int64_t* starts, std::size_t count,
+                       const walk_options& options, std::int64_t* out, unsigned threads = 0);
+
+/// GPU path, on the current device: the graph in device memory or in host memory the GPU reads.
+/// Keeps its scratch between calls.  Throws logic_error in a build without CUDA.
+class gpu_walker {
+ public:
+  /// Keeps a reference to `graph`, which must outlive the walker.
+  explicit gpu_walker(const csr_graph& graph);
+  /// starts (count int64) and out (count * (length + 1) int64) in memory the GPU reads and
+  /// writes.  Checks the starts first (one wait), then walks; waits for `stream` once more
+  /// at the end to report a corrupt graph.
+  void walk(const std::int64_t* starts, std::size_t count, const walk_options& options,
+            std::int64_t* out, cudaStream_t stream);
+
+ private:
+  const csr_graph* graph_;
+  int device_ = -1;
+  wholememory::device_buffer flags_;  // [0] first bad start position, [1] fault
+};
+
+}  // namespace wholestore::graph

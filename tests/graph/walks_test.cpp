@@ -1,0 +1,270 @@
+// Random walks on the CPU path: node2vec's transition frequencies against its exact
+// probabilities (chi-square, p and q far from 1 included), DeepWalk's uniform steps and dead
+// ends, the same walks for any thread count, memory type, split of the starts and rank count,
+// and bad arguments named with the output untouched.
+#include "common/multiprocess.hpp"
+
+#include <graph/csr_graph.hpp>
+#include <graph/dataset.hpp>
+#include <graph/generate.hpp>
+#include <graph/walks.hpp>
+#include <wholememory/communicator.hpp>
+#include <wholememory/error.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace wholestore_test {
+namespace {
+
+namespace wm = wholememory;
+using wholestore::graph::csr_graph;
+using wholestore::graph::host_csr;
+using wholestore::graph::make_graph;
+using wholestore::graph::random_walks_host;
+using wholestore::graph::walk_options;
+
+std::shared_ptr<wm::communicator> solo_comm() {
+  auto bs = wm::make_thread_bootstraps(1);
+  return wm::make_host_communicator(std::shared_ptr<wm::bootstrap>(std::move(bs[0])));
+}
+
+/// A host CSR from an edge list (both directions when `undirected`), neighbors in list order.
+host_csr csr_of(std::uint64_t nodes, const std::vector<std::pair<int, int>>& edges,
+                bool undirected) {
+  std::vector<std::vector<std::int64_t>> adj(nodes);
+  for (auto [a, b] : edges) {
+    adj[a].push_back(b);
+    if (undirected) adj[b].push_back(a);
+  }
+  host_csr g;
+  g.num_nodes = nodes;
+  g.directed = !undirected;
+  g.row_offsets.push_back(0);
+  for (auto& list : adj) {
+    g.col_indices.insert(g.col_indices.end(), list.begin(), list.end());
+    g.row_offsets.push_back(static_cast<std::int64_t>(g.col_indices.size()));
+  }
+  return g;
+}
+
+/// Chi-square critical values at significance 0.001, by degrees of freedom 1..10.
+double chi2_critical(std::size_t dof) {
+  static const double table[] = {10.83, 13.82, 16.27, 18.47, 20.52,
+                                 22.46, 24.32, 26.12, 27.88, 29.59};
+  return table[std::min<std::size_t>(dof, 10) - 1];
+}
+
+double chi_square(const std::vector<double>& observed, const std::vector<double>& weights) {
+  double n = 0, wsum = 0;
+  for (double o : observed) n += o;
+  for (double w : weights) wsum += w;
+  double x = 0;
+  for (std::size_t i = 0; i < observed.size(); ++i) {
+    const double e = n * weights[i] / wsum;
+    x += (observed[i] - e) * (observed[i] - e) / e;
+  }
+  return x;
+}
+
+TEST(RandomWalks, Node2vecTransitionsMatchTheExactProbabilities) {
+  // Undirected: 0-1 0-2 0-3 1-2 1-4 2-5 3-4 3-5 4-5.  From start 0 every second step has
+  // candidates of all three kinds (back to 0, a neighbor of 0, farther away).
+  const host_csr g =
+      csr_of(6, {{0, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 4}, {2, 5}, {3, 4}, {3, 5}, {4, 5}}, true);
+  auto comm = solo_comm();
+  csr_graph wg = make_graph(comm, g, wm::memory_type::continuous, wm::memory_location::host);
+  const std::size_t walks = 120000;
+  const std::vector<std::int64_t> starts(walks, 0);
+  const std::set<std::int64_t> near0 = {1, 2, 3};
+  for (auto [p, q] :
+       {std::pair{1.0, 1.0}, std::pair{0.25, 4.0}, std::pair{4.0, 0.25}, std::pair{0.05, 20.0}}) {
+    walk_options o;
+    o.length = 2;
+    o.p = p;
+    o.q = q;
+    o.seed = 17;
+    std::vector<std::int64_t> out(walks * 3);
+    random_walks_host(wg, starts.data(), walks, o, out.data(), 2);
+    std::map<std::int64_t, std::map<std::int64_t, double>> counts;  // step 1 -> step 2 -> n
+    std::map<std::int64_t, double> first;
+    for (std::size_t w = 0; w < walks; ++w) {
+      ASSERT_EQ(out[3 * w], 0);
+      first[out[3 * w + 1]] += 1;
+      counts[out[3 * w + 1]][out[3 * w + 2]] += 1;
+    }
+    // Step 1: uniform over 0's neighbors.
+    std::vector<double> obs, wts;
+    for (std::int64_t v : {1, 2, 3}) {
+      obs.push_back(first[v]);
+      wts.push_back(1.0);
+    }
+    EXPECT_LT(chi_square(obs, wts), chi2_critical(2)) << "first step, p " << p << " q " << q;
+    // Step 2 from v with previous node 0: weights 1/p (back), 1 (neighbor of 0), 1/q.
+    for (std::int64_t v : {1, 2, 3}) {
+      obs.clear();
+      wts.clear();
+      for (std::int64_t e = g.row_offsets[v]; e < g.row_offsets[v + 1]; ++e) {
+        const std::int64_t x = g.col_indices[e];
+        obs.push_back(counts[v][x]);
+        wts.push_back(x == 0 ? 1.0 / p : (near0.count(x) ? 1.0 : 1.0 / q));
+      }
+      double seen = 0;
+      for (auto& [x, n] : counts[v]) seen += n;
+      double listed = 0;
+      for (double o2 : obs) listed += o2;
+      EXPECT_EQ(seen, listed) << "a step from " << v << " left its neighbor list";
+      EXPECT_LT(chi_square(obs, wts), chi2_critical(obs.size() - 1))
+          << "second step from " << v << ", p " << p << " q " << q;
+    }
+  }
+}
+
+TEST(RandomWalks, DeepWalkStepsAlongEdgesAndStopsAtDeadEnds) {
+  // Directed: 0 -> 1, 2; 1 -> 3; 2 -> 0, 3; 3 has no out-neighbors.
+  const host_csr g = csr_of(4, {{0, 1}, {0, 2}, {1, 3}, {2, 0}, {2, 3}}, false);
+  auto comm = solo_comm();
+  csr_graph wg = make_graph(comm, g, wm::memory_type::chunked, wm::memory_location::host);
+  const std::size_t walks = 4000;
+  std::vector<std::int64_t> starts(walks);
+  for (std::size_t i = 0; i < walks; ++i) starts[i] = static_cast<std::int64_t>(i % 3);
+  walk_options o;
+  o.length = 6;
+  o.seed = 5;
+  std::vector<std::int64_t> out(walks * 7);
+  random_walks_host(wg, starts.data(), walks, o, out.data(), 3);
+  std::set<std::pair<std::int64_t, std::int64_t>> edges;
+  for (std::int64_t v = 0; v < 4; ++v)
+    for (std::int64_t e = g.row_offsets[v]; e < g.row_offsets[v + 1]; ++e)
+      edges.insert({v, g.col_indices[e]});
+  std::map<std::int64_t, double> from0;
+  for (std::size_t w = 0; w < walks; ++w) {
+    const std::int64_t* row = &out[7 * w];
+    EXPECT_EQ(row[0], starts[w]);
+    bool ended = false;
+    for (int s = 1; s < 7; ++s) {
+      if (ended) {
+        EXPECT_EQ(row[s], -1) << "walk " << w << " continues after its end";
+        continue;
+      }
+      if (row[s] == -1) {
+        EXPECT_EQ(row[s - 1], 3) << "walk " << w << " ended at a node with out-neighbors";
+        ended = true;
+        continue;
+      }
+      EXPECT_TRUE(edges.count({row[s - 1], row[s]})) << row[s - 1] << " -> " << row[s];
+    }
+    if (row[0] == 0) from0[row[1]] += 1;
+  }
+  EXPECT_LT(chi_square({from0[1], from0[2]}, {1.0, 1.0}), chi2_critical(1));
+}
+
+/// The walks every variant must reproduce: one thread, continuous memory, one call.
+std::vector<std::int64_t> baseline(const host_csr& g, const std::vector<std::int64_t>& starts,
+                                   const walk_options& o) {
+  auto comm = solo_comm();
+  csr_graph wg = make_graph(comm, g, wm::memory_type::continuous, wm::memory_location::host);
+  std::vector<std::int64_t> out(starts.size() * (o.length + 1));
+  random_walks_host(wg, starts.data(), starts.size(), o, out.data(), 1);
+  return out;
+}
+
+host_csr test_graph() {
+  wholestore::graph::generate_options go;
+  go.num_nodes = 3000;
+  go.num_edges = 24000;
+  go.seed = 11;
+  go.symmetrize = true;
+  return wholestore::graph::generate_graph(go);
+}
+
+TEST(RandomWalks, TheSameWalksForAnyThreadsMemoryTypeSplitAndRanks) {
+  const host_csr g = test_graph();
+  std::vector<std::int64_t> starts(1500);
+  for (std::size_t i = 0; i < starts.size(); ++i)
+    starts[i] = static_cast<std::int64_t>((i * 7919) % g.num_nodes);
+  for (auto [p, q] : {std::pair{1.0, 1.0}, std::pair{0.5, 2.0}}) {
+    walk_options o;
+    o.length = 15;
+    o.p = p;
+    o.q = q;
+    o.seed = 99;
+    const std::vector<std::int64_t> want = baseline(g, starts, o);
+    const std::size_t width = static_cast<std::size_t>(o.length) + 1;
+    {  // three threads, chunked memory, the starts in two calls
+      auto comm = solo_comm();
+      csr_graph wg = make_graph(comm, g, wm::memory_type::chunked, wm::memory_location::host);
+      std::vector<std::int64_t> out(want.size());
+      const std::size_t cut = 613;
+      walk_options second = o;
+      second.first_walk = cut;
+      random_walks_host(wg, starts.data(), cut, o, out.data(), 3);
+      random_walks_host(wg, starts.data() + cut, starts.size() - cut, second,
+                        out.data() + cut * width, 3);
+      EXPECT_EQ(out, want) << "p " << p << " q " << q;
+    }
+    // Three forked ranks, each walking its slice of the starts on a shared continuous graph.
+    fork_result r = fork_ranks(3, [&](std::shared_ptr<wm::bootstrap> bs) {
+      auto comm = wm::make_host_communicator(bs);
+      csr_graph wg = make_graph(comm, g, wm::memory_type::continuous, wm::memory_location::host);
+      const std::size_t n = starts.size(), me = static_cast<std::size_t>(comm->rank());
+      const std::size_t begin = n * me / 3, end = n * (me + 1) / 3;
+      walk_options mine = o;
+      mine.first_walk = begin;
+      std::vector<std::int64_t> out((end - begin) * width);
+      random_walks_host(wg, starts.data() + begin, end - begin, mine, out.data(), 2);
+      EXPECT_TRUE(std::equal(out.begin(), out.end(), want.begin() + begin * width))
+          << "rank " << me << " walks differ from one rank's";
+    });
+    for (int s : r.status) EXPECT_EQ(s, 0);
+  }
+}
+
+TEST(RandomWalks, BadArgumentsAreNamedAndTheOutputUntouched) {
+  const host_csr g = csr_of(4, {{0, 1}, {1, 2}, {2, 3}}, true);
+  auto comm = solo_comm();
+  csr_graph wg = make_graph(comm, g, wm::memory_type::continuous, wm::memory_location::host);
+  const std::vector<std::int64_t> starts = {0, 1, 99, 2};
+  walk_options o;
+  o.length = 3;
+  std::vector<std::int64_t> out(4 * 4, 12345);
+  try {
+    random_walks_host(wg, starts.data(), starts.size(), o, out.data());
+    ADD_FAILURE() << "a start outside the graph was accepted";
+  } catch (const wm::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("start node 99 at position 2"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(out, std::vector<std::int64_t>(16, 12345));
+  auto message = [&](walk_options bad) {
+    try {
+      random_walks_host(wg, starts.data(), 2, bad, out.data());
+    } catch (const wm::logic_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  walk_options bad = o;
+  bad.p = 0;
+  EXPECT_NE(message(bad).find("p and q must be finite and > 0"), std::string::npos);
+  bad = o;
+  bad.length = -1;
+  EXPECT_NE(message(bad).find("walk length -1"), std::string::npos);
+  csr_graph dist = make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
+  try {
+    random_walks_host(dist, starts.data(), 2, o, out.data());
+    ADD_FAILURE() << "a distributed graph was accepted";
+  } catch (const wm::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("distributed memory"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace wholestore_test
