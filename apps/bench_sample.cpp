@@ -1,7 +1,8 @@
 // `wholestore bench configs/bench_sample.yaml` (suite: sample): neighbor-sampler throughput on a
 // products-shaped R-MAT graph in WholeMemory, per sampler x memory type x location x method x
-// fanouts, next to the targets (GPU 500M sampled edges/s, CPU 5M).  Runs on the ranks present,
-// one GPU per rank; rank 0 prints the all-rank aggregate of every case.
+// fanouts, next to the targets (GPU 500M sampled edges/s, CPU 5M); then random walks (DeepWalk,
+// node2vec) per walker x type x location in walk steps/s (GPU target 1e9).  Runs on the ranks
+// present, one GPU per rank; rank 0 prints the all-rank aggregate of every case.
 #include "commands.hpp"
 #include "config.hpp"
 #include "report.hpp"
@@ -9,6 +10,7 @@
 #include <graph/csr_graph.hpp>
 #include <graph/generate.hpp>
 #include <graph/sampling.hpp>
+#include <graph/walks.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/device.hpp>
@@ -69,6 +71,16 @@ const std::vector<config_key> bench_sample_schema = {
     {"gpu_target", value_kind::number, "500e6",
      "GPU target, sampled edges per second (the ratio column)"},
     {"cpu_target", value_kind::number, "5e6", "CPU target, sampled edges per second"},
+    {"walks", value_kind::string, "deepwalk,node2vec",
+     "random-walk cases: `deepwalk`, `node2vec` (empty: none); continuous and chunked types only"},
+    {"walk_length", value_kind::integer, "80", "steps per walk"},
+    {"walk_batch", value_kind::integer, "65536", "walks per call"},
+    {"walk_calls", value_kind::integer, "10", "timed calls per rank per walk case (GPU)"},
+    {"cpu_walk_calls", value_kind::integer, "2", "timed calls per rank per walk case (CPU)"},
+    {"node2vec_p", value_kind::number, "0.5", "node2vec return parameter"},
+    {"node2vec_q", value_kind::number, "2", "node2vec in-out parameter"},
+    {"walk_target", value_kind::number, "1e9", "GPU target, walk steps per second"},
+    {"cpu_walk_target", value_kind::number, "20e6", "CPU target, walk steps per second"},
     {"timeout_s", value_kind::number, "600", "collective timeout, seconds"},
 };
 
@@ -116,6 +128,138 @@ std::string bench_suite(int argc, char** argv) {
   for (const auto& o : args.overrides)
     if (o.rfind("suite=", 0) == 0) suite = o.substr(6);
   return suite;
+}
+
+struct walk_result {
+  std::string walker, type, location, walk;
+  int length = 0;
+  std::uint64_t walks = 0, steps = 0;
+  double seconds = 0, steps_per_s = 0, target = 0;
+};
+
+/// Steps taken in a block of walks: the filled entries after each start.
+std::uint64_t steps_in(const std::vector<std::int64_t>& out, std::size_t width) {
+  std::uint64_t steps = 0;
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (i % width != 0 && out[i] >= 0) ++steps;
+  return steps;
+}
+
+/// The random-walk cases: every rank walks its own starts; rank 0 prints all ranks' steps
+/// over the slowest rank's time.
+std::vector<walk_result> run_walk_cases(const config& cfg, const graph::host_csr& host,
+                                        const std::vector<std::string>& walkers,
+                                        const std::vector<wm::memory_type>& types,
+                                        const std::vector<wm::memory_location>& locations,
+                                        const std::shared_ptr<wm::communicator>& comm,
+                                        wm::bootstrap& bs, cudaStream_t stream, unsigned threads) {
+  std::vector<walk_result> results;
+  const std::vector<std::string> kinds = split_list(cfg.get_string("walks"), ',');
+  for (const auto& k : kinds)
+    if (k != "deepwalk" && k != "node2vec")
+      throw config_error("walks: unknown walk '" + k + "' (deepwalk or node2vec)");
+  if (kinds.empty()) return results;
+  const std::int64_t length = cfg.get_int("walk_length");
+  if (length < 1) throw config_error("walk_length must be >= 1");
+  const std::int64_t batch = cfg.get_int("walk_batch");
+  if (batch < 1) throw config_error("walk_batch must be >= 1");
+  const double p = cfg.get_number("node2vec_p"), q = cfg.get_number("node2vec_q");
+  if (!(p > 0) || !(q > 0)) throw config_error("node2vec_p and node2vec_q must be > 0");
+  const int rank = comm->rank(), ranks = comm->size();
+  const bool lead = rank == 0;
+  const auto n = static_cast<std::size_t>(batch);
+  const std::size_t width = static_cast<std::size_t>(length) + 1;
+  std::vector<std::int64_t> starts(n), out(n * width);
+  if (lead) {
+    std::printf("%-4s %-11s %-6s %-9s %6s %14s %12s %8s\n", "walk", "type", "loc", "walk", "len",
+                "steps/s", "walks/s", "target");
+    std::fflush(stdout);
+  }
+  for (const auto& walker : walkers) {
+    const bool on_gpu = walker == "gpu";
+    const auto calls = static_cast<std::uint64_t>(
+        std::max<std::int64_t>(1, cfg.get_int(on_gpu ? "walk_calls" : "cpu_walk_calls")));
+    const double target = cfg.get_number(on_gpu ? "walk_target" : "cpu_walk_target");
+    for (auto type : types) {
+      if (type == wm::memory_type::distributed) continue;
+      for (auto loc : locations) {
+        if (loc == wm::memory_location::device && !on_gpu) continue;
+        graph::csr_graph g = graph::make_graph(comm, host, type, loc);
+#if defined(WHOLESTORE_HAS_CUDA)
+        std::unique_ptr<graph::gpu_walker> gw;
+        wm::device_buffer d_starts, d_out;
+        if (on_gpu) {
+          gw = std::make_unique<graph::gpu_walker>(g);
+          d_starts = wm::device_buffer(n * 8, wm::current_device());
+          d_out = wm::device_buffer(n * width * 8, wm::current_device());
+        }
+#endif
+        for (const auto& kind : kinds) {
+          graph::walk_options o;
+          o.length = static_cast<int>(length);
+          if (kind == "node2vec") {
+            o.p = p;
+            o.q = q;
+          }
+          std::uint64_t steps = 0;
+          double seconds = 0;
+          for (std::uint64_t c = 0; c < calls + 1; ++c) {  // call 0 warms up
+            const std::uint64_t call_id = c * static_cast<std::uint64_t>(ranks) + rank;
+            for (std::size_t i = 0; i < n; ++i)
+              starts[i] = static_cast<std::int64_t>(mix64(call_id * n + i) % host.num_nodes);
+            o.seed = mix64(call_id);
+            o.first_walk = call_id * n;
+            auto s0 = std::chrono::steady_clock::now();
+            if (on_gpu) {
+#if defined(WHOLESTORE_HAS_CUDA)
+              wm::copy_bytes(d_starts.data(), starts.data(), n * 8);
+              s0 = std::chrono::steady_clock::now();
+              gw->walk(d_starts.data_as<const std::int64_t>(), n, o, d_out.data_as<std::int64_t>(),
+                       stream);
+              const double s =
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+              wm::copy_bytes(out.data(), d_out.data(), out.size() * 8);
+              if (c > 0) seconds += s;
+#endif
+            } else {
+              graph::random_walks_host(g, starts.data(), n, o, out.data(), threads);
+              const double s =
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+              if (c > 0) seconds += s;
+            }
+            if (c > 0) steps += steps_in(out, width);
+          }
+          struct figures {
+            double seconds;
+            std::uint64_t steps;
+          } own{seconds, steps};
+          std::vector<figures> all(static_cast<std::size_t>(ranks));
+          bs.allgather(&own, all.data(), sizeof(figures));
+          walk_result r;
+          r.walker = walker;
+          r.type = wm::memory_type_name(type);
+          r.location = wm::memory_location_name(loc);
+          r.walk = kind;
+          r.length = o.length;
+          r.walks = calls * n * static_cast<std::uint64_t>(ranks);
+          for (const auto& a : all) {
+            r.seconds = std::max(r.seconds, a.seconds);
+            r.steps += a.steps;
+          }
+          r.steps_per_s = r.seconds > 0 ? r.steps / r.seconds : 0.0;
+          r.target = target > 0 ? r.steps_per_s / target : 0.0;
+          if (lead) {
+            std::printf("%-4s %-11s %-6s %-9s %6d %14.0f %12.0f %7.2fx\n", r.walker.c_str(),
+                        r.type.c_str(), r.location.c_str(), r.walk.c_str(), r.length, r.steps_per_s,
+                        r.seconds > 0 ? r.walks / r.seconds : 0.0, r.target);
+            std::fflush(stdout);
+          }
+          results.push_back(r);
+        }
+      }
+    }
+  }
+  return results;
 }
 
 int run_bench_sample(int argc, char** argv) {
@@ -324,6 +468,8 @@ int run_bench_sample(int argc, char** argv) {
       }
     }
   }
+  const std::vector<walk_result> walk_results =
+      run_walk_cases(cfg, host, samplers, types, locations, host_comm, *bs, stream, threads);
 #if defined(WHOLESTORE_HAS_CUDA)
   if (stream) cudaStreamDestroy(stream);
 #endif
@@ -346,6 +492,13 @@ int run_bench_sample(int argc, char** argv) {
                << ", batches_per_s: " << r.batches_per_s
                << ", mean_edges_per_batch: " << r.mean_edges << ", target_ratio: " << r.target
                << "}\n";
+      }
+      if (!walk_results.empty()) report << "walk_cases:\n";
+      for (const auto& w : walk_results) {
+        report << "  - {walker: " << w.walker << ", type: " << w.type
+               << ", location: " << w.location << ", walk: " << w.walk << ", length: " << w.length
+               << ", walks: " << w.walks << ", steps: " << w.steps << ", seconds: " << w.seconds
+               << ", steps_per_s: " << w.steps_per_s << ", target_ratio: " << w.target << "}\n";
       }
       write_report(args.report_file, report.str(), &cfg);
     }
