@@ -1,4 +1,5 @@
 // The GPU sampler and walker in builds without CUDA: every entry point throws logic_error.
+#include <graph/negatives.hpp>
 #include <graph/sampling.hpp>
 #include <graph/walks.hpp>
 #include <wholememory/error.hpp>
@@ -22,5 +23,9 @@ gpu_walker::gpu_walker(const csr_graph& graph) : graph_(&graph) {
 void gpu_walker::walk(const std::int64_t*, std::size_t, const walk_options&, std::int64_t*,
                       cudaStream_t) {
   WM_FAIL(wholememory::logic_error, "gpu_walker: this build has no CUDA");
+}
+void negative_sampler::sample(std::uint64_t, std::uint64_t, std::size_t, std::int64_t*,
+                              cudaStream_t) const {
+  WM_FAIL(wholememory::logic_error, "negative_sampler::sample: this build has no CUDA");
 }
 }  // namespace wholestore::graph

@@ -1,12 +1,14 @@
-// The GPU walker: walks equal to the CPU path's bit for bit, DeepWalk and node2vec (p, q far
-// from 1 too), continuous and chunked memory in device and host locations, a split of the
-// starts over two calls; the out-of-range start error with the output untouched.
-// Bodies run in a forked child (the test process never calls CUDA, gpu_test_util.hpp).
+// The GPU walker and negative sampler: walks equal to the CPU path's bit for bit, DeepWalk and
+// node2vec (p, q far from 1 too), continuous and chunked memory in device and host locations, a
+// split of the starts over two calls; the out-of-range start error with the output untouched;
+// negative draws equal to the CPU path's for continuous and chunked tables, device and host. Bodies
+// run in a forked child (the test process never calls CUDA, gpu_test_util.hpp).
 #include "common/multiprocess.hpp"
 #include "wholememory/gpu/gpu_test_util.hpp"
 
 #include <graph/csr_graph.hpp>
 #include <graph/generate.hpp>
+#include <graph/negatives.hpp>
 #include <graph/walks.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/cuda_check.hpp>
@@ -124,6 +126,32 @@ TEST(GpuWalks, AStartOutsideTheGraphIsNamedAndNothingIsWritten) {
     std::vector<std::int64_t> got(sentinel.size());
     WM_CUDA_TRY(copy_and_wait(got.data(), d_out.get(), got.size() * 8, cudaMemcpyDeviceToHost));
     EXPECT_EQ(got, sentinel);
+  });
+}
+
+TEST(GpuNegatives, EqualToTheCpuPathForEveryTablePlacement) {
+  WHOLESTORE_REQUIRE_GPUS(1);
+  in_child([](std::shared_ptr<wm::communicator> comm) {
+    const host_csr g = walk_graph();
+    const std::size_t n = 300000;
+    std::vector<std::int64_t> want(n);
+    negative_sampler cpu(comm, g.row_offsets, negative_options{});
+    cpu.sample_host(5, 1000, n, want.data(), 4);
+    cuda_stream stream;
+    for (auto type : {wm::memory_type::continuous, wm::memory_type::chunked}) {
+      for (auto loc : {wm::memory_location::device, wm::memory_location::host}) {
+        negative_options o;
+        o.type = type;
+        o.location = loc;
+        negative_sampler ns(comm, g.row_offsets, o);
+        device_buffer d_out(n * 8, 0);
+        ns.sample(5, 1000, n, d_out.as<std::int64_t>(), stream.get());
+        WM_CUDA_TRY(cudaStreamSynchronize(stream.get()));
+        std::vector<std::int64_t> got(n);
+        WM_CUDA_TRY(copy_and_wait(got.data(), d_out.get(), n * 8, cudaMemcpyDeviceToHost));
+        EXPECT_EQ(got, want) << wm::memory_type_name(type) << " " << wm::memory_location_name(loc);
+      }
+    }
   });
 }
 
