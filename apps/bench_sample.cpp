@@ -69,7 +69,9 @@ const std::vector<config_key> bench_sample_schema = {
     {"gpu_target", value_kind::number, "500e6",
      "GPU target, sampled edges per second (the ratio column)"},
     {"cpu_target", value_kind::number, "5e6", "CPU target, sampled edges per second"},
-    {"timeout_s", value_kind::number, "600", "collective timeout, seconds"},
+    {"timeout_s", value_kind::number, "600",
+     "seconds a collective waits for a missing rank before it fails on every rank, in (0, "
+     "31536000]; `WHOLESTORE_TIMEOUT`, when set, replaces it"},
 };
 
 std::int64_t non_negative(const config& cfg, const std::string& key) {
@@ -121,8 +123,7 @@ std::string bench_suite(int argc, char** argv) {
 int run_bench_sample(int argc, char** argv) {
   command_args args = parse_command_args(argc, argv);
   config cfg = load_config(bench_sample_schema, args.config_file, args.overrides);
-  auto timeout =
-      std::chrono::milliseconds(static_cast<std::int64_t>(cfg.get_number("timeout_s") * 1000.0));
+  auto timeout = collective_timeout(cfg);
   const bool gpu = wm::device_count() > 0;
 
   std::vector<std::vector<int>> fanout_cases;

@@ -6,6 +6,8 @@
 #include "commands.hpp"
 #include "config.hpp"
 
+#include <wholememory/bootstrap.hpp>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -502,6 +504,8 @@ int run_launch(int argc, char** argv) {
     std::fputs(command_help(launch_command()).c_str(), stdout);
     return 0;
   }
+  // Every rank would refuse a bad WHOLESTORE_TIMEOUT: say it once, before starting them.
+  wholememory::timeout_from_env();
   if (opts->master_port == 0) opts->master_port = pick_free_port();
   return job(std::move(*opts)).run();
 }

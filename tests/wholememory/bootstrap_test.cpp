@@ -819,6 +819,7 @@ TEST(BootstrapEnv, DefaultTimeout) {
       ADD_FAILURE() << "no error for WHOLESTORE_TIMEOUT='" << bad << "'";
     } catch (const wholememory::logic_error& e) {
       EXPECT_NE(std::string(e.what()).find("WHOLESTORE_TIMEOUT"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("(0, 31536000]"), std::string::npos) << e.what();
     }
   }
 }

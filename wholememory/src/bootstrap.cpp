@@ -23,8 +23,6 @@ namespace {
 
 constexpr const char* timeout_variable = "WHOLESTORE_TIMEOUT";
 constexpr std::chrono::milliseconds fallback_timeout{300 * 1000};
-// Beyond this a timeout is surely a typo, and the millisecond count must not overflow.
-constexpr double max_timeout_seconds = 365.0 * 24 * 3600;
 
 // Parses a whole decimal integer; rejects empty strings, trailing text and overflow.
 long parse_env_int(const char* name, const char* text, long min_value, long max_value) {
@@ -64,20 +62,37 @@ std::string group_by_value(std::size_t size, Describe describe, const char* verb
 
 }  // namespace
 
-std::chrono::milliseconds default_timeout() {
-  const char* text = std::getenv(timeout_variable);
-  if (text == nullptr) return fallback_timeout;
+std::string timeout_range_text() {
+  return "a number of seconds in (0, " + std::to_string(max_timeout_seconds) + "]";
+}
+
+std::optional<std::chrono::milliseconds> parse_timeout_seconds(const std::string& text) {
+  if (text.empty()) return std::nullopt;
   errno = 0;
   char* end = nullptr;
-  double seconds = std::strtod(text, &end);
-  WM_EXPECTS(
-      *text != '\0' && end != text && *end == '\0' && errno != ERANGE && std::isfinite(seconds),
-      timeout_variable << "='" << text << "' is not a number of seconds");
-  WM_EXPECTS(seconds > 0 && seconds <= max_timeout_seconds,
-             timeout_variable << "=" << text << " is out of range (0, " << max_timeout_seconds
-                              << "] seconds");
+  const double seconds = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(seconds) ||
+      !(seconds > 0) || seconds > static_cast<double>(max_timeout_seconds)) {
+    return std::nullopt;
+  }
   // Round up so that a tiny positive timeout never becomes zero.
   return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1000.0)));
+}
+
+std::optional<std::chrono::milliseconds> timeout_from_env() {
+  const char* text = std::getenv(timeout_variable);
+  if (text == nullptr) return std::nullopt;
+  std::optional<std::chrono::milliseconds> timeout = parse_timeout_seconds(text);
+  if (!timeout) {
+    WM_FAIL(logic_error, "environment variable " << timeout_variable << "='" << text
+                                                 << "' is not a valid timeout: expected "
+                                                 << timeout_range_text());
+  }
+  return timeout;
+}
+
+std::chrono::milliseconds default_timeout() {
+  return timeout_from_env().value_or(fallback_timeout);
 }
 
 // The base versions serve user-supplied bootstraps that only implement allgather.  They send

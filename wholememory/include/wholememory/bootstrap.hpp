@@ -28,7 +28,26 @@
 
 namespace wholememory {
 
-/// Default timeout of collectives: $WHOLESTORE_TIMEOUT seconds when set, else 300 s.
+/// Longest accepted collective timeout, seconds (a year): a longer one is surely a typo, and
+/// its count of milliseconds stays far from overflowing.
+inline constexpr std::int64_t max_timeout_seconds = std::int64_t{365} * 24 * 3600;
+
+/// The accepted timeouts, for error messages: "a number of seconds in (0, 31536000]".
+std::string timeout_range_text();
+
+/// Parses a timeout in seconds: a finite number in (0, max_timeout_seconds], fractions
+/// allowed, rounded up to whole milliseconds (never to zero).  nullopt for anything else: empty
+/// or trailing text, nan, inf, zero, negative, too large.
+std::optional<std::chrono::milliseconds> parse_timeout_seconds(const std::string& text);
+
+/// $WHOLESTORE_TIMEOUT, or nullopt when it is not set.  Throws logic_error naming the variable,
+/// its value and the accepted range when it is set to anything parse_timeout_seconds refuses
+/// (the empty string included).
+std::optional<std::chrono::milliseconds> timeout_from_env();
+
+/// Default timeout of collectives: $WHOLESTORE_TIMEOUT seconds when set (timeout_from_env),
+/// else 300 s.  The wholestore commands apply the same variable over their configs'
+/// `timeout_s` (docs/reliability.md).
 std::chrono::milliseconds default_timeout();
 
 /// Out-of-band byte exchange among the ranks of a job.  All members are collective unless
