@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,7 +46,8 @@ constexpr std::size_t max_line = 64 * 1024;
 struct launch_options {
   int ranks = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;  // 0: pick a free one
+  int master_port = 0;    // 0: pick a free one
+  std::string job_token;  // WHOLESTORE_JOB_TOKEN of every rank: fresh per launch
   std::vector<char*> command;
 };
 
@@ -121,6 +123,26 @@ int pick_free_port() {
   if (port <= 0)
     throw std::runtime_error(std::string("cannot pick a free port: ") + std::strerror(err));
   return port;
+}
+
+// 128 random bits as 32 hex digits: the job's token, which tells its ranks from those of
+// another job that uses the same master port (make_tcp_bootstrap).
+std::string make_job_token() {
+  unsigned char bytes[16];
+  std::size_t got = 0;
+  while (got < sizeof(bytes)) {
+    ssize_t n = ::getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
+    got += static_cast<std::size_t>(n);
+  }
+  static const char digits[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bytes) {
+    token += digits[b >> 4];
+    token += digits[b & 15];
+  }
+  return token;
 }
 
 void write_all(int fd, const char* data, std::size_t len) {
@@ -324,6 +346,7 @@ void start_rank(rank_process& proc, const launch_options& opts) {
     ::setenv("LOCAL_WORLD_SIZE", size.c_str(), 1);
     ::setenv("MASTER_ADDR", opts.master_addr.c_str(), 1);
     ::setenv("MASTER_PORT", port.c_str(), 1);
+    ::setenv("WHOLESTORE_JOB_TOKEN", opts.job_token.c_str(), 1);
     ::execvp(opts.command[0], opts.command.data());
     std::string msg = std::string("wholestore launch: cannot run '") + opts.command[0] +
                       "': " + std::strerror(errno) + "\n";
@@ -507,6 +530,7 @@ int run_launch(int argc, char** argv) {
   // Every rank would refuse a bad WHOLESTORE_TIMEOUT: say it once, before starting them.
   wholememory::timeout_from_env();
   if (opts->master_port == 0) opts->master_port = pick_free_port();
+  opts->job_token = make_job_token();
   return job(std::move(*opts)).run();
 }
 
@@ -517,8 +541,10 @@ const command_info& launch_command() {
       "-n N [--master-addr ADDR] [--master-port PORT] [--] COMMAND [ARGS...]",
       "Runs N ranks of COMMAND on this host. Each rank gets `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, "
       "`LOCAL_WORLD_SIZE`, `MASTER_ADDR` (default 127.0.0.1) and `MASTER_PORT` (default: a free "
-      "port) in its environment, the variables `torchrun` sets, and reads stdin from "
-      "/dev/null; its output is prefixed with `[rank k]`. When a rank fails, the others are "
+      "port) in its environment, the variables `torchrun` sets, `WHOLESTORE_JOB_TOKEN` (random, "
+      "one per launch: the bootstrap refuses processes of another job that use the same port), "
+      "and reads stdin from /dev/null; its output is prefixed with `[rank k]`. When a rank fails, "
+      "the others are "
       "stopped and launch exits with that rank's status (128 + the signal when it was "
       "killed).\n\n"
       "launch's options end at `--` or at the first argument that does not start with `-`; "

@@ -323,7 +323,20 @@ std::optional<launch_env> read_launch_env() {
           : (local_size_text ? env.rank % env.local_size : env.rank);
 
   std::tie(env.master_addr, env.master_port) = master_address_from_env();
+  env.job_token = job_token_from_env();
   return env;
+}
+
+std::string job_token_from_env() {
+  const char* token = std::getenv("WHOLESTORE_JOB_TOKEN");
+  if (token == nullptr) return {};
+  if (*token == '\0') {
+    WM_FAIL(logic_error,
+            "environment variable WHOLESTORE_JOB_TOKEN is set but empty: unset it, "
+            "or give every rank of the job the same value");
+  }
+  detail::check_job_token(token, "environment variable WHOLESTORE_JOB_TOKEN");
+  return token;
 }
 
 std::pair<std::string, int> master_address_from_env() {
@@ -343,7 +356,8 @@ std::unique_ptr<bootstrap> bootstrap_from_env(std::chrono::milliseconds timeout)
   WM_EXPECTS(env.has_value(),
              "no launch environment: set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (as "
              "`wholestore launch` and torchrun do) or run under mpirun");
-  return make_tcp_bootstrap(env->rank, env->size, env->master_addr, env->master_port, timeout);
+  return make_tcp_bootstrap(env->rank, env->size, env->master_addr, env->master_port, timeout,
+                            env->job_token);
 }
 
 std::unique_ptr<bootstrap> make_job_bootstrap(std::chrono::milliseconds timeout) {
@@ -382,6 +396,19 @@ void check_subset_members(const std::vector<int>& members, int rank, int size) {
   }
   WM_EXPECTS(std::binary_search(members.begin(), members.end(), rank),
              "subset: rank " << rank << " called with a member list that does not contain it");
+}
+
+void check_job_token(const std::string& token, const std::string& what) {
+  if (token.size() > max_job_token_bytes) {
+    WM_FAIL(logic_error, what << " is " << token.size() << " bytes long: at most "
+                              << max_job_token_bytes << " are accepted");
+  }
+  for (char c : token) {
+    if (c <= ' ' || c > '~') {
+      WM_FAIL(logic_error, what << " holds a blank, control or non-ASCII character: only "
+                                   "printable ASCII without blanks is accepted");
+    }
+  }
 }
 
 std::string describe_ranks(const std::vector<int>& ranks) {
