@@ -96,6 +96,53 @@ rc=$?
 grep -q "rank 0 killed by signal 9" "$WORK/err" || fail "no report of rank 0's signal"
 [ $failures -eq $before ] && pass "a rank killed by SIGKILL gives status 137"
 
+# ---- SIGKILL of the launcher takes its ranks down ------------------------------------------------
+# The launcher cannot forward a SIGKILL: its ranks, and what they started, must die on their own
+# within a few seconds.  Two jobs: shells that start a child and wait (a rank's own processes
+# must go too), and sampling ranks spinning in collectives at full CPU.
+gone_within() {  # <seconds> <pid...>: true when every pid is dead (or a zombie) in time
+  local limit=$(($(date +%s%N) + $1 * 1000000000)) pid state alive
+  shift
+  while :; do
+    alive=""
+    for pid in "$@"; do
+      state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
+      [ -n "$state" ] && [ "$state" != Z ] && alive="$alive $pid"
+    done
+    [ -z "$alive" ] && return 0
+    [ "$(date +%s%N)" -gt $limit ] && { echo "$alive"; return 1; }
+    sleep 0.05
+  done
+}
+before=$failures
+rm -f "$WORK"/rank.* "$WORK"/child.*
+"$WHOLESTORE" launch -n 2 -- sh -c 'echo $$ >"$LAUNCH_TEST_DIR/rank.$RANK"
+  sleep 60 & echo $! >"$LAUNCH_TEST_DIR/child.$RANK"; wait' >"$WORK/out" 2>&1 &
+launcher=$!
+for _ in $(seq 1 100); do [ -s "$WORK/child.0" ] && [ -s "$WORK/child.1" ] && break; sleep 0.05; done
+pids=$(cat "$WORK"/rank.* "$WORK"/child.* 2>/dev/null | tr '\n' ' ')
+[ "$(wc -w <<<"$pids")" -eq 4 ] || fail "the shell ranks did not start: $(cat "$WORK/out")"
+kill -KILL $launcher
+wait $launcher 2>/dev/null
+if ! left=$(gone_within 5 $pids); then
+  fail "SIGKILL of launch left processes of its ranks running:$left"
+  kill -KILL $left 2>/dev/null
+fi
+"$WHOLESTORE" launch -n 2 -- "$WHOLESTORE" sample --set sampler=cpu --set gen.num_nodes=20000 \
+  --set gen.num_edges=200000 --set epochs=100000 --set graph.type=distributed --set threads=1 \
+  >"$WORK/out" 2>&1 &
+launcher=$!
+for _ in $(seq 1 200); do grep -q "sample " "$WORK/out" && break; sleep 0.05; done
+pids=$(pgrep -P $launcher | tr '\n' ' ')
+[ "$(wc -w <<<"$pids")" -ge 2 ] || fail "the sampling ranks did not start: $(tail -3 "$WORK/out")"
+kill -KILL $launcher
+wait $launcher 2>/dev/null
+if ! left=$(gone_within 5 $pids); then
+  fail "SIGKILL of launch left sampling ranks running:$left"
+  kill -KILL $left 2>/dev/null
+fi
+[ $failures -eq $before ] && pass "SIGKILL of launch takes its ranks and their children down"
+
 # ---- ranks meet through the environment (needs the test binary next to the build's apps/) ----
 TESTS_BIN="$(dirname "$WHOLESTORE")/../tests/wholememory_tests"
 if [ -x "$TESTS_BIN" ]; then
