@@ -65,7 +65,9 @@ const std::vector<config_key> bench_schema = {
      "GPU: also time scatter with `unique_indices` (no duplicate-resolving sort)"},
     {"threads", value_kind::integer, "0", "CPU path threads, 0 = all hardware threads"},
     {"seed", value_kind::integer, "1234", "seed of the indices and table contents"},
-    {"timeout_s", value_kind::number, "600", "collective timeout, seconds"},
+    {"timeout_s", value_kind::number, "600",
+     "seconds a collective waits for a missing rank before it fails on every rank, in (0, "
+     "31536000]; `WHOLESTORE_TIMEOUT`, when set, replaces it"},
 };
 
 struct ceilings {
@@ -186,8 +188,7 @@ int run_bench(int argc, char** argv) {
     throw config_error("suite must be gather, sample or embedding, got '" + suite + "'");
   command_args args = parse_command_args(argc, argv);
   config cfg = load_config(bench_schema, args.config_file, args.overrides);
-  auto timeout =
-      std::chrono::milliseconds(static_cast<std::int64_t>(cfg.get_number("timeout_s") * 1000.0));
+  auto timeout = collective_timeout(cfg);
   std::shared_ptr<wholememory::bootstrap> bs = wholememory::make_job_bootstrap(timeout);
   auto host_comm = wholememory::make_host_communicator(bs);
   const int rank = host_comm->rank(), ranks = host_comm->size();

@@ -81,7 +81,9 @@ const std::vector<config_key> bench_sample_schema = {
     {"node2vec_q", value_kind::number, "2", "node2vec in-out parameter"},
     {"walk_target", value_kind::number, "1e9", "GPU target, walk steps per second"},
     {"cpu_walk_target", value_kind::number, "20e6", "CPU target, walk steps per second"},
-    {"timeout_s", value_kind::number, "600", "collective timeout, seconds"},
+    {"timeout_s", value_kind::number, "600",
+     "seconds a collective waits for a missing rank before it fails on every rank, in (0, "
+     "31536000]; `WHOLESTORE_TIMEOUT`, when set, replaces it"},
 };
 
 std::int64_t non_negative(const config& cfg, const std::string& key) {
@@ -265,8 +267,7 @@ std::vector<walk_result> run_walk_cases(const config& cfg, const graph::host_csr
 int run_bench_sample(int argc, char** argv) {
   command_args args = parse_command_args(argc, argv);
   config cfg = load_config(bench_sample_schema, args.config_file, args.overrides);
-  auto timeout =
-      std::chrono::milliseconds(static_cast<std::int64_t>(cfg.get_number("timeout_s") * 1000.0));
+  auto timeout = collective_timeout(cfg);
   const bool gpu = wm::device_count() > 0;
 
   std::vector<std::vector<int>> fanout_cases;

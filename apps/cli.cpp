@@ -34,6 +34,11 @@ const std::vector<std::pair<std::string, std::string>> config_options = {
     {"-h, --help", "this help"},
 };
 
+// What `--help` of a command with a `timeout_s` key says about the variable that replaces it.
+const char* const timeout_environment_text =
+    "`WHOLESTORE_TIMEOUT`=SECONDS, when set, replaces `timeout_s` wherever that came from (the "
+    "file, `--set` or the default); both must be in (0, 31536000].";
+
 // Environment variables the commands read: {name, meaning}.
 const std::vector<std::pair<std::string, std::string>> environment = {
     {"`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`",
@@ -41,8 +46,17 @@ const std::vector<std::pair<std::string, std::string>> environment = {
     {"`OMPI_COMM_WORLD_RANK`, `_SIZE`, `_LOCAL_RANK`, `_LOCAL_SIZE`",
      "mpirun's; used when `RANK` is absent (address `MASTER_ADDR`/`MASTER_PORT`, default "
      "127.0.0.1:29500)"},
+    {"`WHOLESTORE_JOB_TOKEN`",
+     "the job's token (printable ASCII, no blanks, at most 128 bytes), the same on every rank: "
+     "the bootstrap store refuses processes with another token, so a second job on the same "
+     "`MASTER_PORT` fails alone. `wholestore launch` sets a fresh one; set it yourself when "
+     "starting ranks by hand or with mpirun (`-x WHOLESTORE_JOB_TOKEN`). Without it a running "
+     "job still refuses newcomers once all its ranks have connected"},
     {"`WHOLESTORE_RANKS`", "ranks `scripts/run.sh` starts (default: one per GPU, 2 without)"},
-    {"`WHOLESTORE_TIMEOUT`", "default collective timeout in seconds (300)"},
+    {"`WHOLESTORE_TIMEOUT`",
+     "collective timeout in seconds, in (0, 31536000]: when set, it replaces the `timeout_s` of "
+     "every command's config (file, `--set` or default) and the library's default of 300 s; any "
+     "other value (empty, 0, negative, nan, inf, text) is an error naming the variable"},
     {"`WHOLESTORE_CHECK_COLLECTIVES`",
      "`0` turns off the NCCL backend's per-call argument agreement check"},
 };
@@ -257,6 +271,12 @@ std::string command_help(const command_info& command) {
       out += wrap(plain(key.help), terminal_width, "      ", "      ");
     }
     if (!section.notes.empty()) out += "\n" + wrap_plain(section.notes, "  ");
+  }
+  bool has_timeout = false;
+  for (const config_section& section : command.configs)
+    for (const config_key& key : *section.keys) has_timeout |= key.path == "timeout_s";
+  if (has_timeout) {
+    out += "\n" + wrap(plain(timeout_environment_text), terminal_width, "environment: ", "  ");
   }
   if (!command.examples.empty()) {
     out += "\nexamples:\n";

@@ -1,5 +1,7 @@
 #include "config.hpp"
 
+#include <wholememory/bootstrap.hpp>
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -116,6 +118,21 @@ void collect(const YAML::Node& node, const std::string& prefix, const std::strin
   }
 }
 
+// The timeout rule (load_config's comment, docs/reliability.md).  The config's own value is
+// checked even when the variable replaces it: a bad file stays an error.
+void apply_timeout_rule(config& c) {
+  const std::string& text = c.values.at("timeout_s");
+  if (!wholememory::parse_timeout_seconds(text)) {
+    const std::string& from = c.origin.at("timeout_s");
+    throw config_error("timeout_s '" + text + "' is not a valid timeout: expected " +
+                       wholememory::timeout_range_text() + " (" +
+                       (from == "--set" ? "--set timeout_s=" + text : from) + ")");
+  }
+  if (!wholememory::timeout_from_env()) return;
+  c.values["timeout_s"] = std::getenv("WHOLESTORE_TIMEOUT");
+  c.origin["timeout_s"] = "WHOLESTORE_TIMEOUT";
+}
+
 }  // namespace
 
 const char* value_kind_name(value_kind kind) {
@@ -166,7 +183,18 @@ config load_config(const std::vector<config_key>& schema, const std::string& fil
     c.values[path] = text;
     c.origin[path] = "--set";
   }
+  if (c.values.count("timeout_s") != 0) apply_timeout_rule(c);
   return c;
+}
+
+std::chrono::milliseconds collective_timeout(const config& cfg) {
+  // load_config checked the value; a config built by hand that was not checked fails here.
+  auto timeout = wholememory::parse_timeout_seconds(cfg.values.at("timeout_s"));
+  if (!timeout) {
+    throw config_error("timeout_s '" + cfg.values.at("timeout_s") +
+                       "' is not a valid timeout: expected " + wholememory::timeout_range_text());
+  }
+  return *timeout;
 }
 
 std::int64_t config::get_int(const std::string& path) const {

@@ -9,6 +9,7 @@
  */
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <stdexcept>
@@ -62,8 +63,17 @@ class config {
 /// Reads `file` (may be empty: defaults only), then applies `overrides` ("key=value").
 /// Throws usage_error for an unknown key, a value of the wrong type or an override without
 /// '=', config_error for a missing or malformed file.
+///
+/// A schema with a `timeout_s` key gets the timeout rule of every command: the value must be
+/// a timeout (wholememory::parse_timeout_seconds, else config_error naming the key, where it
+/// came from and the range), and $WHOLESTORE_TIMEOUT, when set, replaces it whatever its origin
+/// (file, --set or default; `origin` then says "WHOLESTORE_TIMEOUT").  A bad variable throws
+/// wholememory::logic_error naming it.
 config load_config(const std::vector<config_key>& schema, const std::string& file,
                    const std::vector<std::string>& overrides);
+
+/// The collective timeout of a config whose schema has `timeout_s`, after the rule above.
+std::chrono::milliseconds collective_timeout(const config& cfg);
 
 /// Splits a subcommand's arguments into an optional config path, --set overrides and
 /// --report <file>, or notes -h/--help (then nothing else is checked); throws usage_error on

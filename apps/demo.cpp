@@ -30,7 +30,8 @@ const std::vector<config_key> demo_schema = {
     {"memory.granularity", value_kind::integer, "64",
      "part boundaries are multiples of this many bytes (a multiple of 8)"},
     {"timeout_s", value_kind::number, "300",
-     "a collective that misses a rank for this long fails on every rank"},
+     "seconds a collective waits for a missing rank before it fails on every rank, in (0, "
+     "31536000]; `WHOLESTORE_TIMEOUT`, when set, replaces it"},
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -76,8 +77,7 @@ int run_demo(int argc, char** argv) {
   if (size_mib < 0) throw config_error("memory.size_mib must be >= 0");
   if (granularity < 8 || granularity % 8 != 0)
     throw config_error("memory.granularity must be a positive multiple of 8");
-  auto timeout =
-      std::chrono::milliseconds(static_cast<std::int64_t>(cfg.get_number("timeout_s") * 1000.0));
+  auto timeout = collective_timeout(cfg);
 
   std::shared_ptr<wholememory::bootstrap> bs = wholememory::make_job_bootstrap(timeout);
   auto comm = wholememory::make_host_communicator(bs);

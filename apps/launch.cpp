@@ -6,12 +6,15 @@
 #include "commands.hpp"
 #include "config.hpp"
 
+#include <wholememory/bootstrap.hpp>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -43,7 +46,8 @@ constexpr std::size_t max_line = 64 * 1024;
 struct launch_options {
   int ranks = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;  // 0: pick a free one
+  int master_port = 0;    // 0: pick a free one
+  std::string job_token;  // WHOLESTORE_JOB_TOKEN of every rank: fresh per launch
   std::vector<char*> command;
 };
 
@@ -119,6 +123,26 @@ int pick_free_port() {
   if (port <= 0)
     throw std::runtime_error(std::string("cannot pick a free port: ") + std::strerror(err));
   return port;
+}
+
+// 128 random bits as 32 hex digits: the job's token, which tells its ranks from those of
+// another job that uses the same master port (make_tcp_bootstrap).
+std::string make_job_token() {
+  unsigned char bytes[16];
+  std::size_t got = 0;
+  while (got < sizeof(bytes)) {
+    ssize_t n = ::getrandom(bytes + got, sizeof(bytes) - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::runtime_error(std::string("getrandom: ") + std::strerror(errno));
+    got += static_cast<std::size_t>(n);
+  }
+  static const char digits[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bytes) {
+    token += digits[b >> 4];
+    token += digits[b & 15];
+  }
+  return token;
 }
 
 void write_all(int fd, const char* data, std::size_t len) {
@@ -296,8 +320,10 @@ int exit_code_of(int wait_status) {
 }
 
 // Starts one rank in a process group of its own, so that stopping it also stops whatever it
-// started (a shell's children).
+// started (a shell's children).  The rank dies with the launcher (SIGKILL at its death), even
+// when the launcher is killed with SIGKILL and can forward nothing.
 void start_rank(rank_process& proc, const launch_options& opts) {
+  const pid_t launcher = ::getpid();
   int out_pipe[2];
   int err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)
@@ -308,6 +334,9 @@ void start_rank(rank_process& proc, const launch_options& opts) {
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     signal_guard::reset_in_child();
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    // Died between fork and prctl: the signal will never come.
+    if (::getppid() != launcher) ::_exit(127);
     ::setpgid(0, 0);
     int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
@@ -322,6 +351,7 @@ void start_rank(rank_process& proc, const launch_options& opts) {
     ::setenv("LOCAL_WORLD_SIZE", size.c_str(), 1);
     ::setenv("MASTER_ADDR", opts.master_addr.c_str(), 1);
     ::setenv("MASTER_PORT", port.c_str(), 1);
+    ::setenv("WHOLESTORE_JOB_TOKEN", opts.job_token.c_str(), 1);
     ::execvp(opts.command[0], opts.command.data());
     std::string msg = std::string("wholestore launch: cannot run '") + opts.command[0] +
                       "': " + std::strerror(errno) + "\n";
@@ -341,6 +371,69 @@ void start_rank(rank_process& proc, const launch_options& opts) {
   proc.err = std::make_unique<line_stream>(err_pipe[0], STDERR_FILENO, prefix);
 }
 
+// Kills the process groups of the ranks when the launcher dies without ending them (SIGKILL,
+// or a crash): the ranks' death signal covers the ranks, not what they started (a shell's
+// children), which live in their groups.  A forked process, not a thread: it must outlive the
+// launcher.  It waits on a pipe whose only write end the launcher holds; end of file without
+// the launcher's "done" byte means the launcher is gone.
+class watchdog {
+ public:
+  explicit watchdog(const std::vector<pid_t>& groups) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0)
+      throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const pid_t launcher = ::getpid();
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+    if (pid_ == 0) watch(fds[0], fds[1], launcher, groups);
+    ::close(fds[0]);
+    write_fd_ = fds[1];
+  }
+  watchdog(const watchdog&) = delete;
+  watchdog& operator=(const watchdog&) = delete;
+
+  // The launcher ended its ranks itself: the watchdog leaves without killing.
+  ~watchdog() {
+    const char done = 1;
+    while (::write(write_fd_, &done, 1) < 0 && errno == EINTR) {
+    }
+    ::close(write_fd_);
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+
+ private:
+  [[noreturn]] static void watch(int read_fd, int write_fd, pid_t launcher,
+                                 const std::vector<pid_t>& groups) {
+    ::close(write_fd);
+    // Not the launcher's handlers, and not the terminal's signals (the launcher forwards
+    // those); stdout is the launcher's, and may be a pipe someone reads to its end.
+    signal_guard::reset_in_child();
+    for (int sig : {SIGINT, SIGHUP, SIGTERM, SIGQUIT}) ::signal(sig, SIG_IGN);
+    int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull >= 0) {
+      ::dup2(devnull, STDIN_FILENO);
+      ::dup2(devnull, STDOUT_FILENO);
+    }
+    ::prctl(PR_SET_NAME, "ws-launch-watch");
+    char byte = 0;
+    ssize_t n;
+    while ((n = ::read(read_fd, &byte, 1)) < 0 && errno == EINTR) {
+    }
+    if (n == 1) ::_exit(0);
+    for (pid_t group : groups) ::kill(-group, SIGKILL);
+    const std::string line = "wholestore launch: the launcher (pid " + std::to_string(launcher) +
+                             ") died; killed its ranks\n";
+    write_all(STDERR_FILENO, line.data(), line.size());
+    ::_exit(0);
+  }
+
+  pid_t pid_ = -1;
+  int write_fd_ = -1;
+};
+
 class job {
  public:
   explicit job(launch_options opts) : opts_(std::move(opts)), procs_(opts_.ranks) {
@@ -359,6 +452,17 @@ class job {
         stop_all(SIGTERM);
         break;
       }
+    }
+    std::vector<pid_t> groups;
+    for (const auto& proc : procs_)
+      if (proc.pid > 0) groups.push_back(proc.pid);
+    std::optional<watchdog> guard;
+    try {
+      guard.emplace(groups);
+    } catch (const std::exception& e) {
+      note(std::string("cannot start the watchdog (the ranks still die with the launcher, what "
+                       "they started may not): ") +
+           e.what());
     }
     std::optional<clock_type::time_point> drain_deadline;
     for (;;) {
@@ -502,7 +606,10 @@ int run_launch(int argc, char** argv) {
     std::fputs(command_help(launch_command()).c_str(), stdout);
     return 0;
   }
+  // Every rank would refuse a bad WHOLESTORE_TIMEOUT: say it once, before starting them.
+  wholememory::timeout_from_env();
   if (opts->master_port == 0) opts->master_port = pick_free_port();
+  opts->job_token = make_job_token();
   return job(std::move(*opts)).run();
 }
 
@@ -513,10 +620,13 @@ const command_info& launch_command() {
       "-n N [--master-addr ADDR] [--master-port PORT] [--] COMMAND [ARGS...]",
       "Runs N ranks of COMMAND on this host. Each rank gets `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, "
       "`LOCAL_WORLD_SIZE`, `MASTER_ADDR` (default 127.0.0.1) and `MASTER_PORT` (default: a free "
-      "port) in its environment, the variables `torchrun` sets, and reads stdin from "
-      "/dev/null; its output is prefixed with `[rank k]`. When a rank fails, the others are "
+      "port) in its environment, the variables `torchrun` sets, `WHOLESTORE_JOB_TOKEN` (random, "
+      "one per launch: the bootstrap refuses processes of another job that use the same port), "
+      "and reads stdin from /dev/null; its output is prefixed with `[rank k]`. When a rank fails, "
+      "the others are "
       "stopped and launch exits with that rank's status (128 + the signal when it was "
-      "killed).\n\n"
+      "killed). SIGINT, SIGTERM and SIGHUP are passed on to the ranks; when launch itself is "
+      "killed (even with SIGKILL), its ranks and whatever they started die with it.\n\n"
       "launch's options end at `--` or at the first argument that does not start with `-`; "
       "what follows, `--help` included, goes to COMMAND.",
       {},

@@ -83,7 +83,8 @@ const std::vector<config_key> sample_schema = {
     {"edge_ids", value_kind::boolean, "false", "have the sampler return edge ids"},
     {"threads", value_kind::integer, "0", "CPU sampler and `gather_host` threads (0: all cores)"},
     {"timeout_s", value_kind::number, "300",
-     "a collective that misses a rank for this long fails on every rank"},
+     "seconds a collective waits for a missing rank before it fails on every rank, in (0, "
+     "31536000]; `WHOLESTORE_TIMEOUT`, when set, replaces it"},
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -267,8 +268,7 @@ sample_settings read_settings(const config& cfg) {
   // A dataset that is named must exist (load_graph says so on every rank); only an empty
   // `dataset` generates.
   set.generate = set.dataset.empty();
-  set.timeout =
-      std::chrono::milliseconds(static_cast<std::int64_t>(cfg.get_number("timeout_s") * 1000.0));
+  set.timeout = collective_timeout(cfg);
   return set;
 }
 

@@ -7,11 +7,15 @@
 #include "config.hpp"
 #include "version.hpp"
 
+#include <wholememory/bootstrap.hpp>
 #include <wholememory/device.hpp>
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -213,6 +217,87 @@ TEST(ConfigErrors, UsageErrorsAreToldApart) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/wholestore.yaml"), std::string::npos);
   }
   EXPECT_EQ(load_config(schema, "", {"n=7"}).get_int("n"), 7);
+}
+
+// Sets WHOLESTORE_TIMEOUT (or unsets it, for nullptr) for one test, then restores it.
+class timeout_variable {
+ public:
+  explicit timeout_variable(const char* value) {
+    if (const char* old = std::getenv("WHOLESTORE_TIMEOUT")) saved_ = old;
+    if (value) {
+      ::setenv("WHOLESTORE_TIMEOUT", value, 1);
+    } else {
+      ::unsetenv("WHOLESTORE_TIMEOUT");
+    }
+  }
+  ~timeout_variable() {
+    if (saved_) {
+      ::setenv("WHOLESTORE_TIMEOUT", saved_->c_str(), 1);
+    } else {
+      ::unsetenv("WHOLESTORE_TIMEOUT");
+    }
+  }
+  timeout_variable(const timeout_variable&) = delete;
+  timeout_variable& operator=(const timeout_variable&) = delete;
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+const std::vector<config_key> timeout_schema = {{"n", value_kind::integer, "1", "a count"},
+                                                {"timeout_s", value_kind::number, "300", "t"}};
+
+// One rule for every command: the variable, when set, replaces timeout_s whether it came from
+// the default, a file or --set.
+TEST(ConfigTimeout, VariableReplacesTheKeyWhateverItsOrigin) {
+  {
+    timeout_variable unset(nullptr);
+    EXPECT_EQ(collective_timeout(load_config(timeout_schema, "", {})), std::chrono::seconds(300));
+    const config c = load_config(timeout_schema, "", {"timeout_s=0.0001"});
+    EXPECT_EQ(collective_timeout(c), std::chrono::milliseconds(1));  // rounded up, not to 0
+  }
+  timeout_variable set("2.5");
+  for (const auto& overrides :
+       {std::vector<std::string>{}, std::vector<std::string>{"timeout_s=60"}}) {
+    const config c = load_config(timeout_schema, "", overrides);
+    EXPECT_EQ(collective_timeout(c), std::chrono::milliseconds(2500));
+    EXPECT_EQ(c.get_string("timeout_s"), "2.5");  // what reports show
+    EXPECT_EQ(c.origin.at("timeout_s"), "WHOLESTORE_TIMEOUT");
+  }
+  // A schema without timeout_s is not touched.
+  EXPECT_EQ(load_config({{"n", value_kind::integer, "1", "a count"}}, "", {}).values.size(), 1u);
+}
+
+TEST(ConfigTimeout, BadValuesNameTheKeyOrVariableAndTheRange) {
+  const std::string range = "(0, 31536000]";
+  for (const char* bad : {"-1", "0", "nan", "inf", "-inf", "1e300", "31536000.5"}) {
+    timeout_variable unset(nullptr);
+    try {
+      load_config(timeout_schema, "", {std::string("timeout_s=") + bad});
+      ADD_FAILURE() << "timeout_s=" << bad << " accepted";
+    } catch (const usage_error& e) {
+      ADD_FAILURE() << "a number out of range is not a usage error: " << e.what();
+    } catch (const config_error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind(std::string("timeout_s '") + bad + "'", 0), 0u) << what;
+      EXPECT_NE(what.find(range), std::string::npos) << what;
+    }
+  }
+  for (const char* bad : {"-1", "0", "nan", "inf", "1e300", "abc", "5s", ""}) {
+    timeout_variable set(bad);
+    try {
+      load_config(timeout_schema, "", {});
+      ADD_FAILURE() << "WHOLESTORE_TIMEOUT='" << bad << "' accepted";
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(std::string("WHOLESTORE_TIMEOUT='") + bad + "'"), std::string::npos)
+          << what;
+      EXPECT_NE(what.find(range), std::string::npos) << what;
+    }
+  }
+  EXPECT_EQ(wholememory::max_timeout_seconds, 31536000);
+  EXPECT_TRUE(wholememory::parse_timeout_seconds("31536000").has_value());
+  EXPECT_FALSE(wholememory::parse_timeout_seconds("5 ").has_value());
 }
 
 TEST(Version, YamlBlockHasTheBuildAndTheMachine) {

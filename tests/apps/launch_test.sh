@@ -96,6 +96,53 @@ rc=$?
 grep -q "rank 0 killed by signal 9" "$WORK/err" || fail "no report of rank 0's signal"
 [ $failures -eq $before ] && pass "a rank killed by SIGKILL gives status 137"
 
+# ---- SIGKILL of the launcher takes its ranks down ------------------------------------------------
+# The launcher cannot forward a SIGKILL: its ranks, and what they started, must die on their own
+# within a few seconds.  Two jobs: shells that start a child and wait (a rank's own processes
+# must go too), and sampling ranks spinning in collectives at full CPU.
+gone_within() {  # <seconds> <pid...>: true when every pid is dead (or a zombie) in time
+  local limit=$(($(date +%s%N) + $1 * 1000000000)) pid state alive
+  shift
+  while :; do
+    alive=""
+    for pid in "$@"; do
+      state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
+      [ -n "$state" ] && [ "$state" != Z ] && alive="$alive $pid"
+    done
+    [ -z "$alive" ] && return 0
+    [ "$(date +%s%N)" -gt $limit ] && { echo "$alive"; return 1; }
+    sleep 0.05
+  done
+}
+before=$failures
+rm -f "$WORK"/rank.* "$WORK"/child.*
+"$WHOLESTORE" launch -n 2 -- sh -c 'echo $$ >"$LAUNCH_TEST_DIR/rank.$RANK"
+  sleep 60 & echo $! >"$LAUNCH_TEST_DIR/child.$RANK"; wait' >"$WORK/out" 2>&1 &
+launcher=$!
+for _ in $(seq 1 100); do [ -s "$WORK/child.0" ] && [ -s "$WORK/child.1" ] && break; sleep 0.05; done
+pids=$(cat "$WORK"/rank.* "$WORK"/child.* 2>/dev/null | tr '\n' ' ')
+[ "$(wc -w <<<"$pids")" -eq 4 ] || fail "the shell ranks did not start: $(cat "$WORK/out")"
+kill -KILL $launcher
+wait $launcher 2>/dev/null
+if ! left=$(gone_within 5 $pids); then
+  fail "SIGKILL of launch left processes of its ranks running:$left"
+  kill -KILL $left 2>/dev/null
+fi
+"$WHOLESTORE" launch -n 2 -- "$WHOLESTORE" sample --set sampler=cpu --set gen.num_nodes=20000 \
+  --set gen.num_edges=200000 --set epochs=100000 --set graph.type=distributed --set threads=1 \
+  >"$WORK/out" 2>&1 &
+launcher=$!
+for _ in $(seq 1 200); do grep -q "sample " "$WORK/out" && break; sleep 0.05; done
+pids=$(pgrep -P $launcher | tr '\n' ' ')
+[ "$(wc -w <<<"$pids")" -ge 2 ] || fail "the sampling ranks did not start: $(tail -3 "$WORK/out")"
+kill -KILL $launcher
+wait $launcher 2>/dev/null
+if ! left=$(gone_within 5 $pids); then
+  fail "SIGKILL of launch left sampling ranks running:$left"
+  kill -KILL $left 2>/dev/null
+fi
+[ $failures -eq $before ] && pass "SIGKILL of launch takes its ranks and their children down"
+
 # ---- ranks meet through the environment (needs the test binary next to the build's apps/) ----
 TESTS_BIN="$(dirname "$WHOLESTORE")/../tests/wholememory_tests"
 if [ -x "$TESTS_BIN" ]; then
@@ -112,6 +159,61 @@ if [ -x "$TESTS_BIN" ]; then
 else
   echo "skip: no $TESTS_BIN, not testing bootstrap_from_env under launch"
 fi
+
+# ---- a second job on the same port is refused; the first goes on -------------------------------
+# Job A samples a distributed graph for a few seconds.  Strangers then come to its port: a whole
+# launched job, a rank started by hand without a token, one of another size with another token,
+# and one that claims A's own token (a rank started twice).  Each must fail naming the problem,
+# and A must finish as if nothing happened.
+before=$failures
+port=$((20000 + RANDOM % 20000))
+"$WHOLESTORE" launch -n 2 --master-port $port -- "$WHOLESTORE" sample --set sampler=cpu \
+  --set gen.num_nodes=20000 --set gen.num_edges=200000 --set gen.feature_dim=16 \
+  --set batch_size=256 --set epochs=20 --set threads=1 --set graph.type=distributed \
+  --set timeout_s=30 >"$WORK/job-a" 2>&1 &
+job_a=$!
+for _ in $(seq 1 300); do grep -q "sample 10%" "$WORK/job-a" && break; sleep 0.05; done
+grep -q "sample 10%" "$WORK/job-a" || fail "job A did not start sampling: $(tail -3 "$WORK/job-a")"
+stranger() {  # <name> <command...>: must exit 1 within 10 s with the refusal
+  local name=$1
+  shift
+  timeout 10 "$@" >"$WORK/stranger" 2>&1
+  local rc=$?
+  [ $rc -eq 1 ] || fail "stranger ($name) exited $rc, expected 1: $(tail -3 "$WORK/stranger")"
+  grep -q "MASTER_PORT of its own" "$WORK/stranger" ||
+    fail "stranger ($name): no advice to use another MASTER_PORT: $(tail -3 "$WORK/stranger")"
+}
+demo=("$WHOLESTORE" demo --set memory.size_mib=1 --set timeout_s=5)
+stranger "a launched job" "$WHOLESTORE" launch -n 2 --master-port $port -- "${demo[@]}"
+stranger "rank 1 by hand, no token" env -u WHOLESTORE_JOB_TOKEN RANK=1 WORLD_SIZE=2 \
+  MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "${demo[@]}"
+grep -q "refused this process (rank 1 of 2): it serves another job" "$WORK/stranger" ||
+  fail "rank 1 without a token: not refused as another job's: $(tail -2 "$WORK/stranger")"
+stranger "rank 2 of 3, another token" env WHOLESTORE_JOB_TOKEN=other RANK=2 WORLD_SIZE=3 \
+  MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "${demo[@]}"
+token_a=$(tr '\0' '\n' <"/proc/$(pgrep -P "$job_a" | head -1)/environ" 2>/dev/null |
+  sed -n 's/^WHOLESTORE_JOB_TOKEN=//p')
+[ -n "$token_a" ] || fail "job A's ranks have no WHOLESTORE_JOB_TOKEN"
+stranger "rank 1 again, A's token" env WHOLESTORE_JOB_TOKEN="$token_a" RANK=1 WORLD_SIZE=2 \
+  MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "${demo[@]}"
+grep -q "have all connected already" "$WORK/stranger" ||
+  fail "a rank started twice: not refused as a late joiner: $(tail -2 "$WORK/stranger")"
+wait $job_a
+rc=$?
+[ $rc -eq 0 ] || fail "job A exited $rc after the strangers came: $(tail -4 "$WORK/job-a")"
+grep -q "summary: 2 rank(s), cpu sampler, 1600 batches" "$WORK/job-a" ||
+  fail "job A did not finish its batches: $(tail -3 "$WORK/job-a")"
+[ $failures -eq $before ] && pass "strangers on a running job's port are refused; the job goes on"
+
+# Every launch gives its ranks one token, and another launch another.
+before=$failures
+for i in 1 2; do
+  "$WHOLESTORE" launch -n 2 -- sh -c 'echo "token $WHOLESTORE_JOB_TOKEN"' >"$WORK/token$i" 2>&1
+done
+tokens=$(sed -n 's/.*token //p' "$WORK/token1" "$WORK/token2" | sort | uniq -c | awk '{print $1}' | tr '\n' ' ')
+[ "$tokens" = "2 2 " ] || fail "expected one token per launch shared by its 2 ranks, got counts '$tokens'"
+grep -Eq "token [0-9a-f]{32}$" "$WORK/token1" || fail "the token is not 32 hex digits: $(cat "$WORK/token1")"
+[ $failures -eq $before ] && pass "one fresh WHOLESTORE_JOB_TOKEN per launch"
 
 # ---- usage errors ------------------------------------------------------------------------------
 before=$failures

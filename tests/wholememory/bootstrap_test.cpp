@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -594,6 +595,140 @@ TEST(BootstrapTcp, ConnectFailures) {
   EXPECT_EQ(status, std::vector<int>(2, 0));
 }
 
+// A job of two ranks on `port` with `token`: forms, tells the parent through `ready`, then
+// makes 40 allgathers over about 2 s.  Exits 0 when every result was right.
+pid_t start_job(int port, const std::string& token, int rank, int ready) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  int code = 1;
+  try {
+    auto bs = wholememory::make_tcp_bootstrap(rank, 2, "127.0.0.1", port, 10s, token);
+    bs->barrier();
+    if (rank == 0) {
+      const char byte = 1;
+      if (::write(ready, &byte, 1) != 1) ::_exit(3);
+    }
+    code = 0;
+    for (int i = 0; i < 40; ++i) {
+      std::int32_t mine = 100 * i + rank;
+      std::vector<std::int32_t> all(2);
+      bs->allgather(&mine, all.data(), sizeof(mine));
+      if (all != std::vector<std::int32_t>{100 * i, 100 * i + 1}) code = 2;
+      std::this_thread::sleep_for(50ms);
+    }
+    bs->barrier();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "job rank %d threw: %s\n", rank, e.what());
+    code = 1;
+  }
+  std::fflush(stderr);
+  ::_exit(code);
+}
+
+// A second job on the port of a running one (the same shape, another shape, no token, even the
+// running job's own token for a rank that is taken): each stranger is refused at once with an
+// error of its own that says what happened, and the running job never notices.
+TEST(BootstrapTcp, StrangersAreRefusedAndTheJobGoesOn) {
+  const int port = wholestore_test::free_port();
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  std::vector<pid_t> job = {start_job(port, "job-a", 0, ready[1]),
+                            start_job(port, "job-a", 1, ready[1])};
+  ::close(ready[1]);
+  pollfd p{ready[0], POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10000), 1) << "the job did not form";
+  ::close(ready[0]);
+
+  struct stranger {
+    int rank, size;
+    std::string token;
+    const char* expected;
+  };
+  const std::vector<stranger> strangers = {
+      {1, 2, "job-b", "it serves another job (its job token differs)"},
+      {1, 2, "", "it serves another job (whose job token this process lacks)"},
+      {2, 3, "job-b", "refused this process (rank 2 of 3)"},
+      {0, 2, "job-b", "Address already in use"},  // its own store cannot listen
+      {1, 2, "job-a", "2 rank(s) have all connected already"},
+      {1, 3, "job-a", "have all connected already"},  // another size: refused, not a mismatch
+  };
+  for (const stranger& s : strangers) {
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<int> status = fork_children(1, [&](int) {
+      try {
+        wholememory::make_tcp_bootstrap(s.rank, s.size, "127.0.0.1", port, 5s, s.token);
+      } catch (const std::exception& e) {
+        const std::string what = e.what();
+        const bool advised = what.find("MASTER_PORT of its own") != std::string::npos;
+        if (what.find(s.expected) != std::string::npos && advised) return 0;
+        std::fprintf(stderr, "stranger got: %s\n", e.what());
+        return 2;
+      }
+      return 1;
+    });
+    EXPECT_EQ(status, std::vector<int>{0})
+        << "rank " << s.rank << " of " << s.size << ", token '" << s.token << "'";
+    EXPECT_LT(seconds_since(start), 2.0) << "the stranger waited instead of being refused";
+  }
+  for (pid_t pid : job) {
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "the running job was disturbed";
+  }
+}
+
+// While the job forms, a process with another token cannot take a rank's place: it is refused,
+// and the rank that belongs there joins afterwards.
+TEST(BootstrapTcp, StrangerCannotTakeARankWhileTheJobForms) {
+  const int port = wholestore_test::free_port();
+  std::vector<int> status = fork_children(3, [port](int child) {
+    if (child == 1) {  // the stranger comes first
+      std::this_thread::sleep_for(100ms);
+      try {
+        wholememory::make_tcp_bootstrap(1, 2, "127.0.0.1", port, 5s, "job-b");
+      } catch (const wholememory::logic_error& e) {
+        return std::string(e.what()).find("another job") != std::string::npos ? 0 : 2;
+      }
+      return 1;
+    }
+    const int rank = child == 0 ? 0 : 1;
+    if (child == 2) std::this_thread::sleep_for(600ms);
+    auto bs = wholememory::make_tcp_bootstrap(rank, 2, "127.0.0.1", port, 5s, "job-a");
+    std::int32_t mine = rank;
+    std::vector<std::int32_t> all(2);
+    bs->allgather(&mine, all.data(), sizeof(mine));
+    return all == std::vector<std::int32_t>{0, 1} ? 0 : 3;
+  });
+  EXPECT_EQ(status, std::vector<int>(3, 0));
+}
+
+// Ranks of one job (one token) that disagree while forming are a mismatch on every rank, as
+// without tokens; and split() bootstraps inherit the token.
+TEST(BootstrapTcp, SameTokenMismatchFailsTheJobAndSplitsInheritTheToken) {
+  const int port = wholestore_test::free_port();
+  std::vector<int> status = fork_children(2, [port](int r) {
+    try {
+      wholememory::make_tcp_bootstrap(r, r == 0 ? 2 : 3, "127.0.0.1", port, 5s, "job-a");
+    } catch (const wholememory::mismatch_error& e) {
+      return std::string(e.what()).find("passed size 3") != std::string::npos ? 0 : 2;
+    }
+    return 1;
+  });
+  EXPECT_EQ(status, std::vector<int>(2, 0));
+  const int port2 = wholestore_test::free_port();
+  status = fork_children(2, [port2](int r) {
+    auto bs = wholememory::make_tcp_bootstrap(r, 2, "127.0.0.1", port2, 5s, "job-a");
+    auto sub = bs->split(0, r);
+    std::int32_t mine = r;
+    std::vector<std::int32_t> all(2);
+    sub->allgather(&mine, all.data(), sizeof(mine));
+    return all == std::vector<std::int32_t>{0, 1} ? 0 : 3;
+  });
+  EXPECT_EQ(status, std::vector<int>(2, 0));
+}
+
 TEST(BootstrapTcp, RejectsBadArguments) {
   using wholememory::logic_error;
   using wholememory::make_tcp_bootstrap;
@@ -604,6 +739,8 @@ TEST(BootstrapTcp, RejectsBadArguments) {
   EXPECT_THROW(make_tcp_bootstrap(1, 2, "127.0.0.1", 0, 1s), logic_error);
   EXPECT_THROW(make_tcp_bootstrap(0, 1, "", 1234, 1s), logic_error);
   EXPECT_THROW(make_tcp_bootstrap(0, 1, "127.0.0.1", 1234, 0ms), logic_error);
+  EXPECT_THROW(make_tcp_bootstrap(0, 1, "127.0.0.1", 0, 1s, "two words"), logic_error);
+  EXPECT_THROW(make_tcp_bootstrap(0, 1, "127.0.0.1", 0, 1s, std::string(129, 'x')), logic_error);
   // Port 0 on rank 0 picks a free port; a one-rank job needs nobody else.
   auto alone = make_tcp_bootstrap(0, 1, "127.0.0.1", 0, 1s);
   std::uint64_t value = 0x1234567890abcdefULL;
@@ -649,7 +786,8 @@ class env_guard {
                                            "OMPI_COMM_WORLD_SIZE",
                                            "OMPI_COMM_WORLD_LOCAL_RANK",
                                            "OMPI_COMM_WORLD_LOCAL_SIZE",
-                                           "WHOLESTORE_TIMEOUT"};
+                                           "WHOLESTORE_TIMEOUT",
+                                           "WHOLESTORE_JOB_TOKEN"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -803,6 +941,26 @@ TEST(BootstrapEnv, MalformedValuesThrowNamingTheVariable) {
   }
 }
 
+TEST(BootstrapEnv, JobToken) {
+  env_guard env;
+  EXPECT_EQ(wholememory::job_token_from_env(), "");
+  env.set("RANK", "0");
+  env.set("WORLD_SIZE", "1");
+  env.set("WHOLESTORE_JOB_TOKEN", "0123abcd-job.7");
+  EXPECT_EQ(wholememory::job_token_from_env(), "0123abcd-job.7");
+  EXPECT_EQ(wholememory::read_launch_env()->job_token, "0123abcd-job.7");
+  for (const std::string& bad : {std::string(), std::string("a b"), std::string("tab\there"),
+                                 std::string(129, 'x'), std::string("caf\xc3\xa9")}) {
+    env.set("WHOLESTORE_JOB_TOKEN", bad);
+    try {
+      wholememory::job_token_from_env();
+      ADD_FAILURE() << "no error for WHOLESTORE_JOB_TOKEN='" << bad << "'";
+    } catch (const wholememory::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find("WHOLESTORE_JOB_TOKEN"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(BootstrapEnv, DefaultTimeout) {
   env_guard env;
   EXPECT_EQ(wholememory::default_timeout(), 300s);
@@ -819,6 +977,7 @@ TEST(BootstrapEnv, DefaultTimeout) {
       ADD_FAILURE() << "no error for WHOLESTORE_TIMEOUT='" << bad << "'";
     } catch (const wholememory::logic_error& e) {
       EXPECT_NE(std::string(e.what()).find("WHOLESTORE_TIMEOUT"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("(0, 31536000]"), std::string::npos) << e.what();
     }
   }
 }

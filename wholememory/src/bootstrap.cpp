@@ -23,8 +23,6 @@ namespace {
 
 constexpr const char* timeout_variable = "WHOLESTORE_TIMEOUT";
 constexpr std::chrono::milliseconds fallback_timeout{300 * 1000};
-// Beyond this a timeout is surely a typo, and the millisecond count must not overflow.
-constexpr double max_timeout_seconds = 365.0 * 24 * 3600;
 
 // Parses a whole decimal integer; rejects empty strings, trailing text and overflow.
 long parse_env_int(const char* name, const char* text, long min_value, long max_value) {
@@ -64,20 +62,37 @@ std::string group_by_value(std::size_t size, Describe describe, const char* verb
 
 }  // namespace
 
-std::chrono::milliseconds default_timeout() {
-  const char* text = std::getenv(timeout_variable);
-  if (text == nullptr) return fallback_timeout;
+std::string timeout_range_text() {
+  return "a number of seconds in (0, " + std::to_string(max_timeout_seconds) + "]";
+}
+
+std::optional<std::chrono::milliseconds> parse_timeout_seconds(const std::string& text) {
+  if (text.empty()) return std::nullopt;
   errno = 0;
   char* end = nullptr;
-  double seconds = std::strtod(text, &end);
-  WM_EXPECTS(
-      *text != '\0' && end != text && *end == '\0' && errno != ERANGE && std::isfinite(seconds),
-      timeout_variable << "='" << text << "' is not a number of seconds");
-  WM_EXPECTS(seconds > 0 && seconds <= max_timeout_seconds,
-             timeout_variable << "=" << text << " is out of range (0, " << max_timeout_seconds
-                              << "] seconds");
+  const double seconds = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(seconds) ||
+      !(seconds > 0) || seconds > static_cast<double>(max_timeout_seconds)) {
+    return std::nullopt;
+  }
   // Round up so that a tiny positive timeout never becomes zero.
   return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1000.0)));
+}
+
+std::optional<std::chrono::milliseconds> timeout_from_env() {
+  const char* text = std::getenv(timeout_variable);
+  if (text == nullptr) return std::nullopt;
+  std::optional<std::chrono::milliseconds> timeout = parse_timeout_seconds(text);
+  if (!timeout) {
+    WM_FAIL(logic_error, "environment variable " << timeout_variable << "='" << text
+                                                 << "' is not a valid timeout: expected "
+                                                 << timeout_range_text());
+  }
+  return timeout;
+}
+
+std::chrono::milliseconds default_timeout() {
+  return timeout_from_env().value_or(fallback_timeout);
 }
 
 // The base versions serve user-supplied bootstraps that only implement allgather.  They send
@@ -308,7 +323,20 @@ std::optional<launch_env> read_launch_env() {
           : (local_size_text ? env.rank % env.local_size : env.rank);
 
   std::tie(env.master_addr, env.master_port) = master_address_from_env();
+  env.job_token = job_token_from_env();
   return env;
+}
+
+std::string job_token_from_env() {
+  const char* token = std::getenv("WHOLESTORE_JOB_TOKEN");
+  if (token == nullptr) return {};
+  if (*token == '\0') {
+    WM_FAIL(logic_error,
+            "environment variable WHOLESTORE_JOB_TOKEN is set but empty: unset it, "
+            "or give every rank of the job the same value");
+  }
+  detail::check_job_token(token, "environment variable WHOLESTORE_JOB_TOKEN");
+  return token;
 }
 
 std::pair<std::string, int> master_address_from_env() {
@@ -328,7 +356,8 @@ std::unique_ptr<bootstrap> bootstrap_from_env(std::chrono::milliseconds timeout)
   WM_EXPECTS(env.has_value(),
              "no launch environment: set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT (as "
              "`wholestore launch` and torchrun do) or run under mpirun");
-  return make_tcp_bootstrap(env->rank, env->size, env->master_addr, env->master_port, timeout);
+  return make_tcp_bootstrap(env->rank, env->size, env->master_addr, env->master_port, timeout,
+                            env->job_token);
 }
 
 std::unique_ptr<bootstrap> make_job_bootstrap(std::chrono::milliseconds timeout) {
@@ -367,6 +396,19 @@ void check_subset_members(const std::vector<int>& members, int rank, int size) {
   }
   WM_EXPECTS(std::binary_search(members.begin(), members.end(), rank),
              "subset: rank " << rank << " called with a member list that does not contain it");
+}
+
+void check_job_token(const std::string& token, const std::string& what) {
+  if (token.size() > max_job_token_bytes) {
+    WM_FAIL(logic_error, what << " is " << token.size() << " bytes long: at most "
+                              << max_job_token_bytes << " are accepted");
+  }
+  for (char c : token) {
+    if (c <= ' ' || c > '~') {
+      WM_FAIL(logic_error, what << " holds a blank, control or non-ASCII character: only "
+                                   "printable ASCII without blanks is accepted");
+    }
+  }
 }
 
 std::string describe_ranks(const std::vector<int>& ranks) {

@@ -43,6 +43,10 @@ std::string check_round(const std::vector<round_args>& args);
 /// Throws logic_error naming the problem.
 void check_subset_members(const std::vector<int>& members, int rank, int size);
 
+/// Checks a job token: at most max_job_token_bytes printable ASCII characters without blanks
+/// (empty: no token).  Throws logic_error naming `what` and the rule.
+void check_job_token(const std::string& token, const std::string& what);
+
 /// "rank 2" or "ranks 1, 3, 4": for messages that name ranks.
 std::string describe_ranks(const std::vector<int>& ranks);
 

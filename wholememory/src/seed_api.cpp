@@ -375,7 +375,9 @@ WmStatus WmmpInit(int group_rank, int group_size, CollectiveCommunicator* collec
     } else {
       // The caller gives rank and size; only the meeting point comes from the environment.
       auto [addr, port] = wholememory::master_address_from_env();
-      bs = wholememory::make_tcp_bootstrap(group_rank, group_size, addr, port);
+      bs = wholememory::make_tcp_bootstrap(group_rank, group_size, addr, port,
+                                           wholememory::default_timeout(),
+                                           wholememory::job_token_from_env());
     }
     s.wmmp_comm = wholememory::make_host_communicator(bs);
   });

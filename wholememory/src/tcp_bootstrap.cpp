@@ -7,6 +7,13 @@
 // a closed connection fails the round at once, and a round still incomplete after the timeout
 // fails naming the ranks that never came.  Clients still bound every wait by their own
 // deadline, in case the store itself is gone.
+//
+// A store serves one job.  A process of another job that reaches it (a second job started on
+// the same MASTER_PORT) is refused alone, with an error on its side, and the job goes on: its
+// connect request carries a job token that must equal the store's (WHOLESTORE_JOB_TOKEN, which
+// `wholestore launch` sets), and once every rank has connected the store admits nobody else,
+// token or not.  Only a member of the job (same token) that is misconfigured while the job
+// forms (another job size, a rank taken twice) fails the whole job, as a mismatch.
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/error.hpp>
 
@@ -59,7 +66,9 @@ struct request_header {
 };
 static_assert(sizeof(request_header) == 40, "request_header must have no padding");
 
-enum class reply_status : std::uint32_t { ok = 0, mismatch = 1, failed = 2 };
+// refused: the store turned away a process that is not one of its job's ranks; nothing else
+// was affected.
+enum class reply_status : std::uint32_t { ok = 0, mismatch = 1, failed = 2, refused = 3 };
 
 struct reply_header {
   std::uint32_t magic;
@@ -179,7 +188,14 @@ socket_fd open_listener(const std::string& host, int port) {
     int one = 1;
     WM_SYSCALL_TRY(::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)));
     if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
-      last_error = "bind: " + errno_text(errno);
+      const int err = errno;
+      last_error = "bind: " + errno_text(err);
+      if (err == EADDRINUSE) {
+        last_error +=
+            " (another job or program is using this port: give this job a MASTER_PORT "
+            "of its own; `wholestore launch` picks a free one when --master-port is "
+            "not given)";
+      }
       continue;
     }
     if (::listen(fd.get(), SOMAXCONN) != 0) {
@@ -250,10 +266,13 @@ io_status recv_all(int fd, void* data, std::size_t len, clock_type::time_point d
 // stops and joins in the destructor.
 class store_server {
  public:
-  store_server(socket_fd listener, int size, std::chrono::milliseconds timeout)
+  store_server(socket_fd listener, int size, std::chrono::milliseconds timeout,
+               std::string job_token, std::string address)
       : listener_(std::move(listener)),
         size_(size),
         timeout_(timeout),
+        job_token_(std::move(job_token)),
+        address_(std::move(address)),
         by_rank_(size, nullptr),
         departed_(size, false),
         present_(size, false),
@@ -284,6 +303,7 @@ class store_server {
     std::vector<char> out;
     std::size_t out_sent = 0;
     bool closed = false;
+    bool refused = false;  // turned away: closed once its reply is sent, never read again
   };
 
   void run() noexcept {
@@ -355,7 +375,7 @@ class store_server {
     for (;;) {
       ssize_t n = ::recv(p.fd.get(), buffer, sizeof(buffer), 0);
       if (n > 0) {
-        p.in.insert(p.in.end(), buffer, buffer + n);
+        if (!p.refused) p.in.insert(p.in.end(), buffer, buffer + n);
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
@@ -365,7 +385,7 @@ class store_server {
     }
     // Requests that arrived before the close still count.
     std::size_t used = 0;
-    while (!p.closed && p.in.size() - used >= sizeof(request_header)) {
+    while (!p.closed && !p.refused && p.in.size() - used >= sizeof(request_header)) {
       request_header h;
       std::memcpy(&h, p.in.data() + used, sizeof(h));
       if (h.magic != request_magic || h.payload > max_payload) {
@@ -397,6 +417,7 @@ class store_server {
     }
     p.out.clear();
     p.out_sent = 0;
+    if (p.refused) p.closed = true;
   }
 
   void flush_all() {
@@ -440,6 +461,15 @@ class store_server {
     if (p.rank < 0) {
       if (args.op != collective_op::connect) {
         p.closed = true;  // not one of ours
+        return;
+      }
+      const std::string token(payload.begin(), payload.end());
+      std::string refusal = turn_away(h, token);
+      if (!refusal.empty()) {
+        // Not one of this job's ranks: it alone gets the error; the job does not notice.
+        p.refused = true;
+        queue_reply(p, reply_status::refused, 0, refusal.data(), refusal.size());
+        write_to(p);
         return;
       }
       std::string error = admit(h);
@@ -519,7 +549,30 @@ class store_server {
     }
   }
 
-  // Checks a connect request; returns the error text when it cannot join.
+  // A connect request from a process that is not one of this job's ranks: the error text it
+  // gets, or empty.  Another token is another job; after the job has formed nobody can join,
+  // whatever it says (a stranger without a token, or one of the same shape).
+  std::string turn_away(const request_header& h, const std::string& token) const {
+    const std::string who = "the bootstrap store at " + address_ + " refused this process (rank " +
+                            std::to_string(h.root) + " of " + std::to_string(h.bytes) + "): ";
+    const std::string advice =
+        ". Another job is using this address: give this job a MASTER_PORT of its own "
+        "(`wholestore launch` picks a free one when --master-port is not given)";
+    if (token != job_token_) {
+      return who + "it serves another job (" +
+             (job_token_.empty() ? std::string("which has no job token, and this process has one")
+              : token.empty()    ? std::string("whose job token this process lacks")
+                                 : std::string("its job token differs")) +
+             ")" + advice;
+    }
+    if (formed_) {
+      return who + "its job's " + std::to_string(size_) + " rank(s) have all connected already" +
+             advice;
+    }
+    return {};
+  }
+
+  // Checks a connect request of this job; returns the error text when it cannot join.
   std::string admit(const request_header& h) const {
     std::string who = "a process that connected as rank " + std::to_string(h.root);
     if (h.bytes != static_cast<std::uint64_t>(size_)) {
@@ -537,6 +590,7 @@ class store_server {
 
   void complete_round() {
     const round_args& first = args_[0];
+    if (first.op == collective_op::connect) formed_ = true;
     std::string error = detail::check_round(args_);
     if (!error.empty()) {
       for (int r = 0; r < size_; ++r)
@@ -637,6 +691,9 @@ class store_server {
   socket_fd listener_;
   const int size_;
   const std::chrono::milliseconds timeout_;
+  const std::string job_token_;
+  const std::string address_;  // host:port, for messages
+  bool formed_ = false;        // every rank has connected: nobody else may join
   socket_fd wake_read_;
   socket_fd wake_write_;
   std::vector<std::unique_ptr<peer>> peers_;
@@ -669,8 +726,12 @@ class tcp_bootstrap final : public bootstrap {
   // `listener` is valid on the rank that hosts the store (rank 0 of the group) and invalid
   // elsewhere; the others connect to host:port.
   tcp_bootstrap(int rank, int size, const std::string& host, int port,
-                std::chrono::milliseconds timeout, socket_fd listener)
-      : rank_(rank), size_(size), timeout_(timeout), store_(endpoint_text(host, port)) {
+                std::chrono::milliseconds timeout, std::string job_token, socket_fd listener)
+      : rank_(rank),
+        size_(size),
+        timeout_(timeout),
+        job_token_(std::move(job_token)),
+        store_(endpoint_text(host, port)) {
     std::string connect_host = host;
     int connect_port = port;
     if (listener.valid()) {
@@ -681,11 +742,12 @@ class tcp_bootstrap final : public bootstrap {
       if (bound_host == "::") bound_host = "::1";
       connect_host = bound_host;
       store_ = endpoint_text(host, bound_port);
-      server_ = std::make_unique<store_server>(std::move(listener), size, timeout);
+      server_ =
+          std::make_unique<store_server>(std::move(listener), size, timeout, job_token_, store_);
     }
     connect_to(connect_host, connect_port);
-    exchange(collective_op::connect, 0, static_cast<std::uint64_t>(size), rank, nullptr, 0, nullptr,
-             0);
+    exchange(collective_op::connect, 0, static_cast<std::uint64_t>(size), rank, job_token_.data(),
+             job_token_.size(), nullptr, 0);
   }
 
   int rank() const override { return rank_; }
@@ -741,7 +803,7 @@ class tcp_bootstrap final : public bootstrap {
     const endpoint& leader = endpoints[members.front()];
     return std::make_unique<tcp_bootstrap>(new_rank, static_cast<int>(members.size()),
                                            std::string(leader.host), leader.port, timeout_,
-                                           std::move(listener));
+                                           job_token_, std::move(listener));
   }
 
   std::unique_ptr<bootstrap> subset(const std::vector<int>& members) override {
@@ -774,7 +836,7 @@ class tcp_bootstrap final : public bootstrap {
     }
     return std::make_unique<tcp_bootstrap>(new_rank, static_cast<int>(members.size()),
                                            std::string(leader.host), leader.port, timeout_,
-                                           std::move(listener));
+                                           job_token_, std::move(listener));
   }
 
  private:
@@ -886,6 +948,10 @@ class tcp_bootstrap final : public bootstrap {
            std::to_string((timeout_ + reply_grace).count()) + " ms (a peer is late or hung)");
     }
     if (farewell) fail(what + ": " + text);
+    if (reply.status == static_cast<std::uint32_t>(reply_status::refused)) {
+      // Nothing is out of step: this process never was one of the job's ranks.
+      WM_FAIL(logic_error, text);
+    }
     if (reply.status == static_cast<std::uint32_t>(reply_status::mismatch)) {
       // The ranks are still in step after a mismatch: the next round may succeed.
       WM_FAIL(mismatch_error, text);
@@ -906,6 +972,7 @@ class tcp_bootstrap final : public bootstrap {
   const int rank_;
   const int size_;
   const std::chrono::milliseconds timeout_;
+  const std::string job_token_;
   std::string store_;  // host:port, for messages
   // Declared before conn_, so destroyed after it: the store sees this rank leave first.
   std::unique_ptr<store_server> server_;
@@ -919,7 +986,8 @@ class tcp_bootstrap final : public bootstrap {
 }  // namespace
 
 std::unique_ptr<bootstrap> make_tcp_bootstrap(int rank, int size, const std::string& host, int port,
-                                              std::chrono::milliseconds timeout) {
+                                              std::chrono::milliseconds timeout,
+                                              const std::string& job_token) {
   WM_EXPECTS(size >= 1, "make_tcp_bootstrap: size " << size << " must be at least 1");
   WM_EXPECTS(rank >= 0 && rank < size,
              "make_tcp_bootstrap: rank " << rank << " is out of range [0, " << size << ")");
@@ -930,9 +998,11 @@ std::unique_ptr<bootstrap> make_tcp_bootstrap(int rank, int size, const std::str
   WM_EXPECTS(!host.empty(), "make_tcp_bootstrap: empty host");
   WM_EXPECTS(timeout.count() > 0,
              "make_tcp_bootstrap: timeout " << timeout.count() << " ms must be positive");
+  detail::check_job_token(job_token, "make_tcp_bootstrap: job token");
   socket_fd listener;
   if (rank == 0) listener = open_listener(host, port);
-  return std::make_unique<tcp_bootstrap>(rank, size, host, port, timeout, std::move(listener));
+  return std::make_unique<tcp_bootstrap>(rank, size, host, port, timeout, job_token,
+                                         std::move(listener));
 }
 
 }  // namespace wholememory

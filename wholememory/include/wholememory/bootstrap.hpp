@@ -28,7 +28,26 @@
 
 namespace wholememory {
 
-/// Default timeout of collectives: $WHOLESTORE_TIMEOUT seconds when set, else 300 s.
+/// Longest accepted collective timeout, seconds (a year): a longer one is surely a typo, and
+/// its count of milliseconds stays far from overflowing.
+inline constexpr std::int64_t max_timeout_seconds = std::int64_t{365} * 24 * 3600;
+
+/// The accepted timeouts, for error messages: "a number of seconds in (0, 31536000]".
+std::string timeout_range_text();
+
+/// Parses a timeout in seconds: a finite number in (0, max_timeout_seconds], fractions
+/// allowed, rounded up to whole milliseconds (never to zero).  nullopt for anything else: empty
+/// or trailing text, nan, inf, zero, negative, too large.
+std::optional<std::chrono::milliseconds> parse_timeout_seconds(const std::string& text);
+
+/// $WHOLESTORE_TIMEOUT, or nullopt when it is not set.  Throws logic_error naming the variable,
+/// its value and the accepted range when it is set to anything parse_timeout_seconds refuses
+/// (the empty string included).
+std::optional<std::chrono::milliseconds> timeout_from_env();
+
+/// Default timeout of collectives: $WHOLESTORE_TIMEOUT seconds when set (timeout_from_env),
+/// else 300 s.  The wholestore commands apply the same variable over their configs'
+/// `timeout_s` (docs/reliability.md).
 std::chrono::milliseconds default_timeout();
 
 /// Out-of-band byte exchange among the ranks of a job.  All members are collective unless
@@ -97,12 +116,29 @@ void agree_on_values(bootstrap& bs, const std::string& call,
 std::vector<std::unique_ptr<bootstrap>> make_thread_bootstraps(
     int size, std::chrono::milliseconds timeout = default_timeout());
 
+/// Longest job token, bytes.
+inline constexpr std::size_t max_job_token_bytes = 128;
+
 /// A bootstrap over a TCP store: rank 0 listens on `port` of `host` (port 0: rank 0 picks a
 /// free port, which only makes sense for tests that pass it on themselves), the others
 /// connect, retrying until `timeout`.  Collective: all ranks call it.
-std::unique_ptr<bootstrap> make_tcp_bootstrap(
-    int rank, int size, const std::string& host, int port,
-    std::chrono::milliseconds timeout = default_timeout());
+///
+/// `job_token` (empty, or up to max_job_token_bytes printable characters without blanks) tells
+/// this job's processes from those of another job that reach the same host:port: the store
+/// refuses a process whose token differs, and once every rank has connected it refuses any
+/// newcomer; the refused process throws logic_error saying so, and the job goes on undisturbed.
+/// Between processes with the same token, another job size or a rank taken twice during the
+/// rendezvous is a mismatch_error on every rank.  Without tokens (all empty) a stranger that
+/// arrives before every rank has connected cannot be told from a misconfigured rank.  The token
+/// is a guard against accidents, not a secret.  The bootstraps of split() and subset() inherit it.
+std::unique_ptr<bootstrap> make_tcp_bootstrap(int rank, int size, const std::string& host, int port,
+                                              std::chrono::milliseconds timeout = default_timeout(),
+                                              const std::string& job_token = {});
+
+/// $WHOLESTORE_JOB_TOKEN (which `wholestore launch` sets to a fresh random value per job), or
+/// the empty string when it is not set.  Throws logic_error naming the variable when it is set
+/// but empty, longer than max_job_token_bytes or not printable ASCII without blanks.
+std::string job_token_from_env();
 
 /// What the launch environment says about this process.
 struct launch_env {
@@ -112,11 +148,13 @@ struct launch_env {
   int local_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  std::string job_token;  ///< job_token_from_env(); empty when none
 };
 
 /// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (set by
 /// `wholestore launch` and torchrun), else OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK,
-/// _LOCAL_SIZE (mpirun; address defaults to 127.0.0.1:29500 unless MASTER_* are set).
+/// _LOCAL_SIZE (mpirun; address defaults to 127.0.0.1:29500 unless MASTER_* are set), and
+/// WHOLESTORE_JOB_TOKEN.
 /// Returns nullopt when neither set is present; throws logic_error on malformed values.
 std::optional<launch_env> read_launch_env();
 
@@ -124,8 +162,8 @@ std::optional<launch_env> read_launch_env();
 /// malformed values.
 std::pair<std::string, int> master_address_from_env();
 
-/// A TCP bootstrap from read_launch_env(); throws logic_error when no launch environment
-/// is present.  Collective.
+/// A TCP bootstrap from read_launch_env(), with its job token; throws logic_error when no
+/// launch environment is present.  Collective.
 std::unique_ptr<bootstrap> bootstrap_from_env(
     std::chrono::milliseconds timeout = default_timeout());
 
