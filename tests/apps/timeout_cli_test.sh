@@ -13,7 +13,8 @@ range='(0, 31536000]'
 
 # Rank 0 of a two-rank job whose rank 1 never comes: the connect round fails after the timeout
 # that WHOLESTORE_TIMEOUT sets, not after the config's.  `timeout` keeps a regression from
-# waiting out the config's 300 s.
+# waiting out the config's 300 s; the bound on the elapsed time is loose (20 s, against the
+# config's 300 s) because a loaded 2-core CI machine starts the bench slowly.
 jobs=("sample configs/sample.yaml --set sampler=cpu"
   "demo configs/demo.yaml --set memory.size_mib=1"
   "bench configs/bench_gather.yaml"
@@ -30,7 +31,7 @@ for job in "${jobs[@]}"; do
   [ $rc -eq 1 ] || fail "$job: exit $rc, expected 1: $(tail -3 <<<"$out")"
   grep -q "rank 1 did not connect within 1000 ms" <<<"$out" ||
     fail "$job: no 'rank 1 did not connect within 1000 ms': $(tail -3 <<<"$out")"
-  [ $elapsed_ms -lt 5000 ] || fail "$job: took $elapsed_ms ms with WHOLESTORE_TIMEOUT=1"
+  [ $elapsed_ms -lt 20000 ] || fail "$job: took $elapsed_ms ms with WHOLESTORE_TIMEOUT=1"
 done
 
 # Bad values of the variable: every command with a timeout refuses them before it runs, and so
