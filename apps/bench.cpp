@@ -189,15 +189,25 @@ int run_bench(int argc, char** argv) {
   command_args args = parse_command_args(argc, argv);
   config cfg = load_config(bench_schema, args.config_file, args.overrides);
   auto timeout = collective_timeout(cfg);
-  std::shared_ptr<wholememory::bootstrap> bs = wholememory::make_job_bootstrap(timeout);
-  auto host_comm = wholememory::make_host_communicator(bs);
-  const int rank = host_comm->rank(), ranks = host_comm->size();
-  const bool lead = rank == 0;
   const bool gpu = wholememory::device_count() > 0;
 
   std::vector<std::size_t> row_sizes;
-  for (const auto& s : split_list(cfg.get_string("row_bytes"), ','))
-    row_sizes.push_back(static_cast<std::size_t>(std::stoull(s)));
+  for (const auto& s : split_list(cfg.get_string("row_bytes"), ',')) {
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != s.size() || v <= 0) {
+      throw config_error("row_bytes: '" + s + "' is not a positive number of bytes (" +
+                         cfg.origin.at("row_bytes") + ")");
+    }
+    row_sizes.push_back(static_cast<std::size_t>(v));
+  }
+  if (row_sizes.empty())
+    throw config_error("row_bytes: no row size given (" + cfg.origin.at("row_bytes") + ")");
   const wholememory::dtype type = wholememory::parse_dtype(cfg.get_string("dtype"));
   const wholememory::dtype index_type = wholememory::parse_dtype(cfg.get_string("index_dtype"));
   const std::size_t elem = wholememory::dtype_size(type);
@@ -207,12 +217,12 @@ int run_bench(int argc, char** argv) {
                          std::to_string(elem) + "-byte " + cfg.get_string("dtype"));
   if (index_type != wholememory::dtype::int32 && index_type != wholememory::dtype::int64)
     throw config_error("index_dtype must be int32 or int64");
-  const double table_gib = gpu ? cfg.get_number("table_gib") : cfg.get_number("cpu_table_gib");
+  const double table_gib = cfg.get_positive_number(gpu ? "table_gib" : "cpu_table_gib");
   const auto lookups =
-      static_cast<std::size_t>(gpu ? cfg.get_int("lookups") : cfg.get_int("cpu_lookups"));
-  const int repeats = static_cast<int>(std::max<std::int64_t>(1, cfg.get_int("repeats")));
-  const int warmup = static_cast<int>(std::max<std::int64_t>(0, cfg.get_int("warmup")));
-  unsigned threads = static_cast<unsigned>(cfg.get_int("threads"));
+      static_cast<std::size_t>(cfg.get_int_at_least(gpu ? "lookups" : "cpu_lookups", 1));
+  const int repeats = static_cast<int>(cfg.get_int_at_least("repeats", 1));
+  const int warmup = static_cast<int>(cfg.get_int_at_least("warmup", 0));
+  unsigned threads = static_cast<unsigned>(cfg.get_int_at_least("threads", 0));
   if (threads == 0) threads = wholememory::default_host_threads();
   std::vector<wholememory::memory_location> locations;
   for (const auto& l : split_list(cfg.get_string("locations"), ',')) {
@@ -225,6 +235,26 @@ int run_bench(int argc, char** argv) {
     types.push_back(wholememory::parse_memory_type(t));
   const auto ops = split_list(cfg.get_string("ops"), ',');
   const std::uint64_t seed = static_cast<std::uint64_t>(cfg.get_int("seed"));
+  if (table_gib > 1024.0 * 1024.0) {
+    throw config_error(std::string(gpu ? "table_gib" : "cpu_table_gib") + " " +
+                       cfg.get_string(gpu ? "table_gib" : "cpu_table_gib") +
+                       " is more than a PiB: surely a typo");
+  }
+  const std::size_t granularity = lcm_of(row_sizes);
+  const auto table_bytes_wanted = static_cast<std::size_t>(table_gib * double(1ull << 30));
+  const std::size_t table_bytes = table_bytes_wanted / granularity * granularity;
+  if (table_bytes < *std::max_element(row_sizes.begin(), row_sizes.end())) {
+    throw config_error(std::string(gpu ? "table_gib" : "cpu_table_gib") + " " +
+                       cfg.get_string(gpu ? "table_gib" : "cpu_table_gib") + " (" +
+                       std::to_string(table_bytes_wanted) +
+                       " bytes) is too small for one row of every row_bytes size");
+  }
+
+  // The config is checked: join the job.
+  std::shared_ptr<wholememory::bootstrap> bs = wholememory::make_job_bootstrap(timeout);
+  auto host_comm = wholememory::make_host_communicator(bs);
+  const int rank = host_comm->rank(), ranks = host_comm->size();
+  const bool lead = rank == 0;
 
   // ---- ceilings, one rank at a time so they do not share the links ---------------------------
   ceilings ceil;
@@ -277,9 +307,6 @@ int run_bench(int argc, char** argv) {
   }
 
   // ---- cases ------------------------------------------------------------------------------
-  const std::size_t granularity = lcm_of(row_sizes);
-  const auto table_bytes_wanted = static_cast<std::size_t>(table_gib * double(1ull << 30));
-  const std::size_t table_bytes = table_bytes_wanted / granularity * granularity;
   std::vector<result_row> results;
 
   for (auto loc : locations) {

@@ -86,12 +86,6 @@ const std::vector<config_key> bench_sample_schema = {
      "31536000]; `WHOLESTORE_TIMEOUT`, when set, replaces it"},
 };
 
-std::int64_t non_negative(const config& cfg, const std::string& key) {
-  std::int64_t v = cfg.get_int(key);
-  if (v < 0) throw config_error(key + " must be >= 0 (" + cfg.origin.at(key) + ")");
-  return v;
-}
-
 // SplitMix64 (the sampler's own mixer) for seed orders and per-batch random seeds.
 using graph::detail::mix64;
 
@@ -270,21 +264,24 @@ int run_bench_sample(int argc, char** argv) {
   auto timeout = collective_timeout(cfg);
   const bool gpu = wm::device_count() > 0;
 
+  // Cases between ';', hops between ',': an empty case ("5;;5") or hop is an error, not skipped.
   std::vector<std::vector<int>> fanout_cases;
   std::vector<std::string> fanout_names;
-  for (const auto& c : split_list(cfg.get_string("fanouts"), ';')) {
-    std::vector<int> hops;
-    for (const auto& h : split_list(c, ',')) {
-      try {
-        hops.push_back(std::stoi(h));
-      } catch (const std::exception&) {
-        throw config_error("fanouts: '" + h + "' is not a number (" + cfg.origin.at("fanouts") +
-                           ")");
+  {
+    const std::string& text = cfg.get_string("fanouts");
+    const std::string where = cfg.origin.at("fanouts");
+    std::stringstream cases(text);
+    std::string c;
+    while (std::getline(cases, c, ';')) {
+      c.erase(0, c.find_first_not_of(" \t"));
+      c.erase(c.find_last_not_of(" \t") + 1);
+      if (c.empty()) {
+        throw config_error("fanouts: '" + text + "' has an empty case (" + where + ")");
       }
+      fanout_cases.push_back(parse_fanouts(c, where));
+      fanout_names.push_back(c);
     }
-    if (hops.empty()) throw config_error("fanouts: an empty case");
-    fanout_cases.push_back(hops);
-    fanout_names.push_back(c);
+    if (fanout_cases.empty()) throw config_error("fanouts: no case given (" + where + ")");
   }
   std::vector<graph::sample_method> methods;
   for (const auto& m : split_list(cfg.get_string("methods"), ',')) methods.push_back(method_of(m));
@@ -304,16 +301,14 @@ int run_bench_sample(int argc, char** argv) {
     if (s == "gpu" && !gpu) continue;
     samplers.push_back(s);
   }
-  const auto batch_size =
-      static_cast<std::size_t>(std::max<std::int64_t>(1, cfg.get_int("batch_size")));
-  const auto warmup = static_cast<std::uint64_t>(non_negative(cfg, "warmup"));
-  const auto gpu_batches =
-      static_cast<std::uint64_t>(std::max<std::int64_t>(1, cfg.get_int("batches")));
-  const auto cpu_batches =
-      static_cast<std::uint64_t>(std::max<std::int64_t>(1, cfg.get_int("cpu_batches")));
-  unsigned threads = static_cast<unsigned>(non_negative(cfg, "threads"));
+  const auto batch_size = static_cast<std::size_t>(cfg.get_int_at_least("batch_size", 1));
+  const auto warmup = static_cast<std::uint64_t>(cfg.get_int_at_least("warmup", 0));
+  const auto gpu_batches = static_cast<std::uint64_t>(cfg.get_int_at_least("batches", 1));
+  const auto cpu_batches = static_cast<std::uint64_t>(cfg.get_int_at_least("cpu_batches", 1));
+  for (const char* key : {"gpu_target", "cpu_target"}) cfg.get_positive_number(key);
+  unsigned threads = static_cast<unsigned>(cfg.get_int_at_least("threads", 0));
   if (threads == 0) threads = wm::default_host_threads();
-  const auto random_seed = static_cast<std::uint64_t>(non_negative(cfg, "random_seed"));
+  const auto random_seed = static_cast<std::uint64_t>(cfg.get_int_at_least("random_seed", 0));
 
   std::shared_ptr<wm::bootstrap> bs = wm::make_job_bootstrap(timeout);
   auto host_comm = wm::make_host_communicator(bs);
@@ -344,15 +339,16 @@ int run_bench_sample(int argc, char** argv) {
 
   // The graph, the same on every rank.
   graph::generate_options go;
-  go.num_nodes = static_cast<std::uint64_t>(non_negative(cfg, gpu ? "num_nodes" : "cpu_num_nodes"));
-  go.num_edges = static_cast<std::uint64_t>(non_negative(cfg, gpu ? "num_edges" : "cpu_num_edges"));
+  go.num_nodes =
+      static_cast<std::uint64_t>(cfg.get_int_at_least(gpu ? "num_nodes" : "cpu_num_nodes", 1));
+  go.num_edges =
+      static_cast<std::uint64_t>(cfg.get_int_at_least(gpu ? "num_edges" : "cpu_num_edges", 0));
   go.with_weights = cfg.get_bool("weights");
-  go.seed = static_cast<std::uint64_t>(non_negative(cfg, "gen_seed"));
-  go.threads = static_cast<int>(non_negative(cfg, "gen_threads"));
+  go.seed = static_cast<std::uint64_t>(cfg.get_int_at_least("gen_seed", 0));
+  go.threads = static_cast<int>(cfg.get_int_at_least("gen_threads", 0));
   if (go.threads == 0)
     go.threads = static_cast<int>(
         std::max(1u, wm::default_host_threads() / static_cast<unsigned>(host_comm->local_size())));
-  if (go.num_nodes == 0) throw config_error("num_nodes must be > 0");
   if (lead) {
     std::printf(
         "wholestore bench (sample): %d rank(s), %s, R-MAT %llu nodes, %llu edges%s, batch %zu, "

@@ -30,7 +30,7 @@ const std::vector<std::pair<std::string, std::string>> config_options = {
     {"--set KEY=VALUE", "set a key after the file (repeatable); KEY is the dotted path"},
     {"--report FILE",
      "rank 0 writes the run's figures, the `version:` block of `wholestore --version` and the "
-     "effective config as YAML"},
+     "effective config as YAML (a FILE that cannot be written is an error before the run)"},
     {"-h, --help", "this help"},
 };
 
@@ -316,7 +316,7 @@ std::string config_reference_markdown() {
       "`wholestore COMMAND --help` prints the part of this page that concerns COMMAND.\n\n"
       "Common flags: `--set key=value` (repeatable), `--report FILE` (rank 0 writes the run's "
       "figures, the `version:` block of `wholestore version --yaml` and the effective config as "
-      "YAML), `-h`/`--help`.");
+      "YAML; a FILE that cannot be written is an error before the run), `-h`/`--help`.");
   out += "\n" + wrap_markdown(std::string("Exit status of every command: ") + exit_status_text);
   for (const command_info* c : all_commands()) {
     out += "\n## `wholestore " + c->name + "`";

@@ -1,12 +1,19 @@
 #include "config.hpp"
 
+#include "report.hpp"
+
 #include <wholememory/bootstrap.hpp>
 
 #include <yaml-cpp/yaml.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -94,13 +101,20 @@ void check_value(const config_key& key, const std::string& text, const std::stri
   }
 }
 
-// Walks a YAML mapping, recording every scalar leaf under its dotted path.
+// Walks a YAML mapping, recording every scalar leaf under its dotted path.  A key given twice
+// in one mapping is an error (YAML forbids it; a parser would silently keep one of the two).
 void collect(const YAML::Node& node, const std::string& prefix, const std::string& file,
              const std::vector<config_key>& schema, config& out) {
+  std::map<std::string, int> seen;  // key -> line
   for (auto it = node.begin(); it != node.end(); ++it) {
     std::string name = it->first.as<std::string>();
     std::string path = prefix.empty() ? name : prefix + "." + name;
-    std::string where = file + ":" + std::to_string(it->first.Mark().line + 1);
+    const int line = it->first.Mark().line + 1;
+    std::string where = file + ":" + std::to_string(line);
+    if (!seen.emplace(name, line).second) {
+      throw config_error(where + ": key '" + path + "' is given twice (first on line " +
+                         std::to_string(seen[name]) + ")");
+    }
     YAML::Node value = it->second;  // a handle; the iterator yields a temporary pair
     if (value.IsMap()) {
       collect(value, path, file, schema, out);
@@ -158,8 +172,14 @@ config load_config(const std::vector<config_key>& schema, const std::string& fil
     c.origin[k.path] = "default";
   }
   if (!file.empty()) {
+    struct stat st {};
+    if (::stat(file.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      throw config_error(file + ": is a directory, not a config file");
+    }
     std::ifstream in(file);
-    if (!in) throw config_error(file + ": cannot open the config file");
+    if (!in) {
+      throw config_error(file + ": cannot open the config file (" + std::strerror(errno) + ")");
+    }
     YAML::Node root;
     try {
       root = YAML::Load(in);
@@ -216,6 +236,24 @@ bool config::get_bool(const std::string& path) const {
 }
 
 const std::string& config::get_string(const std::string& path) const { return values.at(path); }
+
+std::int64_t config::get_int_at_least(const std::string& path, std::int64_t min) const {
+  const std::int64_t v = get_int(path);
+  if (v < min) {
+    throw config_error(path + " must be >= " + std::to_string(min) + ", got " + std::to_string(v) +
+                       " (" + origin.at(path) + ")");
+  }
+  return v;
+}
+
+double config::get_positive_number(const std::string& path) const {
+  const double v = get_number(path);
+  if (!std::isfinite(v) || !(v > 0)) {
+    throw config_error(path + " must be a positive number, got '" + values.at(path) + "' (" +
+                       origin.at(path) + ")");
+  }
+  return v;
+}
 
 namespace {
 // Emits the keys under `prefix` (sorted, so a group's keys are adjacent) as nested mappings.
@@ -274,7 +312,36 @@ command_args parse_command_args(int argc, char** argv) {
       throw usage_error("more than one config file given ('" + a.config_file + "', '" + arg + "')");
     }
   }
+  // Only rank 0 writes the report; another host's rank may not even have the directory.
+  const char* rank = std::getenv("RANK");
+  if (rank == nullptr) rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (!a.report_file.empty() && (rank == nullptr || std::strcmp(rank, "0") == 0)) {
+    check_report_file(a.report_file);
+  }
   return a;
+}
+
+std::vector<int> parse_fanouts(const std::string& text, const std::string& where) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || v == 0 || v < -1) {
+      throw config_error("fanouts: '" + item + "' is not a positive count or -1 (" + where + ")");
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) throw config_error("fanouts: at least one hop is needed (" + where + ")");
+  return out;
 }
 
 std::vector<std::string> split_list(const std::string& text, char sep) {

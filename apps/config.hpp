@@ -52,6 +52,12 @@ class config {
   double get_number(const std::string& path) const;
   bool get_bool(const std::string& path) const;
   const std::string& get_string(const std::string& path) const;
+  /// The integer at `path`, which must be >= `min`; else config_error naming the key, its
+  /// value, where it came from and the minimum.
+  std::int64_t get_int_at_least(const std::string& path, std::int64_t min) const;
+  /// The number at `path`, which must be finite and > 0 (a size or a rate); else config_error
+  /// as above.
+  double get_positive_number(const std::string& path) const;
   /// The whole config as YAML text (for reports).
   std::string to_yaml() const;
 
@@ -77,7 +83,8 @@ std::chrono::milliseconds collective_timeout(const config& cfg);
 
 /// Splits a subcommand's arguments into an optional config path, --set overrides and
 /// --report <file>, or notes -h/--help (then nothing else is checked); throws usage_error on
-/// anything else.
+/// anything else.  The rank that writes reports (rank 0, or a process without a launch
+/// environment) checks up front that the --report file can be written (check_report_file).
 struct command_args {
   std::string config_file;
   std::vector<std::string> overrides;
@@ -88,5 +95,10 @@ command_args parse_command_args(int argc, char** argv);
 
 /// The items of a `sep`-separated list, blanks around each trimmed, empty items dropped.
 std::vector<std::string> split_list(const std::string& text, char sep);
+
+/// Neighbors per hop from "15,10,5": each a positive count or -1 (all neighbors), at least
+/// one.  Throws config_error quoting the bad item and naming `where` (key and origin) for an
+/// empty, malformed, zero or negative item.
+std::vector<int> parse_fanouts(const std::string& text, const std::string& where);
 
 }  // namespace wholestore::apps

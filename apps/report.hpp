@@ -15,4 +15,9 @@ namespace wholestore::apps {
 /// `config:`.  Throws config_error when the file cannot be written.
 void write_report(const std::string& path, const std::string& body, const config* cfg);
 
+/// Checks before a run that `path` can be written: not a directory, and either a writable
+/// file or a new name in a writable directory.  Creates nothing.  Throws config_error naming
+/// the path and why, so that a typo costs nothing rather than the whole run.
+void check_report_file(const std::string& path);
+
 }  // namespace wholestore::apps

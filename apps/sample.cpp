@@ -91,40 +91,6 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-std::int64_t at_least(const config& cfg, const std::string& key, std::int64_t min) {
-  std::int64_t v = cfg.get_int(key);
-  if (v < min) {
-    throw config_error(key + " must be >= " + std::to_string(min) + ", got " + std::to_string(v) +
-                       " (" + cfg.origin.at(key) + ")");
-  }
-  return v;
-}
-
-std::vector<int> parse_fanouts(const config& cfg) {
-  std::vector<int> out;
-  std::stringstream ss(cfg.get_string("fanouts"));
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    std::size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || v == 0 || v < -1) {
-      throw config_error("fanouts: '" + item + "' is not a positive count or -1 (" +
-                         cfg.origin.at("fanouts") + ")");
-    }
-    out.push_back(v);
-  }
-  if (out.empty())
-    throw config_error("fanouts: at least one hop (" + cfg.origin.at("fanouts") + ")");
-  return out;
-}
-
 // A key whose value must parse with `parse` (which throws logic_error): rethrown naming it.
 template <typename Parse>
 auto parse_key(const config& cfg, const std::string& key, Parse parse) {
@@ -242,12 +208,12 @@ sample_settings read_settings(const config& cfg) {
   set.features_location = where.features_location.value_or(set.graph_location);
   set.method = parse_method(cfg);
   set.gen_dtype = parse_key(cfg, "gen.features_dtype", wm::parse_dtype);
-  set.fanouts = parse_fanouts(cfg);
-  set.batch_size = static_cast<std::uint64_t>(at_least(cfg, "batch_size", 1));
-  set.epochs = static_cast<std::uint64_t>(at_least(cfg, "epochs", 1));
-  set.max_batches = static_cast<std::uint64_t>(at_least(cfg, "batches", 0));
-  set.random_seed = static_cast<std::uint64_t>(at_least(cfg, "random_seed", 0));
-  set.threads = static_cast<unsigned>(at_least(cfg, "threads", 0));
+  set.fanouts = parse_fanouts(cfg.get_string("fanouts"), cfg.origin.at("fanouts"));
+  set.batch_size = static_cast<std::uint64_t>(cfg.get_int_at_least("batch_size", 1));
+  set.epochs = static_cast<std::uint64_t>(cfg.get_int_at_least("epochs", 1));
+  set.max_batches = static_cast<std::uint64_t>(cfg.get_int_at_least("batches", 0));
+  set.random_seed = static_cast<std::uint64_t>(cfg.get_int_at_least("random_seed", 0));
+  set.threads = static_cast<unsigned>(cfg.get_int_at_least("threads", 0));
   if (set.threads == 0) set.threads = wm::default_host_threads();
   const std::string& sampler_name = cfg.get_string("sampler");
   if (sampler_name != "cpu" && sampler_name != "gpu" && sampler_name != "auto") {
@@ -324,7 +290,7 @@ loaded_graph load_or_generate(const config& cfg, const sample_settings& set,
   if (!set.generate) {
     out.source = set.dataset;
     where.verify_checksums = cfg.get_bool("load.verify_checksums");
-    where.threads = static_cast<unsigned>(at_least(cfg, "load.threads", 0));
+    where.threads = static_cast<unsigned>(cfg.get_int_at_least("load.threads", 0));
     progress_display bar(lead, "load");
     where.progress = [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); };
     if (lead) std::printf("  loading %s\n", set.dataset.c_str());
@@ -335,12 +301,12 @@ loaded_graph load_or_generate(const config& cfg, const sample_settings& set,
     out.load_bytes = st.total_bytes;
   } else {
     graph::generate_options go;
-    go.num_nodes = static_cast<std::uint64_t>(at_least(cfg, "gen.num_nodes", 1));
-    go.num_edges = static_cast<std::uint64_t>(at_least(cfg, "gen.num_edges", 0));
-    go.feature_dim = static_cast<std::uint64_t>(at_least(cfg, "gen.feature_dim", 0));
+    go.num_nodes = static_cast<std::uint64_t>(cfg.get_int_at_least("gen.num_nodes", 1));
+    go.num_edges = static_cast<std::uint64_t>(cfg.get_int_at_least("gen.num_edges", 0));
+    go.feature_dim = static_cast<std::uint64_t>(cfg.get_int_at_least("gen.feature_dim", 0));
     go.with_weights = cfg.get_bool("gen.weights");
-    go.seed = static_cast<std::uint64_t>(at_least(cfg, "gen.seed", 0));
-    go.threads = static_cast<int>(at_least(cfg, "gen.threads", 0));
+    go.seed = static_cast<std::uint64_t>(cfg.get_int_at_least("gen.seed", 0));
+    go.threads = static_cast<int>(cfg.get_int_at_least("gen.threads", 0));
     go.rmat = true;
     std::ostringstream s;
     s << "R-MAT (" << go.num_nodes << " nodes, " << go.num_edges << " edges, seed " << go.seed

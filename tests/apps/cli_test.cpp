@@ -15,9 +15,13 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -217,6 +221,131 @@ TEST(ConfigErrors, UsageErrorsAreToldApart) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/wholestore.yaml"), std::string::npos);
   }
   EXPECT_EQ(load_config(schema, "", {"n=7"}).get_int("n"), 7);
+}
+
+// A scratch directory for one test, removed with what it holds.
+class scratch_dir {
+ public:
+  scratch_dir() {
+    std::string templ = (std::filesystem::temp_directory_path() / "wholestore-cli-XXXXXX").string();
+    if (::mkdtemp(templ.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = templ;
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  scratch_dir(const scratch_dir&) = delete;
+  scratch_dir& operator=(const scratch_dir&) = delete;
+  std::string file(const std::string& name, const std::string& text) const {
+    const std::string p = path_ + "/" + name;
+    std::ofstream(p) << text;
+    return p;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// YAML forbids a key twice in one mapping; a parser would keep one of the two silently.
+TEST(ConfigErrors, DuplicateKeysAreRefusedWithBothLines) {
+  const std::vector<config_key> schema = {{"n", value_kind::integer, "1", "a count"},
+                                          {"m.a", value_kind::integer, "1", "nested"},
+                                          {"m.b", value_kind::integer, "1", "nested"}};
+  scratch_dir dir;
+  for (const auto& [text, key, lines] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"n: 1\nn: 2\n", "'n'", ":2: key 'n' is given twice (first on line 1)"},
+           {"m:\n  a: 1\nn: 3\nm:\n  b: 2\n", "'m'", ":4: key 'm' is given twice"},
+           {"m:\n  a: 1\n  a: 2\n", "'m.a'", ":3: key 'm.a' is given twice (first on line 2)"}}) {
+    const std::string file = dir.file("dup.yaml", text);
+    try {
+      load_config(schema, file, {});
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const config_error& e) {
+      EXPECT_NE(std::string(e.what()).find(file + lines), std::string::npos) << e.what();
+    }
+  }
+  // The same key in a file and in --set is an override, not a duplicate.
+  EXPECT_EQ(load_config(schema, dir.file("ok.yaml", "n: 1\nm:\n  a: 2\n"), {"n=5"}).get_int("n"),
+            5);
+}
+
+TEST(ConfigErrors, DirectoryAsConfigFileIsNamed) {
+  scratch_dir dir;
+  try {
+    load_config({{"n", value_kind::integer, "1", "a count"}}, dir.path(), {});
+    FAIL() << "a directory was accepted as a config file";
+  } catch (const config_error& e) {
+    EXPECT_EQ(std::string(e.what()), dir.path() + ": is a directory, not a config file");
+  }
+}
+
+// --report to a path that cannot be written fails before anything runs, creating nothing.
+TEST(CommandArgs, ReportFileIsCheckedUpFront) {
+  scratch_dir dir;
+  auto parse = [](std::vector<std::string> args) {
+    args.insert(args.begin(), "cmd");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    return parse_command_args(static_cast<int>(argv.size()), argv.data());
+  };
+  const std::string fresh = dir.path() + "/report.yaml";
+  EXPECT_EQ(parse({"--report", fresh}).report_file, fresh);
+  EXPECT_FALSE(std::filesystem::exists(fresh)) << "the check created the file";
+  for (const auto& [path, why] : std::vector<std::pair<std::string, std::string>>{
+           {dir.path() + "/no-such-dir/report.yaml", "does not exist"},
+           {dir.path(), "is a directory"},
+           {dir.file("plain", "x") + "/report.yaml", "is not a directory"}}) {
+    try {
+      parse({"--report", path});
+      ADD_FAILURE() << "accepted --report " << path;
+    } catch (const usage_error& e) {
+      ADD_FAILURE() << "not a usage error: " << e.what();
+    } catch (const config_error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind("--report " + path + ": ", 0), 0u) << what;
+      EXPECT_NE(what.find(why), std::string::npos) << what;
+    }
+  }
+  // Another rank than 0 does not write the report, so it does not check it.
+  ::setenv("RANK", "1", 1);
+  EXPECT_NO_THROW(parse({"--report", dir.path()}));
+  ::unsetenv("RANK");
+}
+
+// bench refuses sizes and counts that make no sense before it measures anything.
+TEST(BenchConfig, NonsenseSizesAndFanoutsAreRefused) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--set", "cpu_table_gib=0"},
+      {"--set", "cpu_table_gib=-1"},
+      {"--set", "cpu_table_gib=nan"},
+      {"--set", "cpu_table_gib=1e300"},
+      {"--set", "cpu_table_gib=1e-12"},
+      {"--set", "cpu_lookups=0"},
+      {"--set", "repeats=0"},
+      {"--set", "warmup=-1"},
+      {"--set", "threads=-2"},
+      {"--set", "row_bytes=abc"},
+      {"--set", "row_bytes=64,0"},
+      {"--set", "suite=sample", "--set", "batch_size=0"},
+      {"--set", "suite=sample", "--set", "cpu_batches=0"},
+      {"--set", "suite=sample", "--set", "cpu_num_nodes=0"},
+      {"--set", "suite=sample", "--set", "fanouts=5;;5"},
+      {"--set", "suite=sample", "--set", "fanouts=5,,5"},
+      {"--set", "suite=sample", "--set", "fanouts=5;0"},
+      {"--set", "suite=sample", "--set", "fanouts=;"},
+      {"--set", "suite=sample", "--set", "cpu_target=0"},
+  };
+  for (std::vector<std::string> args : bad) {
+    std::string shown;
+    for (const auto& a : args) shown += " " + a;
+    args.insert(args.begin(), "bench");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    EXPECT_THROW(run_bench(static_cast<int>(argv.size()), argv.data()), config_error) << shown;
+  }
 }
 
 // Sets WHOLESTORE_TIMEOUT (or unsets it, for nullptr) for one test, then restores it.

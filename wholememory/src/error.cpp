@@ -6,9 +6,12 @@ namespace wholememory {
 
 namespace detail {
 
-std::string format_location(const char* file, int line, const std::string& what) {
+std::string format_location(const char* file, int line, const std::string& what,
+                            const char* check) {
   const char* base = std::strrchr(file, '/');
-  return std::string(base ? base + 1 : file) + ":" + std::to_string(line) + ": " + what;
+  std::string out = what + " (" + (base ? base + 1 : file) + ":" + std::to_string(line);
+  if (check != nullptr) out += std::string(", failed: ") + check;
+  return out + ")";
 }
 
 }  // namespace detail

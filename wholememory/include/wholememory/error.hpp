@@ -3,7 +3,9 @@
  *
  * Library code reports failures by throwing one of the exceptions below, raised through the
  * WM_* macros so that every message carries the file, the line and the failing condition or
- * call.  Messages name the bad value and the allowed range.  The seed API (whole_memory.hpp)
+ * call.  Messages name the bad value and the allowed range, and lead with the problem: the
+ * source location and the failed check come last, in parentheses, for whoever debugs it
+ * ("rank 1 (pid 42) died (host_communicator.cpp:596)").  The seed API (whole_memory.hpp)
  * turns these into status codes at its boundary.
  */
 #pragma once
@@ -58,13 +60,16 @@ class timeout_error : public std::runtime_error {
 
 namespace detail {
 
-/// Formats "file:line: what" for the exception messages.
-std::string format_location(const char* file, int line, const std::string& what);
+/// Formats "what (file:line)", or with a failed check "what (file:line, failed: check)", for
+/// the exception messages: the problem first, where it was found last.
+std::string format_location(const char* file, int line, const std::string& what,
+                            const char* check = nullptr);
 
-/// Throws `Exception` with the location prepended.
+/// Throws `Exception` with the location (and the failed check, if any) appended.
 template <typename Exception>
-[[noreturn]] void throw_at(const char* file, int line, const std::string& what) {
-  throw Exception(format_location(file, line, what));
+[[noreturn]] void throw_at(const char* file, int line, const std::string& what,
+                           const char* check = nullptr) {
+  throw Exception(format_location(file, line, what, check));
 }
 
 }  // namespace detail
@@ -82,12 +87,15 @@ std::string errno_text(int err);
     ::wholememory::detail::throw_at<type>(__FILE__, __LINE__, wm_fail_os_.str()); \
   } while (0)
 
-/// Checks a precondition; throws wholememory::logic_error naming the condition and `msg`.
-#define WM_EXPECTS(cond, msg)                                             \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      WM_FAIL(::wholememory::logic_error, msg << " (failed: " #cond ")"); \
-    }                                                                     \
+/// Checks a precondition; throws wholememory::logic_error with `msg`, then the condition.
+#define WM_EXPECTS(cond, msg)                                                                   \
+  do {                                                                                          \
+    if (!(cond)) {                                                                              \
+      std::ostringstream wm_expects_os_;                                                        \
+      wm_expects_os_ << msg;                                                                    \
+      ::wholememory::detail::throw_at<::wholememory::logic_error>(__FILE__, __LINE__,           \
+                                                                  wm_expects_os_.str(), #cond); \
+    }                                                                                           \
   } while (0)
 
 /// Runs a POSIX call that returns -1 and sets errno on failure; throws wholememory::system_error.
