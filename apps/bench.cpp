@@ -217,7 +217,11 @@ int run_bench(int argc, char** argv) {
                          std::to_string(elem) + "-byte " + cfg.get_string("dtype"));
   if (index_type != wholememory::dtype::int32 && index_type != wholememory::dtype::int64)
     throw config_error("index_dtype must be int32 or int64");
-  const double table_gib = cfg.get_positive_number(gpu ? "table_gib" : "cpu_table_gib");
+  // Both size pairs are checked whether or not a GPU is present, so a bad config fails the
+  // same way on every machine.
+  for (const char* key : {"lookups", "cpu_lookups"}) cfg.get_int_at_least(key, 1);
+  const char* table_key = gpu ? "table_gib" : "cpu_table_gib";
+  const double table_gib = cfg.get_positive_number(table_key);
   const auto lookups =
       static_cast<std::size_t>(cfg.get_int_at_least(gpu ? "lookups" : "cpu_lookups", 1));
   const int repeats = static_cast<int>(cfg.get_int_at_least("repeats", 1));
@@ -235,20 +239,24 @@ int run_bench(int argc, char** argv) {
     types.push_back(wholememory::parse_memory_type(t));
   const auto ops = split_list(cfg.get_string("ops"), ',');
   const std::uint64_t seed = static_cast<std::uint64_t>(cfg.get_int("seed"));
-  if (table_gib > 1024.0 * 1024.0) {
-    throw config_error(std::string(gpu ? "table_gib" : "cpu_table_gib") + " " +
-                       cfg.get_string(gpu ? "table_gib" : "cpu_table_gib") +
-                       " is more than a PiB: surely a typo");
-  }
   const std::size_t granularity = lcm_of(row_sizes);
-  const auto table_bytes_wanted = static_cast<std::size_t>(table_gib * double(1ull << 30));
-  const std::size_t table_bytes = table_bytes_wanted / granularity * granularity;
-  if (table_bytes < *std::max_element(row_sizes.begin(), row_sizes.end())) {
-    throw config_error(std::string(gpu ? "table_gib" : "cpu_table_gib") + " " +
-                       cfg.get_string(gpu ? "table_gib" : "cpu_table_gib") + " (" +
-                       std::to_string(table_bytes_wanted) +
-                       " bytes) is too small for one row of every row_bytes size");
+  std::size_t table_bytes = 0;
+  for (const char* key : {"table_gib", "cpu_table_gib"}) {
+    const double gib = cfg.get_positive_number(key);
+    if (gib > 1024.0 * 1024.0) {
+      throw config_error(std::string(key) + " " + cfg.get_string(key) +
+                         " is more than a PiB: surely a typo");
+    }
+    const auto wanted = static_cast<std::size_t>(gib * double(1ull << 30));
+    const std::size_t bytes = wanted / granularity * granularity;
+    if (bytes < *std::max_element(row_sizes.begin(), row_sizes.end())) {
+      throw config_error(std::string(key) + " " + cfg.get_string(key) + " (" +
+                         std::to_string(wanted) +
+                         " bytes) is too small for one row of every row_bytes size");
+    }
+    if (std::string(key) == table_key) table_bytes = bytes;
   }
+  (void)table_gib;
 
   // The config is checked: join the job.
   std::shared_ptr<wholememory::bootstrap> bs = wholememory::make_job_bootstrap(timeout);

@@ -305,6 +305,8 @@ int run_bench_sample(int argc, char** argv) {
   const auto warmup = static_cast<std::uint64_t>(cfg.get_int_at_least("warmup", 0));
   const auto gpu_batches = static_cast<std::uint64_t>(cfg.get_int_at_least("batches", 1));
   const auto cpu_batches = static_cast<std::uint64_t>(cfg.get_int_at_least("cpu_batches", 1));
+  // Both graph sizes are checked whether or not a GPU is present.
+  for (const char* key : {"num_nodes", "cpu_num_nodes"}) cfg.get_int_at_least(key, 1);
   for (const char* key : {"gpu_target", "cpu_target"}) cfg.get_positive_number(key);
   unsigned threads = static_cast<unsigned>(cfg.get_int_at_least("threads", 0));
   if (threads == 0) threads = wm::default_host_threads();
