@@ -32,9 +32,20 @@ cases=${FAULT_CASES:-100}
 timeout_s=${FAULT_TIMEOUT:-2}
 out=${FAULT_OUT:-$(dirname "$(dirname "$bin")")/fault-inject}
 
-# A private /tmp and /dev/shm: nothing but the runs can put files there.
+# A private /tmp and /dev/shm: nothing but the runs can put files there.  Not when the script,
+# the program or the logs live under one of them (a checkout in /tmp, as CI may have): the
+# fresh mounts would hide them.
+under_tmp=0
+for p in "$script" "$bin" "$out"; do
+  case "$p" in /tmp | /tmp/* | /dev/shm | /dev/shm/*) under_tmp=1 ;; esac
+done
+if [ "${FAULT_PRIVATE_TMP:-auto}" = 1 ] && [ "$under_tmp" = 1 ]; then
+  echo "fault-inject: FAULT_PRIVATE_TMP=1, but the script, program or logs are under /tmp or" \
+    "/dev/shm, which the private mounts would hide" >&2
+  exit 2
+fi
 if [ -z "${FAULT_IN_NAMESPACE:-}" ] && [ "${FAULT_PRIVATE_TMP:-auto}" != 0 ] &&
-  unshare -m --propagation private true 2>/dev/null; then
+  [ "$under_tmp" = 0 ] && unshare -m --propagation private true 2>/dev/null; then
   mkdir -p "$out"
   exec unshare -m --propagation private env FAULT_IN_NAMESPACE=1 FAULT_OUT="$out" bash -c \
     'mount -t tmpfs fault-tmp /tmp && mount -t tmpfs fault-shm /dev/shm && exec "$0" "$@"' \
