@@ -256,7 +256,6 @@ int run_bench(int argc, char** argv) {
     }
     if (std::string(key) == table_key) table_bytes = bytes;
   }
-  (void)table_gib;
 
   // The config is checked: join the job.
   std::shared_ptr<wholememory::bootstrap> bs = wholememory::make_job_bootstrap(timeout);

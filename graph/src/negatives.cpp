@@ -52,19 +52,15 @@ std::vector<alias_entry> build_alias_table(const std::vector<std::int64_t>& row_
     p[l] = (p[l] + p[s]) - 1.0;
     (p[l] < 1.0 ? small : large).push_back(l);
   }
+  // A zero-weight node left over through rounding points at the heaviest node instead.
+  const auto heaviest = static_cast<std::int64_t>(std::max_element(w.begin(), w.end()) - w.begin());
   // Leftovers hold (up to rounding) probability 1: always keep the bucket.
   for (std::size_t i : large)
     t[i] = alias_entry{std::uint64_t{1} << 32, static_cast<std::int64_t>(i)};
   for (std::size_t i : small) {
     // A zero-weight node can only be left here through rounding: never keep it.
     t[i] = alias_entry{w[i] > 0 ? std::uint64_t{1} << 32 : 0, static_cast<std::int64_t>(i)};
-    if (w[i] == 0) {
-      // Point it at some node of positive weight (the heaviest, for determinism).
-      std::size_t best = 0;
-      for (std::size_t k = 1; k < n; ++k)
-        if (w[k] > w[best]) best = k;
-      t[i].alias = static_cast<std::int64_t>(best);
-    }
+    if (w[i] == 0) t[i].alias = heaviest;
   }
   return t;
 }

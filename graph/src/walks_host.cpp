@@ -68,7 +68,7 @@ void walk_range(const csr_graph& g, const Row& row, const Col& col, const std::i
   }
 }
 
-template <typename ColT, typename Row, typename ColGen>
+template <typename Row, typename ColGen>
 void walk_all(const csr_graph& g, const Row& row, const ColGen& col, const std::int64_t* starts,
               std::size_t count, const walk_options& o, std::int64_t* out, unsigned threads) {
   const detail::walk_rule rule = detail::make_walk_rule(o.p, o.q);
@@ -96,13 +96,13 @@ void walk_typed(const csr_graph& g, const std::int64_t* starts, std::size_t coun
     wm::PtrGen<const std::int64_t, const std::int64_t> row(
         static_cast<const std::int64_t*>(g.row_offsets.data()));
     wm::PtrGen<const ColT, const ColT> col(static_cast<const ColT*>(g.col_indices.data()));
-    walk_all<ColT>(g, row, col, starts, count, o, out, threads);
+    walk_all(g, row, col, starts, count, o, out, threads);
   } else {
     const wm::chunked_view row_view = g.row_offsets.host_view();
     const wm::chunked_view col_view = g.col_indices.host_view();
     wm::PtrGen<const wm::chunked_view, const std::int64_t> row(&row_view);
     wm::PtrGen<const wm::chunked_view, const ColT> col(&col_view);
-    walk_all<ColT>(g, row, col, starts, count, o, out, threads);
+    walk_all(g, row, col, starts, count, o, out, threads);
   }
 }
 
