@@ -209,8 +209,17 @@ settings read_settings(const config& cfg) {
   settings s;
   s.gpu = wm::device_count() > 0;
   s.rows = positive(s.gpu ? "rows" : "cpu_rows");
-  for (const auto& d : list("dims")) s.dims.push_back(std::stoull(d));
-  for (const auto& b : list(s.gpu ? "batches" : "cpu_batches")) s.batches.push_back(std::stoull(b));
+  // Dims up to 64 Ki elements; batches up to 2^31 indices per call (the index arrays' and
+  // gradient buffers' sizes are products of the two).
+  for (auto d : parse_counts(cfg.get_string("dims"), "dims", cfg.origin.at("dims"), 65536))
+    s.dims.push_back(static_cast<std::size_t>(d));
+  // Both batch lists are checked whichever applies, so a bad value is found on any machine.
+  auto batches = [&](const char* key) {
+    return parse_counts(cfg.get_string(key), key, cfg.origin.at(key), std::uint64_t{1} << 31);
+  };
+  const auto gpu_batches = batches("batches");
+  const auto cpu_batches = batches("cpu_batches");
+  for (auto b : s.gpu ? gpu_batches : cpu_batches) s.batches.push_back(static_cast<std::size_t>(b));
   try {
     for (const auto& t : list("dtypes")) s.dtypes.push_back(wm::parse_dtype(t));
     for (const auto& o : list("optimizers")) s.optimizers.push_back(emb::parse_optimizer(o));
@@ -236,8 +245,7 @@ settings read_settings(const config& cfg) {
   s.threads = static_cast<unsigned>(std::max<std::int64_t>(0, cfg.get_int("threads")));
   if (s.threads == 0) s.threads = wm::default_host_threads();
   s.seed = static_cast<std::uint64_t>(cfg.get_int("seed"));
-  s.timeout =
-      std::chrono::milliseconds(static_cast<std::int64_t>(cfg.get_number("timeout_s") * 1000.0));
+  s.timeout = collective_timeout(cfg);  // timeout_s, or WHOLESTORE_TIMEOUT when set
   s.cache = cfg.get_bool("cache");
   for (const auto& f : list("cache_fractions")) {
     std::size_t used = 0;

@@ -344,6 +344,30 @@ std::vector<int> parse_fanouts(const std::string& text, const std::string& where
   return out;
 }
 
+std::vector<std::uint64_t> parse_counts(const std::string& text, const std::string& key,
+                                        const std::string& where, std::uint64_t max) {
+  std::vector<std::uint64_t> out;
+  for (const auto& item : split_list(text, ',')) {
+    std::size_t used = 0;
+    unsigned long long v = 0;
+    // stoull accepts a leading '-' (wrapping around): only digits are counts.
+    if (item.find_first_not_of("0123456789") == std::string::npos) {
+      try {
+        v = std::stoull(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+    }
+    if (used != item.size() || v < 1 || v > max) {
+      throw config_error(key + ": '" + item + "' is not a count in [1, " + std::to_string(max) +
+                         "] (" + where + ")");
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) throw config_error(key + ": at least one value is needed (" + where + ")");
+  return out;
+}
+
 std::vector<std::string> split_list(const std::string& text, char sep) {
   std::vector<std::string> out;
   std::stringstream ss(text);

@@ -101,4 +101,10 @@ std::vector<std::string> split_list(const std::string& text, char sep);
 /// empty, malformed, zero or negative item.
 std::vector<int> parse_fanouts(const std::string& text, const std::string& where);
 
+/// Counts from "16384,65536": each an integer in [1, max], at least one.  Throws config_error
+/// quoting the bad item and naming `key` and `where` (its origin) for an empty, malformed or
+/// out-of-range item.
+std::vector<std::uint64_t> parse_counts(const std::string& text, const std::string& key,
+                                        const std::string& where, std::uint64_t max);
+
 }  // namespace wholestore::apps

@@ -88,14 +88,22 @@ run off "$bin" bench configs/bench_embedding.yaml "${tiny[@]}" --set cache=false
 has off '^continuous/(host|device) float32 d8 sgd uniform '
 lacks off 'cache case'
 
-# Bad cache keys fail before anything runs, naming the key.
+# Bad keys fail before anything runs, naming the key: cache keys, and sizes that are not
+# positive counts (stoull would take '-1' as 2^64 - 1 and 'x' would escape as an exception).
 for bad in cache_fractions=0 cache_fractions=1.5 cache_fractions=0.1,x cache_fractions= \
-  cache_sample=0 cache_optimizer=nosuch; do
+  cache_sample=0 cache_optimizer=nosuch dims=0 dims=-1 dims=8,x dims= dims=70000 batches=0 \
+  batches=-5 batches=1e3 cpu_batches=0 cpu_batches=512,abc; do
   "$bin" bench configs/bench_embedding.yaml "${tiny[@]}" --set "$bad" >"$work/bad.log" 2>&1
   rc=$?
   [ $rc -eq 1 ] && grep -q "error: ${bad%%=*}" "$work/bad.log" ||
     fail "--set $bad: exit $rc, expected 1 with an error naming ${bad%%=*}: $(head -3 "$work/bad.log")"
 done
+# WHOLESTORE_TIMEOUT bounds the bench's collectives as every command's: an invalid value is
+# refused naming the variable.
+WHOLESTORE_TIMEOUT=-3 "$bin" bench configs/bench_embedding.yaml "${tiny[@]}" >"$work/bad.log" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "WHOLESTORE_TIMEOUT" "$work/bad.log" ||
+  fail "WHOLESTORE_TIMEOUT=-3: exit $rc, expected 1 naming the variable: $(head -3 "$work/bad.log")"
 
 if [ "$failures" -ne 0 ]; then
   echo "bench_embedding_cli_test: $failures failure(s)"
