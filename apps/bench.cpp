@@ -259,6 +259,7 @@ int run_bench(int argc, char** argv) {
 
   // The config is checked: join the job.
   std::shared_ptr<wholememory::bootstrap> bs = wholememory::make_job_bootstrap(timeout);
+  agree_on_config(*bs, cfg, "bench", {"timeout_s", "threads"});
   auto host_comm = wholememory::make_host_communicator(bs);
   const int rank = host_comm->rank(), ranks = host_comm->size();
   const bool lead = rank == 0;

@@ -691,6 +691,7 @@ int run_bench_embedding(int argc, char** argv) {
 
   bench_context c;
   c.bs = wm::make_job_bootstrap(s.timeout);
+  agree_on_config(*c.bs, cfg, "bench", {"timeout_s", "threads"});
   c.host_comm = wm::make_host_communicator(c.bs);
   c.rank = c.host_comm->rank();
   c.ranks = c.host_comm->size();

@@ -313,6 +313,7 @@ int run_bench_sample(int argc, char** argv) {
   const auto random_seed = static_cast<std::uint64_t>(cfg.get_int_at_least("random_seed", 0));
 
   std::shared_ptr<wm::bootstrap> bs = wm::make_job_bootstrap(timeout);
+  agree_on_config(*bs, cfg, "bench", {"timeout_s", "threads", "gen_threads"});
   auto host_comm = wm::make_host_communicator(bs);
   const int rank = host_comm->rank(), ranks = host_comm->size();
   const bool lead = rank == 0;

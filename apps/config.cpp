@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -342,6 +343,33 @@ std::vector<int> parse_fanouts(const std::string& text, const std::string& where
   }
   if (out.empty()) throw config_error("fanouts: at least one hop is needed (" + where + ")");
   return out;
+}
+
+void agree_on_config(wholememory::bootstrap& bs, const config& cfg, const std::string& command,
+                     const std::vector<std::string>& may_differ) {
+  std::vector<std::pair<std::string, std::string>> values;
+  for (const auto& key : cfg.schema) {
+    if (std::find(may_differ.begin(), may_differ.end(), key.path) != may_differ.end()) continue;
+    std::string v = cfg.values.at(key.path);
+    switch (key.kind) {
+      case value_kind::integer:
+        v = std::to_string(cfg.get_int(key.path));
+        break;
+      case value_kind::number: {
+        char text[40];
+        std::snprintf(text, sizeof text, "%.17g", cfg.get_number(key.path));
+        v = text;
+        break;
+      }
+      case value_kind::boolean:
+        v = cfg.get_bool(key.path) ? "true" : "false";
+        break;
+      case value_kind::string:
+        break;
+    }
+    values.emplace_back(key.path, v);
+  }
+  wholememory::agree_on_values(bs, command + ": the config of every rank must match", values);
 }
 
 std::vector<std::uint64_t> parse_counts(const std::string& text, const std::string& key,

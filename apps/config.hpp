@@ -16,6 +16,10 @@
 #include <string>
 #include <vector>
 
+namespace wholememory {
+class bootstrap;
+}
+
 namespace wholestore::apps {
 
 /// A config error: message names the key, and the file and line where it came from.
@@ -80,6 +84,14 @@ config load_config(const std::vector<config_key>& schema, const std::string& fil
 
 /// The collective timeout of a config whose schema has `timeout_s`, after the rule above.
 std::chrono::milliseconds collective_timeout(const config& cfg);
+
+/// Collective over `bs`: every rank's effective config must match, key by key, except the keys
+/// in `may_differ` (per-rank settings such as `threads` or `timeout_s`).  Values are compared
+/// as parsed (64 and 064 agree, as do 0.5 and 5e-1).  Throws wholememory::logic_error on every
+/// rank naming `command`, the first key that differs and which ranks hold which value, before
+/// any shared structure is built.
+void agree_on_config(wholememory::bootstrap& bs, const config& cfg, const std::string& command,
+                     const std::vector<std::string>& may_differ);
 
 /// Splits a subcommand's arguments into an optional config path, --set overrides and
 /// --report <file>, or notes -h/--help (then nothing else is checked); throws usage_error on

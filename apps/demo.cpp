@@ -80,6 +80,7 @@ int run_demo(int argc, char** argv) {
   auto timeout = collective_timeout(cfg);
 
   std::shared_ptr<wholememory::bootstrap> bs = wholememory::make_job_bootstrap(timeout);
+  agree_on_config(*bs, cfg, "demo", {"timeout_s"});
   auto comm = wholememory::make_host_communicator(bs);
   const bool lead = comm->rank() == 0;
   if (location == wholememory::memory_location::device) {

@@ -105,6 +105,22 @@ rc=$?
 [ $rc -eq 1 ] && grep -q "WHOLESTORE_TIMEOUT" "$work/bad.log" ||
   fail "WHOLESTORE_TIMEOUT=-3: exit $rc, expected 1 naming the variable: $(head -3 "$work/bad.log")"
 
+# Ranks with different configs (here each rank's own seed or size) fail on every rank naming
+# the key and the ranks, before any table is built: the embedding, gather and sample suites
+# and demo.  Per-rank keys (threads, timeout_s) may differ.
+for cmd in "bench configs/bench_embedding.yaml ${tiny[*]} --set seed=\$((7 + RANK))" \
+  "bench configs/bench_gather.yaml --set cpu_table_gib=0.001 --set cpu_lookups=1000 --set seed=\$((7 + RANK))" \
+  "bench configs/bench_sample.yaml --set cpu_num_nodes=1000 --set cpu_num_edges=5000 --set random_seed=\$RANK" \
+  "demo configs/demo.yaml --set memory.size_mib=\$((1 + RANK))"; do
+  key=$(sed -E 's/.*--set ([a-z_.]+)=\$.*/\1/' <<<"$cmd")
+  out=$("$bin" launch -n 2 -- bash -c "exec \"$bin\" $cmd" 2>&1)
+  rc=$?
+  [ $rc -eq 1 ] && grep -q "the config of every rank must match.*disagree on $key: rank 0 has .*, rank 1 has" <<<"$out" ||
+    fail "per-rank $key ($cmd) not refused by name (exit $rc): $(tail -4 <<<"$out")"
+done
+run threads "$bin" launch -n 2 -- bash -c "exec \"$bin\" bench configs/bench_embedding.yaml ${tiny[*]} --set optimizers= --set cache=false --set threads=\$((1 + RANK))"
+has threads '^wholestore bench \(embedding\): 2 rank\(s\)'
+
 if [ "$failures" -ne 0 ]; then
   echo "bench_embedding_cli_test: $failures failure(s)"
   exit 1
