@@ -2,6 +2,7 @@
 // graph::write_dataset), with a summary of what was read and how fast.
 #include "commands.hpp"
 #include "config.hpp"
+#include "progress.hpp"
 #include "report.hpp"
 
 #include <graph/convert.hpp>
@@ -23,7 +24,9 @@ namespace wholestore::apps {
 namespace {
 
 const std::vector<config_key> convert_schema = {
-    {"input", value_kind::string, "", "edge-list file; required, an empty value is an error"},
+    {"input", value_kind::string, "",
+     "edge-list file, or `-` for the standard input (a pipe: `zcat g.txt.gz | wholestore "
+     "convert --set input=- ...`); required, an empty value is an error"},
     {"output", value_kind::string, "datasets/converted",
      "dataset directory (created if missing); an existing dataset is replaced whole, once the "
      "new one is complete; a directory holding other files is refused (see `overwrite`)"},
@@ -70,14 +73,26 @@ int run_convert(int argc, char** argv) {
   options.has_weights = cfg.get_bool("weights");
   options.numeric_ids_as_is = cfg.get_bool("numeric_ids_as_is");
 
-  std::error_code ec;
-  const std::uint64_t input_bytes = std::filesystem::file_size(input, ec);
-  if (ec) throw config_error("input '" + input + "': " + ec.message());
+  // Everything that can be checked before a long parse: the destination and the dtype.  The
+  // input is opened by the parse itself ("-": the standard input, any file or pipe).
+  graph::check_dataset_destination(output, features_type, cfg.get_bool("overwrite"));
 
+  // Progress by bytes when the input's size is known (a regular file; not a pipe).
+  std::uint64_t input_size = 0;
+  {
+    std::error_code ec;
+    if (input != "-" && std::filesystem::is_regular_file(input, ec)) {
+      input_size = std::filesystem::file_size(input, ec);
+      if (ec) input_size = 0;
+    }
+  }
+  progress_display bar(true, "read");
+  options.progress = [&](std::uint64_t bytes) { bar.update(bytes, input_size); };
   auto t0 = std::chrono::steady_clock::now();
   graph::convert_stats read;
   graph::host_csr g = graph::convert_edge_list(input, options, &read);
   const double parse_s = seconds_since(t0);
+  const std::uint64_t input_bytes = read.bytes;
   if (features_dim > 0) {
     g.feature_dim = static_cast<std::uint64_t>(features_dim);
     g.node_features.resize(g.num_nodes * g.feature_dim);
@@ -89,7 +104,8 @@ int run_convert(int argc, char** argv) {
   graph::manifest m = graph::write_dataset(output, g, features_type, cfg.get_bool("overwrite"));
   const double write_s = seconds_since(t0);
 
-  std::printf("wholestore convert: %s -> %s\n", input.c_str(), output.c_str());
+  std::printf("wholestore convert: %s -> %s\n", input == "-" ? "standard input" : input.c_str(),
+              output.c_str());
   std::printf("  nodes      %llu%s\n", static_cast<unsigned long long>(m.num_nodes),
               g.node_ids.empty() ? "" : " (ids remapped, originals in node_ids.txt)");
   std::printf("  edges      %llu (%s)\n", static_cast<unsigned long long>(m.num_edges),

@@ -2,6 +2,7 @@
 // same graph for the same config on any machine) and writes it as a dataset.
 #include "commands.hpp"
 #include "config.hpp"
+#include "progress.hpp"
 #include "report.hpp"
 
 #include <graph/dataset.hpp>
@@ -9,8 +10,10 @@
 #include <wholememory/dtype.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -94,6 +97,8 @@ int run_gen(int argc, char** argv) {
   const wholememory::dtype features_type =
       wholememory::parse_dtype(cfg.get_string("features_dtype"));
   const std::string& output = cfg.get_string("output");
+  // Checked before generating (minutes for a large graph), not only when writing.
+  graph::check_dataset_destination(output, features_type, cfg.get_bool("overwrite"));
 
   std::printf("wholestore gen: %s, %llu nodes, %llu edges drawn, seed %llu -> %s\n", kind.c_str(),
               static_cast<unsigned long long>(opts.num_nodes),
@@ -101,6 +106,16 @@ int run_gen(int argc, char** argv) {
               static_cast<unsigned long long>(opts.seed), output.c_str());
   std::fflush(stdout);
 
+  // A line per phase as it goes (a bar on a terminal): drawing edges, counting degrees,
+  // filling the CSR, then the features.
+  std::map<std::string, progress_display> bars;
+  opts.progress = [&](const char* phase, double done) {
+    const std::uint64_t total =
+        std::string(phase) == "features" ? opts.num_nodes * opts.feature_dim : opts.num_edges;
+    auto it = bars.try_emplace(phase, true, phase).first;
+    it->second.update(static_cast<std::uint64_t>(std::llround(done * static_cast<double>(total))),
+                      total);
+  };
   auto t0 = std::chrono::steady_clock::now();
   graph::host_csr g = graph::generate_graph(opts);
   const double gen_s = seconds_since(t0);

@@ -5,6 +5,7 @@
 // load, sampling and gather rates over all ranks.
 #include "commands.hpp"
 #include "config.hpp"
+#include "progress.hpp"
 #include "report.hpp"
 
 #include <graph/csr_graph.hpp>
@@ -138,37 +139,6 @@ double gpu_used_mib() {
 #endif
   return 0.0;
 }
-
-// Rank 0's progress display: a bar on a terminal, a line every ~10% otherwise.
-class progress_display {
- public:
-  progress_display(bool enabled, const char* what) : enabled_(enabled), what_(what) {
-    tty_ = enabled_ && ::isatty(STDOUT_FILENO);
-  }
-  void update(std::uint64_t done, std::uint64_t total) {
-    if (!enabled_ || total == 0) return;
-    const int pct =
-        static_cast<int>(100.0 * static_cast<double>(done) / static_cast<double>(total));
-    if (tty_) {
-      const int width = 40, fill = pct * width / 100;
-      std::printf("\r  %-8s [%s%s] %3d%%", what_, std::string(fill, '#').c_str(),
-                  std::string(width - fill, '.').c_str(), pct);
-      if (done >= total) std::printf("\n");
-      std::fflush(stdout);
-    } else if (pct >= next_pct_ || (done >= total && last_pct_ < 100)) {
-      std::printf("  %s %d%% (%llu/%llu)\n", what_, pct, static_cast<unsigned long long>(done),
-                  static_cast<unsigned long long>(total));
-      std::fflush(stdout);
-      next_pct_ = (pct / 10 + 1) * 10;
-    }
-    last_pct_ = pct;
-  }
-
- private:
-  bool enabled_, tty_ = false;
-  const char* what_;
-  int next_pct_ = 0, last_pct_ = -1;
-};
 
 // Per-rank figures exchanged over the bootstrap at the end.
 struct rank_figures {

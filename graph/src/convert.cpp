@@ -29,7 +29,7 @@ constexpr std::uint64_t max_as_is_id = std::uint64_t{1} << 40;
 
 struct file_closer {
   void operator()(std::FILE* f) const {
-    if (f) std::fclose(f);
+    if (f && f != stdin) std::fclose(f);
   }
 };
 
@@ -399,13 +399,18 @@ class edge_list_parser {
 
 host_csr convert_edge_list(const std::string& path, const convert_options& options,
                            convert_stats* stats) {
-  std::unique_ptr<std::FILE, file_closer> f(std::fopen(path.c_str(), "rb"));
+  // "-" is the standard input (a pipe: `zcat edges.txt.gz | wholestore convert ...`); the
+  // file is read front to back in chunks, so pipes and FIFOs work as regular files do.
+  const bool from_stdin = path == "-";
+  const std::string name = from_stdin ? "standard input" : path;
+  std::unique_ptr<std::FILE, file_closer> f(from_stdin ? stdin : std::fopen(path.c_str(), "rb"));
   if (!f) {
     int err = errno;
     WM_FAIL(wholememory::system_error,
             path << ": cannot open (" << wholememory::errno_text(err) << ")");
   }
-  edge_list_parser parser(path, options);
+  edge_list_parser parser(name, options);
+  std::uint64_t bytes_read = 0;
   // `buffer` holds the unfinished last line of the previous chunk followed by the new chunk.
   std::string buffer;
   bool last_was_cr = false;  // a CRLF split across two chunks is one line end, not two
@@ -415,7 +420,9 @@ host_csr convert_edge_list(const std::string& path, const convert_options& optio
     buffer.resize(keep + read_chunk_bytes);
     const std::size_t got = std::fread(&buffer[keep], 1, read_chunk_bytes, f.get());
     buffer.resize(keep + got);
-    WM_EXPECTS(!std::ferror(f.get()), path << ": read error");
+    bytes_read += got;
+    if (options.progress) options.progress(bytes_read);
+    WM_EXPECTS(!std::ferror(f.get()), name << ": read error");
     const bool eof = got == 0;
     std::size_t start = 0;
     if (keep == 0 && last_was_cr && !buffer.empty() && buffer[0] == '\n') start = 1;
@@ -463,7 +470,10 @@ host_csr convert_edge_list(const std::string& path, const convert_options& optio
     buffer.erase(0, start);
   }
   host_csr g = parser.finish();
-  if (stats) *stats = parser.stats();
+  if (stats) {
+    *stats = parser.stats();
+    stats->bytes = bytes_read;
+  }
   return g;
 }
 

@@ -268,20 +268,50 @@ manifest write_files(const std::string& dir, const host_csr& graph, dtype featur
 
 }  // namespace
 
-manifest write_dataset(const std::string& dir, const host_csr& graph, dtype features_type,
-                       bool overwrite) {
-  detail::validate_csr(graph, "write_dataset " + dir);
+namespace {
+
+fs::path destination_path(const std::string& dir) {
+  WM_EXPECTS(!dir.empty(), "write_dataset: empty directory name");
+  fs::path target = fs::absolute(dir).lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();  // "out/" is "out"
+  return target;
+}
+
+void check_features_type(dtype features_type) {
   WM_EXPECTS(features_type == dtype::float32 || features_type == dtype::float16 ||
                  features_type == dtype::bfloat16,
              "write_dataset: features_type " << wholememory::dtype_name(features_type)
                                              << " is not float32, float16 or bfloat16");
+}
+
+}  // namespace
+
+void check_dataset_destination(const std::string& dir, dtype features_type, bool overwrite) {
+  check_features_type(features_type);
+  const fs::path target = destination_path(dir);
+  check_destination(target, overwrite);
+  // write_dataset creates the missing parents: the nearest one that exists must take them.
+  fs::path ancestor = target.parent_path();
+  std::error_code ec;
+  while (!ancestor.empty() && !fs::exists(ancestor, ec) && ancestor != ancestor.root_path()) {
+    ancestor = ancestor.parent_path();
+  }
+  WM_EXPECTS(fs::is_directory(ancestor, ec),
+             dir << ": cannot be created: " << ancestor.string() << " is not a directory");
+  WM_EXPECTS(::access(ancestor.c_str(), W_OK | X_OK) == 0,
+             dir << ": cannot be written: no write access to " << ancestor.string() << " ("
+                 << wholememory::errno_text(errno) << ")");
+}
+
+manifest write_dataset(const std::string& dir, const host_csr& graph, dtype features_type,
+                       bool overwrite) {
+  detail::validate_csr(graph, "write_dataset " + dir);
+  check_features_type(features_type);
   for (const std::string& id : graph.node_ids) {
     WM_EXPECTS(id.find_first_of("\r\n") == std::string::npos,
                "write_dataset " << dir << ": node id '" << id << "' contains a line break");
   }
-  WM_EXPECTS(!dir.empty(), "write_dataset: empty directory name");
-  fs::path target = fs::absolute(dir).lexically_normal();
-  if (target.filename().empty()) target = target.parent_path();  // "out/" is "out"
+  const fs::path target = destination_path(dir);
   const bool exists = check_destination(target, overwrite);
   std::error_code ec;
   fs::create_directories(target.parent_path(), ec);

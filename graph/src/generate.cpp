@@ -91,6 +91,24 @@ void parallel_ranges(int chunks, std::uint64_t n, F&& f) {
   for (auto& w : workers) w.join();
 }
 
+// parallel_ranges with progress: f(chunk, begin, end) over pieces of each chunk's range, and
+// chunk 0 (the calling thread, whose share is as large as any) reports the share it has done
+// after each piece.  Pieces split ranges only: every element is visited once, by its chunk.
+template <typename F>
+void parallel_ranges_reporting(int chunks, std::uint64_t n, const generate_options& o,
+                               const char* phase, F&& f) {
+  constexpr std::uint64_t piece = std::uint64_t{1} << 20;
+  parallel_ranges(chunks, n, [&](int t, std::uint64_t begin, std::uint64_t end) {
+    for (std::uint64_t b = begin; b < end; b += piece) {
+      const std::uint64_t e = std::min(end, b + piece);
+      f(t, b, e);
+      if (t == 0 && o.progress)
+        o.progress(phase, static_cast<double>(e - begin) / static_cast<double>(end - begin));
+    }
+  });
+  if (o.progress) o.progress(phase, 1.0);
+}
+
 // Draws R-MAT edges: each level picks a quadrant with probabilities a, b, c, d from 32
 // random bits compared with integer thresholds.
 class rmat_sampler {
@@ -221,26 +239,28 @@ host_csr generate_graph(const generate_options& o) {
   if (o.rmat) {
     const rmat_sampler sampler(o);
     const id_scrambler scramble(o.seed, n);
-    parallel_ranges(threads, m, [&](int, std::uint64_t begin, std::uint64_t end) {
-      for (std::uint64_t e = begin; e < end; ++e) {
-        std::uint64_t u = 0, v = 0;
-        sampler.edge(e, u, v);
-        if (o.scramble_ids) {
-          u = scramble(u);
-          v = scramble(v);
-        }
-        src[e] = static_cast<std::int64_t>(u);
-        dst[e] = static_cast<std::int64_t>(v);
-      }
-    });
+    parallel_ranges_reporting(threads, m, o, "draw",
+                              [&](int, std::uint64_t begin, std::uint64_t end) {
+                                for (std::uint64_t e = begin; e < end; ++e) {
+                                  std::uint64_t u = 0, v = 0;
+                                  sampler.edge(e, u, v);
+                                  if (o.scramble_ids) {
+                                    u = scramble(u);
+                                    v = scramble(v);
+                                  }
+                                  src[e] = static_cast<std::int64_t>(u);
+                                  dst[e] = static_cast<std::int64_t>(v);
+                                }
+                              });
   } else {
     const random_stream stream(o.seed, stream_kind::uniform);
-    parallel_ranges(threads, m, [&](int, std::uint64_t begin, std::uint64_t end) {
-      for (std::uint64_t e = begin; e < end; ++e) {
-        src[e] = static_cast<std::int64_t>(bounded(stream(2 * e), n));
-        dst[e] = static_cast<std::int64_t>(bounded(stream(2 * e + 1), n));
-      }
-    });
+    parallel_ranges_reporting(threads, m, o, "draw",
+                              [&](int, std::uint64_t begin, std::uint64_t end) {
+                                for (std::uint64_t e = begin; e < end; ++e) {
+                                  src[e] = static_cast<std::int64_t>(bounded(stream(2 * e), n));
+                                  dst[e] = static_cast<std::int64_t>(bounded(stream(2 * e + 1), n));
+                                }
+                              });
   }
 
   // CSR by a counting sort on the source.  Chunk t of the edges counts into its own histogram,
@@ -253,17 +273,18 @@ host_csr generate_graph(const generate_options& o) {
   // Allocated here, not in the workers, so that bad_alloc reaches the caller (an exception
   // leaving a std::thread terminates the process).
   std::vector<std::vector<std::int64_t>> next(chunks, std::vector<std::int64_t>(n, 0));
-  parallel_ranges(chunks, m, [&](int t, std::uint64_t begin, std::uint64_t end) {
-    std::vector<std::int64_t>& count = next[t];
-    for (std::uint64_t e = begin; e < end; ++e) {
-      if (src[e] == dst[e]) {
-        count[src[e]] += keep_loops;
-      } else {
-        ++count[src[e]];
-        if (sym) ++count[dst[e]];
-      }
-    }
-  });
+  parallel_ranges_reporting(chunks, m, o, "count",
+                            [&](int t, std::uint64_t begin, std::uint64_t end) {
+                              std::vector<std::int64_t>& count = next[t];
+                              for (std::uint64_t e = begin; e < end; ++e) {
+                                if (src[e] == dst[e]) {
+                                  count[src[e]] += keep_loops;
+                                } else {
+                                  ++count[src[e]];
+                                  if (sym) ++count[dst[e]];
+                                }
+                              }
+                            });
 
   host_csr g;
   g.num_nodes = n;
@@ -300,23 +321,24 @@ host_csr generate_graph(const generate_options& o) {
   g.col_indices.resize(total);
   if (o.with_weights) g.edge_weights.resize(total);
   const random_stream weight_stream(o.seed, stream_kind::weight);
-  parallel_ranges(chunks, m, [&](int t, std::uint64_t begin, std::uint64_t end) {
-    std::vector<std::int64_t>& pos = next[t];
-    for (std::uint64_t e = begin; e < end; ++e) {
-      const std::int64_t u = src[e], v = dst[e];
-      const bool loop = u == v;
-      if (loop && !keep_loops) continue;
-      const float w = o.with_weights ? unit_weight(weight_stream(e)) : 0.0f;
-      std::int64_t p = pos[u]++;
-      g.col_indices[p] = v;
-      if (o.with_weights) g.edge_weights[p] = w;
-      if (sym && !loop) {
-        p = pos[v]++;
-        g.col_indices[p] = u;
-        if (o.with_weights) g.edge_weights[p] = w;
-      }
-    }
-  });
+  parallel_ranges_reporting(
+      chunks, m, o, "fill", [&](int t, std::uint64_t begin, std::uint64_t end) {
+        std::vector<std::int64_t>& pos = next[t];
+        for (std::uint64_t e = begin; e < end; ++e) {
+          const std::int64_t u = src[e], v = dst[e];
+          const bool loop = u == v;
+          if (loop && !keep_loops) continue;
+          const float w = o.with_weights ? unit_weight(weight_stream(e)) : 0.0f;
+          std::int64_t p = pos[u]++;
+          g.col_indices[p] = v;
+          if (o.with_weights) g.edge_weights[p] = w;
+          if (sym && !loop) {
+            p = pos[v]++;
+            g.col_indices[p] = u;
+            if (o.with_weights) g.edge_weights[p] = w;
+          }
+        }
+      });
   next.clear();
   src = {};
   dst = {};
@@ -326,9 +348,11 @@ host_csr generate_graph(const generate_options& o) {
     g.feature_dim = dim;
     g.node_features.resize(n * dim);
     const random_stream stream(o.seed, stream_kind::feature);
-    parallel_ranges(threads, n * dim, [&](int, std::uint64_t begin, std::uint64_t end) {
-      for (std::uint64_t i = begin; i < end; ++i) g.node_features[i] = unit_feature(stream(i));
-    });
+    parallel_ranges_reporting(threads, n * dim, o, "features",
+                              [&](int, std::uint64_t begin, std::uint64_t end) {
+                                for (std::uint64_t i = begin; i < end; ++i)
+                                  g.node_features[i] = unit_feature(stream(i));
+                              });
   }
   return g;
 }

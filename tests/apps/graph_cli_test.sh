@@ -90,6 +90,34 @@ out=$("$bin" info "$work/cora" 2>&1)
 out=$("$bin" gen configs/gen.yaml --set num_nodez=3 2>&1)
 [ $? -ne 0 ] && grep -q "num_nodez" <<<"$out" || fail "unknown key not named: $out"
 
+# convert from a pipe (input=-): the same dataset, checksum for checksum, as from the file.
+cat "$data/cora.cites" | "$bin" convert configs/convert.yaml --set input=- \
+  --set output="$work/cora-pipe" >"$work/pipe.log" 2>&1 || fail "convert from a pipe: $(cat "$work/pipe.log")"
+[ "$(checksums "$work/cora")" = "$(checksums "$work/cora-pipe")" ] ||
+  fail "convert from a pipe differs from the file: $(checksums "$work/cora-pipe")"
+grep -q "^wholestore convert: standard input -> " "$work/pipe.log" || fail "pipe not named: $(cat "$work/pipe.log")"
+# Progress: convert of a file reports the share read, gen each phase (non-terminal: lines).
+grep -q "^  read 100% " "$work/cora.log" || fail "convert printed no progress: $(cat "$work/cora.log")"
+for phase in draw count fill features; do
+  grep -q "^  $phase 100% " "$work/gen1.log" || fail "gen printed no progress for $phase: $(cat "$work/gen1.log")"
+done
+
+# gen and convert check the destination and the features dtype before the work: nothing is
+# generated or parsed for a destination that will be refused.
+mkdir -p "$work/foreign" && echo x >"$work/foreign/x.txt" && echo x >"$work/plainfile"
+for bad in "output=$work/foreign" "output=$work/plainfile/sub" "features_dtype=int32"; do
+  out=$("$bin" gen configs/gen.yaml "${small[@]}" --set output="$work/g-early" --set "$bad" 2>&1)
+  rc=$?
+  [ $rc -eq 1 ] && ! grep -q "^  generate " <<<"$out" && ! grep -q "draw" <<<"$out" ||
+    fail "gen --set $bad: exit $rc, expected a refusal before generating: $out"
+  out=$("$bin" convert configs/convert.yaml --set input="$data/cora.cites" \
+    --set output="$work/c-early" --set "$bad" 2>&1)
+  rc=$?
+  [ $rc -eq 1 ] && ! grep -q "read " <<<"$out" ||
+    fail "convert --set $bad: exit $rc, expected a refusal before reading: $out"
+done
+[ -e "$work/g-early" ] || [ -e "$work/c-early" ] && fail "a refused run created its output"
+
 if [ "$failures" -ne 0 ]; then
   echo "graph_cli_test: $failures failure(s)"
   exit 1

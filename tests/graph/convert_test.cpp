@@ -279,8 +279,8 @@ TEST_F(ConvertTest, Symmetrize) {
   EXPECT_EQ(g.edge_weights, (std::vector<float>{1.5f, 1.5f, 2.5f, 2.5f, 3.5f}));
   // Symmetrizing a list that has both directions doubles them until duplicates are dropped.
   const std::string both = file("z.txt", "0 1\n1 0\n");
-  EXPECT_EQ(convert_edge_list(both, {true, false, false, false, false}).num_edges(), 4u);
-  EXPECT_EQ(convert_edge_list(both, {true, false, true, false, false}).num_edges(), 2u);
+  EXPECT_EQ(convert_edge_list(both, {true, false, false, false, false, {}}).num_edges(), 4u);
+  EXPECT_EQ(convert_edge_list(both, {true, false, true, false, false, {}}).num_edges(), 2u);
 }
 
 TEST_F(ConvertTest, EmptyAndCommentOnlyFiles) {

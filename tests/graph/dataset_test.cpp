@@ -299,6 +299,41 @@ TEST(DatasetOverwrite, RefusesADirectoryThatIsNotADataset) {
   EXPECT_EQ(read_text(dir.file("plain")), "x");
 }
 
+// check_dataset_destination: what write_dataset would refuse, refused up front, naming the
+// path, without creating anything.
+TEST(DatasetDestination, RefusedUpFrontAsWriteDatasetWould) {
+  temp_dir dir;
+  using wholestore::graph::check_dataset_destination;
+  EXPECT_NO_THROW(check_dataset_destination(dir.file("new/deeper/ds")));  // parents created later
+  EXPECT_FALSE(fs::exists(dir.file("new")));
+  fs::create_directories(dir.file("foreign"));
+  write_text(dir.file("foreign/notes.txt"), "mine");
+  auto refused = [&](const std::string& path, dtype t, const std::string& why) {
+    try {
+      check_dataset_destination(path, t);
+      ADD_FAILURE() << path << ": not refused";
+    } catch (const std::exception& e) {  // logic_error, or system_error from stat
+      const std::string what = e.what();
+      EXPECT_NE(what.find(why), std::string::npos) << what;
+      EXPECT_EQ(what.find(path), 0u) << "the message does not lead with the path: " << what;
+    }
+  };
+  refused(dir.file("foreign"), dtype::float32, "notes.txt");
+  EXPECT_NO_THROW(check_dataset_destination(dir.file("foreign"), dtype::float32, true));
+  write_text(dir.file("plain"), "x");
+  refused(dir.file("plain"), dtype::float32, "not a directory");
+  refused(dir.file("plain/sub"), dtype::float32, "Not a directory");
+  try {
+    check_dataset_destination(dir.file("ok"), dtype::int32);
+    ADD_FAILURE() << "int32 features not refused";
+  } catch (const wholememory::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("int32"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(check_dataset_destination(""), wholememory::logic_error);
+  EXPECT_EQ(read_text(dir.file("plain")), "x");
+  EXPECT_EQ(names_in(dir.file("foreign")), (std::vector<std::string>{"notes.txt"}));
+}
+
 // A directory that holds only dataset files (a previous dataset, also one whose write was
 // interrupted before its manifest) is replaced without asking; so is an empty one.
 TEST(DatasetOverwrite, ReplacesDatasetFilesWithoutAsking) {

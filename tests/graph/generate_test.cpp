@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -229,6 +231,38 @@ TEST(GenerateDeterminism, SameOptionsAndAnyThreadCountGiveTheSameGraph) {
       SCOPED_TRACE("rmat " + std::to_string(rmat) + " threads " + std::to_string(threads));
       expect_same_graph(base, generate_graph(o));
     }
+  }
+}
+
+// The progress callback sees every phase, in order, each ending at 1 and never going back,
+// on the calling thread; and it does not change the graph.
+TEST(GenerateProgress, PhasesInOrderMonotoneAndTheGraphUnchanged) {
+  for (int threads : {1, 3}) {
+    generate_options o = rmat_options(3001, 3'000'000, 9);
+    o.feature_dim = 2;
+    o.threads = threads;
+    const host_csr base = generate_graph(o);
+    std::vector<std::string> phases;
+    double last = 0;
+    bool monotone = true, in_range = true;
+    const auto caller = std::this_thread::get_id();
+    bool on_caller = true;
+    o.progress = [&](const char* phase, double done) {
+      on_caller = on_caller && std::this_thread::get_id() == caller;
+      in_range = in_range && done >= 0.0 && done <= 1.0 + 1e-12;
+      if (phases.empty() || phases.back() != phase) {
+        phases.emplace_back(phase);
+        last = 0;
+      }
+      monotone = monotone && done >= last;
+      last = done;
+    };
+    expect_same_graph(base, generate_graph(o));
+    EXPECT_EQ(phases, (std::vector<std::string>{"draw", "count", "fill", "features"}));
+    EXPECT_TRUE(monotone);
+    EXPECT_TRUE(in_range);
+    EXPECT_TRUE(on_caller);
+    EXPECT_EQ(last, 1.0);
   }
 }
 

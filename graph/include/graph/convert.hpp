@@ -15,6 +15,7 @@
 #include <graph/dataset.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace wholestore::graph {
@@ -25,10 +26,13 @@ struct convert_options {
   bool drop_duplicates = false;    ///< keep one copy of each (src, dst) after symmetrizing
   bool has_weights = false;        ///< read a third column as a float32 weight
   bool numeric_ids_as_is = false;  ///< keep integer ids instead of remapping them
+  /// Called after each chunk read with the bytes read so far.  Optional.
+  std::function<void(std::uint64_t bytes_read)> progress;
 };
 
 /// What the converter read, for the caller to report (a skipped header, an empty list).
 struct convert_stats {
+  std::uint64_t bytes = 0;        ///< bytes read from the file (or the pipe)
   std::uint64_t lines = 0;        ///< lines in the file
   std::uint64_t edges = 0;        ///< edge lines read (before self loops are dropped)
   std::uint64_t header_line = 0;  ///< the line skipped as a header (1-based; 0: none)
@@ -36,10 +40,11 @@ struct convert_stats {
   bool byte_order_mark = false;   ///< a UTF-8 byte order mark was removed from line 1
 };
 
-/// Reads an edge list and builds the CSR (neighbors of each node in input order, or sorted by
-/// destination when duplicates are dropped).  node_ids holds the original ids when remapped.
-/// A UTF-8 byte order mark at the start is dropped; with has_weights, a weight that is NaN,
-/// infinite or negative throws naming the line.  `stats`, when given, receives what was read.
+/// Reads an edge list (`path`, or "-" for the standard input) and builds the CSR (neighbors of each
+/// node in input order, or sorted by destination when duplicates are dropped).  node_ids holds the
+/// original ids when remapped. A UTF-8 byte order mark at the start is dropped; with has_weights, a
+/// weight that is NaN, infinite or negative throws naming the line.  `stats`, when given, receives
+/// what was read.
 host_csr convert_edge_list(const std::string& path, const convert_options& options,
                            convert_stats* stats = nullptr);
 

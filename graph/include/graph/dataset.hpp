@@ -78,6 +78,16 @@ manifest write_dataset(const std::string& dir, const host_csr& graph,
                        wholememory::dtype features_type = wholememory::dtype::float32,
                        bool overwrite = false);
 
+/// The checks write_dataset makes before it writes anything, for callers that want them before
+/// a long computation (gen, convert): features_type is a float type, `dir` is not empty and may
+/// be replaced (as write_dataset says), and the nearest existing ancestor of `dir` is a
+/// directory this process can write in.  Throws logic_error (system_error when `dir` cannot be
+/// examined) naming the path and the reason.  The result can change before the write (another
+/// process); write_dataset checks again.
+void check_dataset_destination(const std::string& dir,
+                               wholememory::dtype features_type = wholememory::dtype::float32,
+                               bool overwrite = false);
+
 /// Reads and checks `dir`/manifest.yaml: format version, required keys, counts consistent with
 /// each other and with every file's size on disk.  Does not read the arrays.
 manifest read_manifest(const std::string& dir);

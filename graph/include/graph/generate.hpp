@@ -8,6 +8,7 @@
 #include <graph/dataset.hpp>
 
 #include <cstdint>
+#include <functional>
 
 namespace wholestore::graph {
 
@@ -23,6 +24,9 @@ struct generate_options {
   bool symmetrize = false;
   bool drop_self_loops = false;
   int threads = 0;  ///< 0: hardware concurrency
+  /// Called on the calling thread as the work goes: `phase` ("draw", "count", "fill",
+  /// "features") and the share of it done, in [0, 1] (1 once each phase ends).  Optional.
+  std::function<void(const char* phase, double done)> progress;
 };
 
 /// Generates a graph; identical output for identical options, whatever `threads` is.
