@@ -220,8 +220,9 @@ class manifest_parser {
 };
 
 bool is_known_key(const std::string& key) {
-  static const char* const plain[] = {"format_version", "num_nodes",   "num_edges",
-                                      "directed",       "feature_dim", "node_ids_file"};
+  static const char* const plain[] = {"format_version", "num_nodes",        "num_edges",
+                                      "directed",       "feature_dim",      "node_ids_file",
+                                      "node_ids_bytes", "node_ids_checksum"};
   for (const char* k : plain) {
     if (key == k) return true;
   }
@@ -366,6 +367,24 @@ manifest read_manifest(const std::string& dir) {
     const std::string ids = join(dir, m.node_ids_file);
     WM_EXPECTS(fs::is_regular_file(ids), p.where("node_ids_file")
                                              << ": " << ids << " does not exist");
+    // Written together since they were introduced; absent together in older datasets.
+    WM_EXPECTS(p.has("node_ids_bytes") == p.has("node_ids_checksum"),
+               p.where(p.has("node_ids_bytes") ? "node_ids_bytes" : "node_ids_checksum")
+                   << ": node_ids_bytes and node_ids_checksum go together");
+    if (p.has("node_ids_bytes")) {
+      m.node_ids_bytes = p.get_u64("node_ids_bytes");
+      m.node_ids_checksum = p.get_u64("node_ids_checksum", true);
+      std::error_code ec;
+      const std::uint64_t on_disk = fs::file_size(ids, ec);
+      WM_EXPECTS(!ec && on_disk == *m.node_ids_bytes,
+                 ids << ": " << (ec ? ec.message() : std::to_string(on_disk) + " bytes")
+                     << ", the manifest says " << *m.node_ids_bytes << " bytes ("
+                     << p.where("node_ids_bytes") << "; truncated or modified)");
+    }
+  } else {
+    for (const char* key : {"node_ids_bytes", "node_ids_checksum"}) {
+      WM_EXPECTS(!p.has(key), p.where(key) << ": " << key << " given without node_ids_file");
+    }
   }
 
   check_file_size(dir, m.row_offsets);
@@ -385,6 +404,29 @@ void verify_checksums(const std::string& dir, const manifest& m) {
     WM_EXPECTS(actual == a->checksum, path << ": checksum mismatch: manifest says "
                                            << hex64(a->checksum) << ", file has " << hex64(actual)
                                            << " (corrupt or modified)");
+  }
+  verify_node_ids(dir, m);
+}
+
+void verify_node_ids(const std::string& dir, const manifest& m) {
+  if (m.node_ids_checksum) {
+    // The ids: the checksum, and one line per node (a line break inside an id would shift
+    // every later one; the writer refuses those, so a count that differs is damage).
+    const std::string path = join(dir, m.node_ids_file);
+    file_ptr f = open_file(path, "rb");
+    std::vector<char> buf(io_chunk_bytes);
+    std::uint64_t h = detail::fnv_offset_basis, lines = 0;
+    std::size_t got;
+    while ((got = std::fread(buf.data(), 1, buf.size(), f.get())) > 0) {
+      h = fnv1a64(buf.data(), got, h);
+      lines += static_cast<std::uint64_t>(std::count(buf.data(), buf.data() + got, '\n'));
+    }
+    WM_EXPECTS(!std::ferror(f.get()), path << ": read error while computing its checksum");
+    WM_EXPECTS(h == *m.node_ids_checksum, path << ": checksum mismatch: manifest says "
+                                               << hex64(*m.node_ids_checksum) << ", file has "
+                                               << hex64(h) << " (corrupt or modified)");
+    WM_EXPECTS(lines == m.num_nodes,
+               path << ": has " << lines << " lines, expected num_nodes = " << m.num_nodes);
   }
 }
 

@@ -369,16 +369,22 @@ manifest write_files(const std::string& dir, const host_csr& graph, dtype featur
     m.node_ids_file = "node_ids.txt";
     file_writer out(join(dir, m.node_ids_file));
     std::string buf;
+    std::uint64_t bytes = 0, checksum = detail::fnv_offset_basis;
+    auto flush = [&] {
+      out.write(buf.data(), buf.size());
+      checksum = fnv1a64(buf.data(), buf.size(), checksum);
+      bytes += buf.size();
+      buf.clear();
+    };
     for (const std::string& id : graph.node_ids) {
       buf += id;
       buf += '\n';
-      if (buf.size() >= io_chunk_bytes) {
-        out.write(buf.data(), buf.size());
-        buf.clear();
-      }
+      if (buf.size() >= io_chunk_bytes) flush();
     }
-    out.write(buf.data(), buf.size());
+    flush();
     out.commit();
+    m.node_ids_bytes = bytes;
+    m.node_ids_checksum = checksum;
   }
 
   std::ostringstream os;
@@ -394,7 +400,11 @@ manifest write_files(const std::string& dir, const host_csr& graph, dtype featur
     os << "feature_dim: " << m.feature_dim << "\n";
     put_array(os, "node_features", *m.node_features);
   }
-  if (!m.node_ids_file.empty()) os << "node_ids_file: " << m.node_ids_file << "\n";
+  if (!m.node_ids_file.empty()) {
+    os << "node_ids_file: " << m.node_ids_file << "\n"
+       << "node_ids_bytes: " << *m.node_ids_bytes << "\n"
+       << "node_ids_checksum: " << hex64(*m.node_ids_checksum) << "\n";
+  }
   const std::string text = os.str();
   file_writer out(join(dir, manifest_name));
   out.write(text.data(), text.size());

@@ -409,6 +409,14 @@ csr_graph load_graph(std::shared_ptr<wm::communicator> comm, const std::string& 
     if (want_weights) files.emplace_back(&weight_file, &*m.edge_weights);
     if (want_features) files.emplace_back(&feature_file, &*m.node_features);
     verify_split(bs, files);
+    // The original ids are not loaded, but a damaged file is still a damaged dataset: one
+    // rank reads it (it is small next to the arrays) and every rank hears the verdict.
+    if (!m.node_ids_file.empty()) {  // the same on every rank: the manifests agreed
+      wm::agree(bs, call, "verifying " + m.node_ids_file, [&] {
+        if (bs.rank() == 0) verify_node_ids(dir, m);
+        return std::string();
+      });
+    }
   }
 
   // 2. Allocation, with make_graph's granularity rules.

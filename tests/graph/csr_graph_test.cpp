@@ -246,13 +246,29 @@ void set_manifest(const std::string& dir, const std::string& key, const std::str
   std::ofstream(dir + "/manifest.yaml") << out.str();
 }
 
+// Removes the manifest lines of `keys`.
+void remove_manifest_keys(const std::string& dir, const std::vector<std::string>& keys) {
+  std::ifstream in(dir + "/manifest.yaml");
+  std::ostringstream out;
+  std::string line;
+  while (std::getline(in, line)) {
+    bool drop = false;
+    for (const auto& k : keys) drop = drop || line.rfind(k + ":", 0) == 0;
+    if (!drop) out << line << "\n";
+  }
+  in.close();
+  std::ofstream(dir + "/manifest.yaml") << out.str();
+}
+
 // Loads on 2 ranks and returns the error each rank saw ("" when none).
-std::vector<std::string> load_errors(const std::string& dir) {
+std::vector<std::string> load_errors(const std::string& dir, bool verify_checksums = false) {
   std::vector<std::string> errors(2);
   thread_ranks(2, [&](std::shared_ptr<wholememory::bootstrap> bs) {
     auto comm = wholememory::make_host_communicator(bs);
     try {
-      load_graph(comm, dir, load_options{});
+      load_options options;
+      options.verify_checksums = verify_checksums;
+      load_graph(comm, dir, options);
     } catch (const wholememory::logic_error& e) {
       errors[comm->rank()] = e.what();
     }
@@ -281,6 +297,49 @@ TEST(CsrGraph, WrongSizeInManifestNamed) {
   set_manifest(dir2.str(), "node_features.count", "12");
   for (const std::string& e : load_errors(dir2.str())) {
     EXPECT_NE(e.find("node_features"), std::string::npos) << e;
+  }
+}
+
+// node_ids.txt is not loaded, but a damaged one is refused on every rank: truncated (its size
+// against the manifest, always), or one byte changed (the checksum, read by rank 0 when
+// checksums are verified); an intact one loads, and so does a dataset written before the ids
+// had a checksum.
+TEST(CsrGraph, DamagedNodeIdsRefusedOnEveryRank) {
+  auto with_ids = [] {
+    host_csr g = small_graph(false, 0);
+    for (std::uint64_t v = 0; v < g.num_nodes; ++v)
+      g.node_ids.push_back("id" + std::to_string(v * 7));
+    return g;
+  };
+  {
+    temp_dir dir;
+    write_dataset(dir.str(), with_ids());
+    for (const std::string& e : load_errors(dir.str(), true)) EXPECT_EQ(e, "");
+    fs::resize_file(dir.path / "node_ids.txt", fs::file_size(dir.path / "node_ids.txt") - 3);
+    for (const std::string& e : load_errors(dir.str())) {
+      EXPECT_NE(e.find("node_ids.txt"), std::string::npos) << e;
+      EXPECT_NE(e.find("truncated or modified"), std::string::npos) << e;
+    }
+  }
+  {
+    temp_dir dir;
+    write_dataset(dir.str(), with_ids());
+    std::fstream f(dir.path / "node_ids.txt", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(2);
+    f.put('9');  // "id0" -> "id9": same size
+    f.close();
+    for (const std::string& e : load_errors(dir.str())) EXPECT_EQ(e, "");  // sizes only
+    for (const std::string& e : load_errors(dir.str(), /*verify_checksums=*/true)) {
+      EXPECT_NE(e.find("node_ids.txt: checksum mismatch"), std::string::npos) << e;
+    }
+  }
+  {
+    temp_dir dir;
+    write_dataset(dir.str(), with_ids());
+    remove_manifest_keys(dir.str(), {"node_ids_bytes", "node_ids_checksum"});
+    for (const std::string& e : load_errors(dir.str(), true)) EXPECT_EQ(e, "");
+    remove_manifest_keys(dir.str(), {"node_ids_file"});
+    for (const std::string& e : load_errors(dir.str())) EXPECT_EQ(e, "");
   }
 }
 

@@ -166,6 +166,34 @@ TEST(Dataset, NodeIdsRoundTrip) {
   EXPECT_EQ(wholestore::graph::read_dataset(dir.str()).node_ids, g.node_ids);
 }
 
+// The ids file is covered like the arrays: read_dataset refuses one byte changed (checksum),
+// a truncated file (size, at read_manifest), and a manifest with only one of the two keys.
+TEST(Dataset, DamagedNodeIdsRefused) {
+  host_csr g = random_csr(5, 3, false, 0, 1);
+  g.node_ids = {"a", "1155073", "x y", "35", "-"};
+  {
+    temp_dir dir;
+    auto m = wholestore::graph::write_dataset(dir.str(), g);
+    ASSERT_TRUE(m.node_ids_bytes && m.node_ids_checksum);
+    EXPECT_EQ(*m.node_ids_bytes, fs::file_size(dir.file("node_ids.txt")));
+    write_text(dir.file("node_ids.txt"), "a\n1155074\nx y\n35\n-\n");
+    expect_error([&] { wholestore::graph::read_dataset(dir.str()); },
+                 {"node_ids.txt: checksum mismatch"});
+    write_text(dir.file("node_ids.txt"), "a\n1155073\n");
+    expect_error([&] { wholestore::graph::read_manifest(dir.str()); },
+                 {"node_ids.txt", "the manifest says", "truncated or modified"});
+  }
+  {
+    temp_dir dir;
+    wholestore::graph::write_dataset(dir.str(), g);
+    std::string text = read_text(dir.file("manifest.yaml"));
+    text.erase(text.find("node_ids_checksum:"));
+    write_text(dir.file("manifest.yaml"), text);
+    expect_error([&] { wholestore::graph::read_manifest(dir.str()); },
+                 {"node_ids_bytes and node_ids_checksum go together"});
+  }
+}
+
 TEST(Dataset, RewriteWithoutOptionalArraysRemovesThem) {
   temp_dir dir;
   wholestore::graph::write_dataset(dir.str(), random_csr(50, 4, true, 3, 2));

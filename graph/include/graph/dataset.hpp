@@ -48,6 +48,9 @@ struct manifest {
   std::optional<array_file> node_features;
   std::uint64_t feature_dim = 0;  ///< columns of node_features (0 when absent)
   std::string node_ids_file;      ///< empty when ids were not remapped
+  /// node_ids_file's size and FNV-1a 64 checksum; datasets written before these keys existed
+  /// lack them (then the file's lines are counted only when the ids are read).
+  std::optional<std::uint64_t> node_ids_bytes, node_ids_checksum;
 };
 
 /// A whole CSR graph in host memory, as the converter and generator produce it.
@@ -92,9 +95,14 @@ void check_dataset_destination(const std::string& dir,
 /// each other and with every file's size on disk.  Does not read the arrays.
 manifest read_manifest(const std::string& dir);
 
-/// Verifies every array file's checksum against the manifest; throws naming the first file
-/// that differs.
+/// Verifies every array file's checksum against the manifest, then verify_node_ids; throws
+/// naming the first file that differs.
 void verify_checksums(const std::string& dir, const manifest& m);
+
+/// node_ids_file against the manifest's node_ids_checksum, and one line per node; nothing for
+/// a dataset without ids or one written before the checksum was recorded.  Throws logic_error
+/// naming the file.
+void verify_node_ids(const std::string& dir, const manifest& m);
 
 /// Reads the whole dataset into host memory (after read_manifest and verify_checksums), with
 /// col_indices widened to int64 and features converted to float32.
