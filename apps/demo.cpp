@@ -99,6 +99,7 @@ int run_demo(int argc, char** argv) {
   auto t0 = std::chrono::steady_clock::now();
   wholememory::allocation_options opts;
   opts.granularity = static_cast<std::size_t>(granularity);
+  opts.name = "demo: memory.size_mib " + std::to_string(size_mib);
   auto wm = wholememory::wholememory::create(comm, bytes, type, location, opts);
   comm->barrier(nullptr);
   double create_s = seconds_since(t0);

@@ -353,6 +353,7 @@ table table::create(std::shared_ptr<wholememory::communicator> comm, const table
   const std::size_t row_bytes = o.dim * wholememory::dtype_size(o.dtype);
   wholememory::allocation_options weights_options;
   weights_options.granularity = row_bytes;
+  weights_options.name = "the embedding table's weights";
   impl->weights = wholememory::wholememory::create(comm, o.rows * row_bytes, o.type, o.location,
                                                    weights_options);
   const wholememory::partition& parts = impl->weights.get_partition();
@@ -373,6 +374,7 @@ table table::create(std::shared_ptr<wholememory::communicator> comm, const table
   for (const char* name : detail::state_names_of(o.optimizer.kind)) {
     wholememory::allocation_options so;
     so.granularity = cols * sizeof(float);
+    so.name = std::string("the embedding table's optimizer state '") + name + "'";
     for (int p = 0; p < ranks; ++p) so.part_bytes.push_back(impl->rank_rows[p].size() * cols * 4);
     impl->state.push_back(wholememory::wholememory::create(comm, o.rows * cols * sizeof(float),
                                                            o.type, o.location, so));

@@ -46,9 +46,10 @@ using check_part = std::function<void(std::uint64_t first, std::size_t count)>;
 // the part's elements.  Rows of `row_elems` elements never straddle parts.
 wm::wholememory make_array(const std::shared_ptr<wm::communicator>& comm, const void* src,
                            std::size_t count, std::size_t elem, std::size_t row_elems,
-                           wm::memory_type type, wm::memory_location location,
+                           wm::memory_type type, wm::memory_location location, const char* name,
                            const check_part& check = {}) {
   wm::allocation_options opts;
+  opts.name = std::string("the graph's ") + name;
   opts.granularity = elem * std::max<std::size_t>(row_elems, 1);
   std::size_t bytes = std::max<std::size_t>(count * elem, opts.granularity);
   auto mem = wm::wholememory::create(comm, bytes, type, location, opts);
@@ -165,7 +166,7 @@ csr_graph make_graph(std::shared_ptr<wm::communicator> comm, const host_csr& gra
   // Each rank checks the part it copies (rule 6), column indices before they are narrowed.
   detail::csr_checker checker("the host graph of make_graph", g.num_nodes, g.num_edges);
   g.row_offsets = make_array(comm, graph.row_offsets.data(), graph.row_offsets.size(), 8, 1, type,
-                             location, [&](std::uint64_t first, std::size_t count) {
+                             location, "row_offsets", [&](std::uint64_t first, std::size_t count) {
                                checker.row_offsets(graph.row_offsets.data() + first, first, count);
                              });
   const check_part check_cols = [&](std::uint64_t first, std::size_t count) {
@@ -173,15 +174,16 @@ csr_graph make_graph(std::shared_ptr<wm::communicator> comm, const host_csr& gra
   };
   if (g.col_type == wm::dtype::int32) {
     std::vector<std::int32_t> cols(graph.col_indices.begin(), graph.col_indices.end());
-    g.col_indices = make_array(comm, cols.data(), cols.size(), 4, 1, type, location, check_cols);
+    g.col_indices =
+        make_array(comm, cols.data(), cols.size(), 4, 1, type, location, "col_indices", check_cols);
   } else {
     g.col_indices = make_array(comm, graph.col_indices.data(), graph.col_indices.size(), 8, 1, type,
-                               location, check_cols);
+                               location, "col_indices", check_cols);
   }
   if (!graph.edge_weights.empty() && placement.load_weights) {
     g.edge_weights =
         make_array(comm, graph.edge_weights.data(), graph.edge_weights.size(), 4, 1, type, location,
-                   [&](std::uint64_t first, std::size_t count) {
+                   "edge_weights", [&](std::uint64_t first, std::size_t count) {
                      checker.edge_weights(graph.edge_weights.data() + first, first, count);
                    });
   }
@@ -215,7 +217,7 @@ csr_graph make_graph(std::shared_ptr<wm::communicator> comm, const host_csr& gra
     }
     g.node_features = make_array(comm, conv.data(), graph.num_nodes * graph.feature_dim, esz,
                                  graph.feature_dim, placement.features_type.value_or(type),
-                                 placement.features_location.value_or(location));
+                                 placement.features_location.value_or(location), "node_features");
   }
   return g;
 }

@@ -93,8 +93,9 @@ void open_checked(const std::string& dir, const array_file& a, open_file& f) {
 // elements never straddling parts; the same rules as make_graph.
 wm::wholememory create_array(const std::shared_ptr<wm::communicator>& comm, std::size_t count,
                              std::size_t elem, std::size_t row_elems, wm::memory_type type,
-                             wm::memory_location location) {
+                             wm::memory_location location, const char* name) {
   wm::allocation_options opts;
+  opts.name = std::string("the graph's ") + name;
   opts.granularity = elem * std::max<std::size_t>(row_elems, 1);
   const std::size_t bytes = std::max<std::size_t>(count * elem, opts.granularity);
   return wm::wholememory::create(comm, bytes, type, location, opts);
@@ -425,11 +426,13 @@ csr_graph load_graph(std::shared_ptr<wm::communicator> comm, const std::string& 
   g.num_edges = m.num_edges;
   g.directed = m.directed;
   g.col_type = m.col_indices.type;
-  g.row_offsets = create_array(comm, m.num_nodes + 1, 8, 1, options.type, options.location);
+  g.row_offsets =
+      create_array(comm, m.num_nodes + 1, 8, 1, options.type, options.location, "row_offsets");
   g.col_indices = create_array(comm, m.num_edges, wm::dtype_size(g.col_type), 1, options.type,
-                               options.location);
+                               options.location, "col_indices");
   if (want_weights) {
-    g.edge_weights = create_array(comm, m.num_edges, 4, 1, options.type, options.location);
+    g.edge_weights =
+        create_array(comm, m.num_edges, 4, 1, options.type, options.location, "edge_weights");
   }
   if (want_features) {
     g.feature_type = m.node_features->type;
@@ -437,7 +440,7 @@ csr_graph load_graph(std::shared_ptr<wm::communicator> comm, const std::string& 
     g.node_features =
         create_array(comm, m.num_nodes * m.feature_dim, wm::dtype_size(g.feature_type),
                      m.feature_dim, options.features_type.value_or(options.type),
-                     options.features_location.value_or(options.location));
+                     options.features_location.value_or(options.location), "node_features");
   }
 
   // 3. This rank's byte ranges, read in parallel.

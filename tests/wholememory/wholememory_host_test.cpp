@@ -177,6 +177,32 @@ TEST(HostMemoryErrors, MismatchedSizesFailOnEveryRank) {
   });
 }
 
+// More host memory than the host has is refused before any page is touched (it would end in
+// the kernel's out-of-memory killer), on every rank, with an out_of_memory that leads with the
+// allocation's name and says both sizes; the communicator stays usable.
+TEST(HostMemoryErrors, MoreThanTheHostHasIsRefusedByName) {
+  for (memory_type t : {memory_type::continuous, memory_type::chunked, memory_type::distributed}) {
+    run(mode::threads, 2, [t](std::shared_ptr<bootstrap> bs) {
+      auto comm = make_host_communicator(bs);
+      allocation_options opts;
+      opts.name = "the test's huge table";
+      const std::size_t huge = std::size_t{1} << 50;  // 1 PiB
+      try {
+        wholememory::wholememory::create(comm, huge, t, memory_location::host, opts);
+        ADD_FAILURE() << "allocated 1 PiB of host memory";
+      } catch (const wholememory::out_of_memory& e) {
+        const std::string what = e.what();
+        EXPECT_EQ(what.rfind("the test's huge table: 1048576.00 GiB", 0), 0u) << what;
+        EXPECT_NE(what.find(memory_type_name(t)), std::string::npos) << what;
+        EXPECT_NE(what.find("MiB of memory available"), std::string::npos) << what;
+        EXPECT_NE(what.find("1073741824 MiB"), std::string::npos) << what;
+      }
+      auto ok = wholememory::wholememory::create(comm, 4096, t, memory_location::host);
+      EXPECT_EQ(ok.size(), 4096u);
+    });
+  }
+}
+
 TEST(HostMemoryErrors, MismatchedTypeOrLocationFailOnEveryRank) {
   run(mode::threads, 2, [](std::shared_ptr<bootstrap> bs) {
     auto comm = make_host_communicator(bs);

@@ -4,18 +4,22 @@
 #include "fd_exchange.hpp"
 #include "posix.hpp"
 
+#include <wholememory/bootstrap.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/wholememory.hpp>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <iomanip>
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <sstream>
 
 namespace wholememory {
 
@@ -199,6 +203,66 @@ void touch_pages(void* ptr, std::size_t bytes) {
   for (std::size_t off = 0; off < bytes; off += page) p[off] = 0;
 }
 
+/// Bytes this host can still give without swapping: MemAvailable, capped by the cgroup's
+/// memory.max minus memory.current (cgroup v2) when a limit is set.  0 when unknown.
+std::size_t available_host_bytes() {
+  std::size_t available = 0;
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f)) {
+      unsigned long long kib = 0;
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+        available = static_cast<std::size_t>(kib) * 1024;
+        break;
+      }
+    }
+    std::fclose(f);
+  }
+  auto read_number = [](const char* path, unsigned long long& out) {
+    std::FILE* f = std::fopen(path, "r");
+    if (!f) return false;
+    const bool ok = std::fscanf(f, "%llu", &out) == 1;  // "max" (no limit) does not parse
+    std::fclose(f);
+    return ok;
+  };
+  unsigned long long limit = 0, used = 0;
+  if (read_number("/sys/fs/cgroup/memory.max", limit) &&
+      read_number("/sys/fs/cgroup/memory.current", used)) {
+    const std::size_t left = limit > used ? static_cast<std::size_t>(limit - used) : 0;
+    available = available == 0 ? left : std::min(available, left);
+  }
+  return available;
+}
+
+/// Host memory is shared memory (memfd) whose pages are touched right away: more than the
+/// host has would end in the kernel's out-of-memory killer, not in an error.  So local rank 0
+/// compares this host's share of the allocation with what the host has free, and every rank
+/// hears the verdict (an out_of_memory naming both sizes).  Collective.
+void check_host_capacity(const memory_impl& m) {
+  communicator& comm = *m.comm;
+  const rank_topology& topo = comm.topology();
+  std::size_t here = 0;
+  if (m.type == memory_type::distributed) {
+    for (int r : topo.local_ranks) here += m.parts.part_bytes(r);
+  } else {
+    here = m.parts.total_bytes;  // one host holds it all (checked by create)
+  }
+  agree(comm.get_bootstrap(), "wholememory::create", "checking the host's free memory", [&] {
+    if (topo.local_rank != 0 || here == 0) return std::string();
+    const std::size_t available = available_host_bytes();
+    if (available != 0 && here > available) {
+      WM_FAIL(out_of_memory, "this host has "
+                                 << available / 1048576 << " MiB of memory available "
+                                 << "(MemAvailable, or the cgroup's limit), and its share of the "
+                                    "allocation is "
+                                 << here / 1048576
+                                 << " MiB; use smaller sizes, more hosts, or "
+                                    "device memory");
+    }
+    return std::string();
+  });
+}
+
 void allocate_host(memory_impl& m) {
   communicator& comm = *m.comm;
   const rank_topology& topo = comm.topology();
@@ -206,6 +270,7 @@ void allocate_host(memory_impl& m) {
   const int me = comm.rank();
   const std::size_t my_offset = parts.part_offset(me);
   const std::size_t my_bytes = parts.part_bytes(me);
+  check_host_capacity(m);
 
   switch (m.type) {
     case memory_type::continuous: {
@@ -333,10 +398,29 @@ wholememory wholememory::create(std::shared_ptr<communicator> comm, std::size_t 
     m->infos[i].rank = m->single_process ? 0 : i;
   }
 
-  if (location == memory_location::host) {
-    detail::allocate_host(*m);
-  } else {
-    detail::allocate_on_device(*m, options);
+  // A failed allocation names what it was for first (the layer below names the piece, the
+  // size and the device); the exception keeps its type.
+  auto context = [&] {
+    std::ostringstream os;
+    os << std::fixed << std::setprecision(2);
+    os << (options.name.empty() ? std::string("wholememory::create") : options.name) << ": "
+       << static_cast<double>(total_bytes) / (1 << 30) << " GiB (" << total_bytes << " bytes) of "
+       << memory_type_name(type) << " " << memory_location_name(location) << " memory over "
+       << num_parts << " part(s) could not be allocated: ";
+    return os.str();
+  };
+  try {
+    if (location == memory_location::host) {
+      detail::allocate_host(*m);
+    } else {
+      detail::allocate_on_device(*m, options);
+    }
+  } catch (const out_of_memory& e) {
+    throw out_of_memory(context() + e.what());
+  } catch (const system_error& e) {
+    throw system_error(context() + e.what());
+  } catch (const cuda_error& e) {
+    throw cuda_error(context() + e.what());
   }
   return wholememory(std::move(m));
 }

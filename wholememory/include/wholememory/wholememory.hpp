@@ -43,6 +43,10 @@ struct allocation_options {
   /// Single-process multi-GPU mode: the CUDA devices to place the parts on (communicator of
   /// size 1 only).  Empty: one part per rank on the rank's current device.
   std::vector<int> devices;
+  /// What the memory holds ("graph col_indices", "embedding table weights"): when the
+  /// allocation fails (out of memory, a system call), the error leads with it, the total size,
+  /// the type and the location.  Optional; not compared across ranks.
+  std::string name;
 };
 
 /// Where one part lives and how this process reaches it.
