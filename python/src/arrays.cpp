@@ -185,6 +185,18 @@ bool cpu_reachable(int device_type) {
   return device_type == nb::device::cpu::value || device_type == nb::device::cuda_host::value;
 }
 
+void require_gpu_reachable(std::initializer_list<std::pair<const char*, int>> arrays,
+                           const char* why) {
+  for (const auto& [name, device_type] : arrays) {
+    if (!gpu_reachable(device_type)) {
+      throw nb::value_error((std::string(why) + " runs on the GPU and needs " + name +
+                             " in GPU-readable memory (a CUDA torch tensor or CuPy array), got a "
+                             "CPU array")
+                                .c_str());
+    }
+  }
+}
+
 wholememory::index_array as_indices(const in_array& a, const char* what) {
   if (a.ndim() != 1) {
     throw nb::value_error(

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,11 @@ bool gpu_reachable(int device_type);
 /// True for plain CPU memory (kDLCPU) and pinned host memory (kDLCUDAHost): what the CPU paths
 /// accept.
 bool cpu_reachable(int device_type);
+
+/// Before a GPU-path call: ValueError naming the first array that a kernel cannot read (plain
+/// CPU memory), so that pageable memory never reaches a kernel.
+void require_gpu_reachable(std::initializer_list<std::pair<const char*, int>> arrays,
+                           const char* why);
 
 /// A 1-D contiguous int32/int64 array as index_array.
 wholememory::index_array as_indices(const in_array& a, const char* what);

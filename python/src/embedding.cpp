@@ -163,6 +163,11 @@ void bind_embedding(nb::module_& m) {
             const wm::index_array idx = as_indices(indices, "indices");
             const wm::dense_matrix dst = as_matrix(out, idx.count, t.t.dim(), false, "out");
             const bool cpu = use_cpu(t, {indices.device_type(), out.device_type()});
+            if (!cpu) {
+              require_gpu_reachable(
+                  {{"indices", indices.device_type()}, {"out", out.device_type()}},
+                  "lookup on a device table or with CUDA arrays");
+            }
             nb::gil_scoped_release release;
             if (cpu) {
               t.t.lookup_host(idx, dst);
@@ -178,6 +183,11 @@ void bind_embedding(nb::module_& m) {
             const wm::index_array idx = as_indices(indices, "indices");
             const wm::dense_matrix src = as_matrix(rows, idx.count, t.t.dim(), false, "rows");
             const bool cpu = use_cpu(t, {indices.device_type(), rows.device_type()});
+            if (!cpu) {
+              require_gpu_reachable(
+                  {{"indices", indices.device_type()}, {"rows", rows.device_type()}},
+                  "write_rows on a device table or with CUDA arrays");
+            }
             nb::gil_scoped_release release;
             if (cpu) {
               t.t.scatter_rows_host(idx, src);
@@ -194,6 +204,11 @@ void bind_embedding(nb::module_& m) {
             const wm::index_array idx = as_indices(indices, "indices");
             const wm::dense_matrix g = as_matrix(grads, idx.count, t.t.dim(), false, "grads");
             const bool cpu = use_cpu(t, {indices.device_type(), grads.device_type()});
+            if (!cpu) {
+              require_gpu_reachable(
+                  {{"indices", indices.device_type()}, {"grads", grads.device_type()}},
+                  "apply_gradients on a device table or with CUDA arrays");
+            }
             nb::gil_scoped_release release;
             if (cpu) {
               t.t.apply_gradients_host(idx, g, lr);
@@ -212,6 +227,11 @@ void bind_embedding(nb::module_& m) {
             const wm::index_array idx = as_indices(indices, "indices");
             const wm::dense_matrix dst = as_matrix(out, idx.count, st.cols, false, "out");
             const bool cpu = use_cpu(t, {indices.device_type(), out.device_type()});
+            if (!cpu) {
+              require_gpu_reachable(
+                  {{"indices", indices.device_type()}, {"out", out.device_type()}},
+                  "read_state on a device table or with CUDA arrays");
+            }
             nb::gil_scoped_release release;
             if (cpu) {
               wm::gather_host(st, idx, dst);

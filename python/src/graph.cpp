@@ -309,6 +309,10 @@ void bind_graph(nb::module_& m) {
             const wm::dense_matrix dst = as_matrix(out, idx.count, table.cols, false, "out");
             const bool cpu = g.g.node_features.location() == wm::memory_location::host &&
                              cpu_reachable(nodes.device_type()) && cpu_reachable(out.device_type());
+            if (!cpu) {
+              require_gpu_reachable({{"nodes", nodes.device_type()}, {"out", out.device_type()}},
+                                    "gather_features on device memory or with CUDA arrays");
+            }
             nb::gil_scoped_release release;
             if (cpu) {
               wm::gather_host(table, idx, dst);

@@ -113,6 +113,10 @@ void memory_gather(const py_memory& m, const in_array& indices, const out_array&
   const bool cpu = m.mem.location() == wm::memory_location::host &&
                    cpu_reachable(indices.device_type()) && cpu_reachable(out.device_type());
   const wm::wm_tensor table = m.tensor();
+  if (!cpu) {
+    require_gpu_reachable({{"indices", indices.device_type()}, {"out", out.device_type()}},
+                          "gather on device memory or with CUDA arrays");
+  }
   nb::gil_scoped_release release;
   if (cpu) {
     wm::gather_host(table, idx, dst);
@@ -129,6 +133,10 @@ void memory_scatter(py_memory& m, const in_array& values, const in_array& indice
   const bool cpu = m.mem.location() == wm::memory_location::host &&
                    cpu_reachable(indices.device_type()) && cpu_reachable(values.device_type());
   const wm::wm_tensor table = m.tensor();
+  if (!cpu) {
+    require_gpu_reachable({{"indices", indices.device_type()}, {"values", values.device_type()}},
+                          "scatter on device memory or with CUDA arrays");
+  }
   nb::gil_scoped_release release;
   if (cpu) {
     wm::scatter_host(src, idx, table);
