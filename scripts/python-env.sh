@@ -29,7 +29,8 @@ sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Pyt
 has_headers || apt_install python3-dev
 
 if python3 -c 'import nanobind, numpy, pytest' >/dev/null 2>&1; then
-  command -v python3
+  # The interpreter itself, not a launcher in front of it (pyenv's shims).
+  python3 -c 'import sys; print(sys.executable)'
   exit 0
 fi
 

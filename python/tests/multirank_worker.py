@@ -69,7 +69,7 @@ def bad_index(comm, out_dir):
 if __name__ == "__main__":
     scenario, out_dir = sys.argv[1], sys.argv[2]
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    comm = None if scenario == "tcp" else ws.init(device=None)
+    comm = None if scenario == "tcp" else ws.init()  # device "auto": a GPU when there is one
     if comm is not None:
         env = ws.read_launch_env()
         assert (comm.rank, comm.size) == (env["rank"], env["size"])

@@ -188,3 +188,38 @@ def test_bad_names_and_freed_memory(comm):
 def test_device_memory_without_cuda(comm):
     with pytest.raises(ws.LogicError, match="CUDA"):
         ws.WholeMemory(comm, 4, "float32", "continuous", "device")
+
+
+# ---- jobs ----
+
+def test_one_rank_job(comm):
+    assert (comm.rank, comm.size, comm.local_rank, comm.local_size) == (0, 1, 0, 1)
+    assert comm.backend == "host" and comm.num_hosts == 1 and not comm.broken
+    comm.barrier()
+    assert comm.allgather_bytes(b"abc") == [b"abc"]
+
+
+def test_read_launch_env(monkeypatch):
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                 "OMPI_COMM_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    assert ws.read_launch_env() is None
+    monkeypatch.setenv("RANK", "2")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("MASTER_ADDR", "10.1.2.3")
+    monkeypatch.setenv("MASTER_PORT", "1234")
+    env = ws.read_launch_env()
+    assert (env["rank"], env["size"], env["master_addr"], env["master_port"]) == (
+        2, 4, "10.1.2.3", 1234)
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    with pytest.raises(ws.LogicError, match="WORLD_SIZE"):
+        ws.read_launch_env()
+
+
+def test_init_arguments():
+    with pytest.raises(ValueError, match="pass both rank and size"):
+        ws.init(rank=0)
+    with pytest.raises(ValueError, match="timeout -1"):
+        ws.init(timeout=-1)
+    with pytest.raises(ValueError, match="master_addr/master_port need rank and size"):
+        ws.init(master_port=1234)

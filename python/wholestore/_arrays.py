@@ -67,6 +67,14 @@ def as_array(values, dtype=None):
     return values
 
 
+def length(array):
+    """Rows of an array (its first dimension)."""
+    shape = getattr(array, "shape", None)
+    if shape is not None:
+        return int(shape[0]) if len(shape) else 1
+    return len(array)
+
+
 def stream_of(stream, *arrays):
     """The CUDA stream of a call as an integer.  `stream` may be an int, a torch.cuda.Stream
     (its cuda_stream), a CuPy stream (its ptr) or None: then the current stream of the framework

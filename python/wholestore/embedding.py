@@ -73,7 +73,7 @@ class EmbeddingTable:
         untouched.  Returns ``out``."""
         indices = _arrays.as_indices(indices)
         if out is None:
-            out = _arrays.empty(indices, (_len(indices), self.dim),
+            out = _arrays.empty(indices, (_arrays.length(indices), self.dim),
                                 _arrays.dtype_name(dtype) if dtype is not None else self.dtype)
         self._t.lookup(indices, out, _arrays.stream_of(stream, indices, out))
         return out
@@ -102,7 +102,8 @@ class EmbeddingTable:
         """Rows ``indices`` of the optimizer state ``name`` (float32; see ``state_names``)."""
         indices = _arrays.as_indices(indices)
         if out is None:
-            out = _arrays.empty(indices, (_len(indices), self._t.state_cols(name)), "float32")
+            cols = self._t.state_cols(name)
+            out = _arrays.empty(indices, (_arrays.length(indices), cols), "float32")
         self._t.read_state(name, indices, out, _arrays.stream_of(stream, indices, out))
         return out
 
@@ -124,9 +125,3 @@ class EmbeddingTable:
         """Frees weights and state now.  Collective."""
         self._t.free()
 
-
-def _len(array):
-    shape = getattr(array, "shape", None)
-    if shape is not None:
-        return int(shape[0]) if len(shape) else 1
-    return len(array)

@@ -126,7 +126,7 @@ class WholeMemory:
     def local_rows(self):
         """(begin, end): the rows of this rank's part."""
         first, view = self._m.view(-1, len(self._shape) == 1)
-        return first, first + _len(view)
+        return first, first + _arrays.length(view)
 
     def local_view(self):
         """A zero-copy view of this rank's rows."""
@@ -147,7 +147,7 @@ class WholeMemory:
         indices' framework).  Collective on distributed memory.  Returns ``out``."""
         indices = _arrays.as_indices(indices)
         if out is None:
-            shape = (_len(indices),) + self._shape[1:]
+            shape = (_arrays.length(indices),) + self._shape[1:]
             out = _arrays.empty(indices, shape, self.dtype)
         self._m.gather(indices, out, _arrays.stream_of(stream, indices, out))
         return out
@@ -173,9 +173,3 @@ class WholeMemory:
         """Frees the allocation now.  Collective."""
         self._m.free()
 
-
-def _len(array):
-    shape = getattr(array, "shape", None)
-    if shape is not None:
-        return int(shape[0]) if len(shape) else 1
-    return len(array)
