@@ -1,0 +1,293 @@
+// Embedding tables of wholestore._core: create, lookup, raw row writes, apply_gradients with
+// every optimizer, state reads, checkpoints.
+#include "arrays.hpp"
+#include "bindings.hpp"
+
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+#include <embedding/checkpoint.hpp>
+#include <embedding/table.hpp>
+#include <wholememory/device.hpp>
+#include <wholememory/gather.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace wholestore::python {
+
+namespace wm = wholememory;
+namespace emb = wholestore::embedding;
+
+namespace {
+
+struct py_table {
+  emb::table t;
+  void check_alive() const {
+    if (!t) throw nb::value_error("this embedding table was freed");
+  }
+  bool host() const { return t.options().location == wm::memory_location::host; }
+};
+
+/// The CPU path when the table is host-located and every array is in CPU memory.
+bool use_cpu(const py_table& t, std::initializer_list<int> device_types) {
+  if (!t.host()) return false;
+  for (int d : device_types) {
+    if (!cpu_reachable(d)) return false;
+  }
+  return true;
+}
+
+std::size_t state_index(const py_table& t, const std::string& name) {
+  const std::vector<std::string>& names = t.t.state_names();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) return i;
+  }
+  std::string known;
+  for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+  throw nb::value_error(("the " + std::string(emb::optimizer_name(t.t.options().optimizer.kind)) +
+                         " table has no state '" + name +
+                         "' (it has: " + (known.empty() ? std::string("none") : known) + ")")
+                            .c_str());
+}
+
+}  // namespace
+
+void bind_embedding(nb::module_& m) {
+  nb::class_<py_table>(m, "Table", "A trainable embedding table (see wholestore.EmbeddingTable).")
+      .def(
+          "__init__",
+          [](py_table* self, py_comm& comm, std::size_t rows, std::size_t dim,
+             const std::string& dtype, const std::string& type, const std::string& location,
+             const std::string& init, double init_a, double init_b, double init_mean,
+             double init_std, std::uint64_t seed, const std::string& optimizer, float weight_decay,
+             float beta1, float beta2, float eps, float alpha, float initial_accumulator) {
+            emb::table_options o;
+            o.rows = rows;
+            o.dim = dim;
+            o.dtype = dtype_from_name(dtype);
+            o.type = wm::parse_memory_type(type);
+            o.location = wm::parse_memory_location(location);
+            o.init.method = emb::parse_init_kind(init);
+            o.init.a = init_a;
+            o.init.b = init_b;
+            o.init.mean = init_mean;
+            o.init.std = init_std;
+            o.init.seed = seed;
+            o.optimizer.kind = emb::parse_optimizer(optimizer);
+            o.optimizer.weight_decay = weight_decay;
+            o.optimizer.beta1 = beta1;
+            o.optimizer.beta2 = beta2;
+            o.optimizer.eps = eps;
+            o.optimizer.alpha = alpha;
+            o.optimizer.initial_accumulator = initial_accumulator;
+            emb::table t;
+            {
+              nb::gil_scoped_release release;
+              t = emb::table::create(comm.comm, o);
+            }
+            py_table* p = new (self) py_table();
+            p->t = std::move(t);
+          },
+          nb::arg("comm"), nb::arg("rows"), nb::arg("dim"), nb::arg("dtype"), nb::arg("type"),
+          nb::arg("location"), nb::arg("init"), nb::arg("init_a"), nb::arg("init_b"),
+          nb::arg("init_mean"), nb::arg("init_std"), nb::arg("seed"), nb::arg("optimizer"),
+          nb::arg("weight_decay"), nb::arg("beta1"), nb::arg("beta2"), nb::arg("eps"),
+          nb::arg("alpha"), nb::arg("initial_accumulator"))
+      .def_prop_ro("rows",
+                   [](const py_table& t) {
+                     t.check_alive();
+                     return t.t.rows();
+                   })
+      .def_prop_ro("dim",
+                   [](const py_table& t) {
+                     t.check_alive();
+                     return t.t.dim();
+                   })
+      .def_prop_ro("dtype",
+                   [](const py_table& t) {
+                     t.check_alive();
+                     return wm::dtype_name(t.t.dtype());
+                   })
+      .def_prop_ro("type",
+                   [](const py_table& t) {
+                     t.check_alive();
+                     return wm::memory_type_name(t.t.options().type);
+                   })
+      .def_prop_ro("location",
+                   [](const py_table& t) {
+                     t.check_alive();
+                     return wm::memory_location_name(t.t.options().location);
+                   })
+      .def_prop_ro("optimizer",
+                   [](const py_table& t) {
+                     t.check_alive();
+                     return emb::optimizer_name(t.t.options().optimizer.kind);
+                   })
+      .def_prop_ro("state_names",
+                   [](const py_table& t) {
+                     t.check_alive();
+                     return t.t.state_names();
+                   })
+      .def_prop_ro("own_rows",
+                   [](const py_table& t) {
+                     t.check_alive();
+                     const emb::row_range r = t.t.own_rows();
+                     return std::make_pair(r.begin, r.end);
+                   })
+      .def_prop_ro("rank_rows",
+                   [](const py_table& t) {
+                     t.check_alive();
+                     std::vector<std::pair<std::size_t, std::size_t>> out;
+                     for (const emb::row_range& r : t.t.rank_rows())
+                       out.emplace_back(r.begin, r.end);
+                     return out;
+                   })
+      .def_prop_rw(
+          "step",
+          [](const py_table& t) {
+            t.check_alive();
+            return t.t.step();
+          },
+          [](py_table& t, std::uint64_t step) {
+            t.check_alive();
+            t.t.set_step(step);
+          })
+      .def_prop_ro("alive", [](const py_table& t) { return static_cast<bool>(t.t); })
+      .def(
+          "lookup",
+          [](const py_table& t, const in_array& indices, const out_array& out,
+             std::uintptr_t stream) {
+            t.check_alive();
+            const wm::index_array idx = as_indices(indices, "indices");
+            const wm::dense_matrix dst = as_matrix(out, idx.count, t.t.dim(), false, "out");
+            const bool cpu = use_cpu(t, {indices.device_type(), out.device_type()});
+            if (!cpu) {
+              require_gpu_reachable(
+                  {{"indices", indices.device_type()}, {"out", out.device_type()}},
+                  "lookup on a device table or with CUDA arrays");
+            }
+            nb::gil_scoped_release release;
+            if (cpu) {
+              t.t.lookup_host(idx, dst);
+            } else {
+              t.t.lookup(idx, dst, to_stream(stream));
+            }
+          },
+          nb::arg("indices"), nb::arg("out"), nb::arg("stream"))
+      .def(
+          "write_rows",
+          [](py_table& t, const in_array& indices, const in_array& rows, std::uintptr_t stream) {
+            t.check_alive();
+            const wm::index_array idx = as_indices(indices, "indices");
+            const wm::dense_matrix src = as_matrix(rows, idx.count, t.t.dim(), false, "rows");
+            const bool cpu = use_cpu(t, {indices.device_type(), rows.device_type()});
+            if (!cpu) {
+              require_gpu_reachable(
+                  {{"indices", indices.device_type()}, {"rows", rows.device_type()}},
+                  "write_rows on a device table or with CUDA arrays");
+            }
+            nb::gil_scoped_release release;
+            if (cpu) {
+              t.t.scatter_rows_host(idx, src);
+            } else {
+              t.t.scatter_rows(idx, src, to_stream(stream));
+            }
+          },
+          nb::arg("indices"), nb::arg("rows"), nb::arg("stream"))
+      .def(
+          "apply_gradients",
+          [](py_table& t, const in_array& indices, const in_array& grads, float lr,
+             std::uintptr_t stream) {
+            t.check_alive();
+            const wm::index_array idx = as_indices(indices, "indices");
+            const wm::dense_matrix g = as_matrix(grads, idx.count, t.t.dim(), false, "grads");
+            const bool cpu = use_cpu(t, {indices.device_type(), grads.device_type()});
+            if (!cpu) {
+              require_gpu_reachable(
+                  {{"indices", indices.device_type()}, {"grads", grads.device_type()}},
+                  "apply_gradients on a device table or with CUDA arrays");
+            }
+            nb::gil_scoped_release release;
+            if (cpu) {
+              t.t.apply_gradients_host(idx, g, lr);
+            } else {
+              t.t.apply_gradients(idx, g, lr, to_stream(stream));
+            }
+          },
+          nb::arg("indices"), nb::arg("grads"), nb::arg("lr"), nb::arg("stream"))
+      .def(
+          "read_state",
+          [](const py_table& t, const std::string& name, const in_array& indices,
+             const out_array& out, std::uintptr_t stream) {
+            t.check_alive();
+            const std::size_t i = state_index(t, name);
+            const wm::wm_tensor st = t.t.state_tensor(i);
+            const wm::index_array idx = as_indices(indices, "indices");
+            const wm::dense_matrix dst = as_matrix(out, idx.count, st.cols, false, "out");
+            const bool cpu = use_cpu(t, {indices.device_type(), out.device_type()});
+            if (!cpu) {
+              require_gpu_reachable(
+                  {{"indices", indices.device_type()}, {"out", out.device_type()}},
+                  "read_state on a device table or with CUDA arrays");
+            }
+            nb::gil_scoped_release release;
+            if (cpu) {
+              wm::gather_host(st, idx, dst);
+            } else {
+              wm::gather(st, idx, dst, to_stream(stream));
+            }
+          },
+          nb::arg("name"), nb::arg("indices"), nb::arg("out"), nb::arg("stream"))
+      .def(
+          "state_cols",
+          [](const py_table& t, const std::string& name) {
+            t.check_alive();
+            return t.t.state_tensor(state_index(t, name)).cols;
+          },
+          nb::arg("name"))
+      .def(
+          "local_weights",
+          [](py_table& t) {
+            t.check_alive();
+            const wm::part_info p = t.t.weights_memory().local_part();
+            const emb::row_range r = t.t.own_rows();
+            const int device = t.host() ? -1 : p.device;
+            return nb::make_tuple(r.begin, make_view(p.ptr, r.size(), t.t.dim(), t.t.dtype(),
+                                                     device, false, nb::find(&t)));
+          },
+          "(first row, view of this rank's rows of the weights).")
+      .def(
+          "store_checkpoint",
+          [](py_table& t, const std::string& dir) {
+            t.check_alive();
+            nb::gil_scoped_release release;
+            emb::store_checkpoint(t.t, dir);
+          },
+          nb::arg("dir"))
+      .def(
+          "load_checkpoint",
+          [](py_table& t, const std::string& dir) {
+            t.check_alive();
+            nb::gil_scoped_release release;
+            emb::load_checkpoint(t.t, dir);
+          },
+          nb::arg("dir"))
+      .def("free", [](py_table& t) {
+        nb::gil_scoped_release release;
+        t.t.free();
+      });
+
+  m.def("optimizer_names", [] {
+    std::vector<std::string> names;
+    for (emb::optimizer_kind k :
+         {emb::optimizer_kind::sgd, emb::optimizer_kind::adam, emb::optimizer_kind::adagrad,
+          emb::optimizer_kind::rowwise_adagrad, emb::optimizer_kind::rmsprop}) {
+      names.push_back(emb::optimizer_name(k));
+    }
+    return names;
+  });
+}
+
+}  // namespace wholestore::python

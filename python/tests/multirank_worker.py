@@ -1,0 +1,77 @@
+"""One rank of a multi-rank test (conftest.run_ranks starts it with the launch environment):
+python multirank_worker.py SCENARIO OUT_DIR."""
+
+import os
+import sys
+
+import numpy as np
+
+import wholestore as ws
+
+
+def memory(comm, out_dir):
+    rank, size = comm.rank, comm.size
+    for type in ("continuous", "chunked", "distributed"):
+        m = ws.WholeMemory(comm, (13, 3), "float32", type, "host")
+        begin, end = m.local_rows
+        rows = np.arange(begin, end)
+        m.local_view()[:] = rows[:, None] * 10 + np.arange(3)
+        comm.barrier()
+        expected = np.arange(13)[:, None] * 10.0 + np.arange(3)
+        idx = np.random.default_rng(rank).integers(0, 13, size=20 + rank)
+        np.testing.assert_array_equal(m.gather(idx), expected[idx])
+        comm.barrier()  # every rank has read before any writes
+        # Each rank writes rows at the other end; distributed memory makes this collective.
+        mine = np.array([0, 1]) if rank == 0 else np.array([11, 12])
+        m.scatter(np.full((2, 3), -1.0 - rank, np.float32), mine)
+        comm.barrier()
+        expected[[0, 1]] = -1.0
+        expected[[11, 12]] = -2.0
+        np.testing.assert_array_equal(m.gather(np.arange(13)), expected)
+        comm.barrier()
+        m.free()
+    sizes = comm.allgather_bytes(str(rank).encode())
+    assert sizes == [str(r).encode() for r in range(size)]
+
+
+def embedding(comm, out_dir):
+    import test_embedding  # the batch the one-rank run in the test applies
+
+    t = ws.EmbeddingTable(comm, 40, 6, "float32", "distributed", "host", optimizer="adam",
+                          init_range=(-1, 1), seed=4)
+    for indices, grads, lr in test_embedding.global_batches(comm.size):
+        t.apply_gradients(indices[comm.rank], grads[comm.rank], lr)
+    np.save(os.path.join(out_dir, f"weights{comm.rank}.npy"), t.lookup(np.arange(40)))
+    t.store_checkpoint(os.path.join(out_dir, "ckpt"))
+
+
+def tcp(comm_unused, out_dir):
+    rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    port = int(os.environ["MASTER_PORT"])
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_PORT"):
+        del os.environ[name]
+    assert ws.read_launch_env() is None
+    comm = ws.init(rank, size, "127.0.0.1", port)
+    assert (comm.rank, comm.size) == (rank, size)
+    comm.barrier()
+
+
+def bad_index(comm, out_dir):
+    t = ws.EmbeddingTable(comm, 10, 2, type="chunked", optimizer="sgd")
+    index = 10 if comm.rank == 1 else 0
+    try:
+        t.apply_gradients([index], np.ones((1, 2), np.float32), 0.1)
+    except ws.LogicError as e:
+        print("LogicError:", e)
+    assert t.step == 0
+
+
+if __name__ == "__main__":
+    scenario, out_dir = sys.argv[1], sys.argv[2]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    comm = None if scenario == "tcp" else ws.init()  # device "auto": a GPU when there is one
+    if comm is not None:
+        env = ws.read_launch_env()
+        assert (comm.rank, comm.size) == (env["rank"], env["size"])
+    globals()[scenario](comm, out_dir)
+    print(f"rank ok: {scenario}")

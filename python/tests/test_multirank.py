@@ -1,0 +1,41 @@
+"""Jobs of several processes from Python: the launch environment, explicit rank/size over TCP,
+host memory of every type shared by the ranks, and an embedding table trained by two ranks
+that must end bit for bit where one rank ends."""
+
+import numpy as np
+import pytest
+
+import wholestore as ws
+from conftest import run_ranks
+from test_embedding import global_batches
+
+
+def test_memory_of_every_type_over_two_ranks(tmp_path):
+    outputs = run_ranks(2, "memory", tmp_path)
+    assert all("rank ok: memory" in o for o in outputs)
+
+
+def test_explicit_rank_size_over_tcp(tmp_path):
+    run_ranks(2, "tcp", tmp_path)
+
+
+def test_two_ranks_train_like_one(comm, tmp_path):
+    run_ranks(2, "embedding", tmp_path)
+    one = ws.EmbeddingTable(comm, 40, 6, "float32", "continuous", "host", optimizer="adam",
+                            init_range=(-1, 1), seed=4)
+    for indices, grads, lr in global_batches(1):
+        one.apply_gradients(indices[0], grads[0], lr)
+    expected = one.lookup(np.arange(40))
+    for rank in range(2):
+        np.testing.assert_array_equal(np.load(tmp_path / f"weights{rank}.npy"), expected)
+    # The two ranks' checkpoint loads into one rank's table of another type.
+    back = ws.EmbeddingTable(comm, 40, 6, "float32", "chunked", "host", optimizer="adam")
+    back.load_checkpoint(tmp_path / "ckpt")
+    np.testing.assert_array_equal(back.lookup(np.arange(40)), expected)
+    assert back.step == one.step == 3
+
+
+def test_a_bad_index_on_one_rank_fails_every_rank(tmp_path):
+    outputs = run_ranks(2, "bad_index", tmp_path)
+    for out in outputs:
+        assert "LogicError:" in out and "index 10" in out, out

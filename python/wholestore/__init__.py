@@ -1,0 +1,47 @@
+"""wholestore: graph datasets and embedding tables in memory that every process (and GPU) of a
+job addresses as if it were local.
+
+    import numpy as np, wholestore as ws
+    comm = ws.init()                                  # one process, or launch/torchrun/mpirun env
+    table = ws.EmbeddingTable(comm, 1000, 16, optimizer="adam")
+    rows = table.lookup(np.array([3, 1, 3]))          # [3, 16] float32
+    table.apply_gradients(np.array([3, 1]), np.ones((2, 16), np.float32), lr=0.1)
+
+Arrays cross by DLPack (numpy, torch, CuPy, JAX, ...).  Errors of the C++ library arrive as
+LogicError (a ValueError: a bad argument), MismatchError (ranks disagree), and RuntimeError
+subclasses (CudaError, NcclError, SystemCallError, PeerTimeoutError), with the library's
+message.
+"""
+
+from ._core import (  # noqa: F401
+    Communicator,
+    CudaError,
+    HostGraph,
+    LogicError,
+    MismatchError,
+    NcclError,
+    OutOfMemoryError,
+    PeerTimeoutError,
+    SystemCallError,
+    cuda_built,
+    current_device,
+    device_count,
+    read_launch_env,
+    set_device,
+)
+from ._core import __version__  # noqa: F401
+from .embedding import OPTIMIZERS, EmbeddingTable  # noqa: F401
+from .graph import (  # noqa: F401
+    SAMPLE_METHODS,
+    Block,
+    GpuSampler,
+    Graph,
+    convert_edge_list,
+    generate_graph,
+    load_graph,
+    make_graph,
+    read_dataset,
+    read_manifest,
+    write_dataset,
+)
+from .memory import LOCATIONS, TYPES, WholeMemory, init  # noqa: F401

@@ -1,0 +1,127 @@
+"""Embedding tables: [rows, dim] float32/float16/bfloat16 matrices in WholeMemory, trained by
+sparse optimizers whose float32 state lives beside them (docs/architecture.md, "Embedding
+tables", gives the update rules and why every path gives the same bits).
+
+Collective: creating and freeing a table, ``apply_gradients`` (every rank calls, with its own,
+possibly empty, batch), checkpoints, and on distributed memory also ``lookup`` and
+``write_rows``.
+"""
+
+import os
+
+from . import _arrays, _core
+
+OPTIMIZERS = tuple(_core.optimizer_names())
+
+
+class EmbeddingTable:
+    """A trainable embedding table over the ranks of ``comm``.
+
+    ``init``: "uniform" over ``init_range``, "normal" (``init_mean``, ``init_std``) or "zeros";
+    element (r, c) depends only on (seed, r, c), so the table is the same for any rank count,
+    memory type and location.  ``optimizer``: one of OPTIMIZERS ("sgd", "adam", "adagrad",
+    "rowwise_adagrad", "rmsprop") with its hyperparameters; the learning rate is given per
+    ``apply_gradients`` call.
+    """
+
+    def __init__(self, comm, rows, dim, dtype="float32", type="continuous", location="host", *,
+                 init="uniform", init_range=(-0.01, 0.01), init_mean=0.0, init_std=0.01,
+                 seed=0, optimizer="sgd", weight_decay=0.0, beta1=0.9, beta2=0.999, eps=1e-8,
+                 alpha=0.99, initial_accumulator=0.0):
+        low, high = init_range
+        self._t = _core.Table(comm, int(rows), int(dim), _arrays.dtype_name(dtype), type,
+                              location, init, float(low), float(high), float(init_mean),
+                              float(init_std), int(seed), optimizer, float(weight_decay),
+                              float(beta1), float(beta2), float(eps), float(alpha),
+                              float(initial_accumulator))
+
+    rows = property(lambda self: self._t.rows)
+    dim = property(lambda self: self._t.dim)
+    dtype = property(lambda self: self._t.dtype)
+    type = property(lambda self: self._t.type)
+    location = property(lambda self: self._t.location)
+    optimizer = property(lambda self: self._t.optimizer)
+    state_names = property(lambda self: self._t.state_names)
+    own_rows = property(lambda self: self._t.own_rows, doc="(begin, end): rows this rank owns")
+    rank_rows = property(lambda self: self._t.rank_rows, doc="every rank's (begin, end)")
+
+    @property
+    def step(self):
+        """apply_gradients calls so far (Adam's bias corrections use it)."""
+        return self._t.step
+
+    @step.setter
+    def step(self, value):
+        self._t.step = int(value)
+
+    @property
+    def shape(self):
+        return (self.rows, self.dim)
+
+    def __repr__(self):
+        if not self._t.alive:
+            return "EmbeddingTable(freed)"
+        return (f"EmbeddingTable(rows={self.rows}, dim={self.dim}, dtype={self.dtype}, "
+                f"type={self.type}, location={self.location}, optimizer={self.optimizer}, "
+                f"step={self.step})")
+
+    def lookup(self, indices, out=None, dtype=None, stream=None):
+        """Rows ``indices`` into ``out`` ([n, dim], any float dtype; allocated like ``indices``
+        with ``dtype`` or the table's when None).  A host table with CPU arrays runs on CPU
+        threads, anything else on the GPU on ``stream`` (default: the current stream of the
+        indices' framework).  An index outside [0, rows) raises LogicError naming it, ``out``
+        untouched.  Returns ``out``."""
+        indices = _arrays.as_indices(indices)
+        if out is None:
+            out = _arrays.empty(indices, (_arrays.length(indices), self.dim),
+                                _arrays.dtype_name(dtype) if dtype is not None else self.dtype)
+        self._t.lookup(indices, out, _arrays.stream_of(stream, indices, out))
+        return out
+
+    read_rows = lookup
+
+    def write_rows(self, indices, rows, stream=None):
+        """Raw writes of rows (duplicates: the last wins); the optimizer state and the step stay
+        as they are."""
+        indices = _arrays.as_indices(indices)
+        rows = _arrays.as_array(rows, dtype="float32")
+        self._t.write_rows(indices, rows, _arrays.stream_of(stream, indices, rows))
+
+    def apply_gradients(self, indices, grads, lr, stream=None):
+        """One optimizer step on rows ``indices`` with ``grads`` ([n, dim], float32, float16 or
+        bfloat16); gradients of repeated indices are summed.  Collective: every rank calls, with
+        its own batch (empty allowed).  Any bad index on any rank raises on every rank with
+        nothing changed.  On the GPU path the update stays enqueued on ``stream``: keep the
+        inputs alive until the stream has passed it."""
+        indices = _arrays.as_indices(indices)
+        grads = _arrays.as_array(grads, dtype="float32")
+        self._t.apply_gradients(indices, grads, float(lr), _arrays.stream_of(stream, indices,
+                                                                               grads))
+
+    def read_state(self, name, indices, out=None, stream=None):
+        """Rows ``indices`` of the optimizer state ``name`` (float32; see ``state_names``)."""
+        indices = _arrays.as_indices(indices)
+        if out is None:
+            cols = self._t.state_cols(name)
+            out = _arrays.empty(indices, (_arrays.length(indices), cols), "float32")
+        self._t.read_state(name, indices, out, _arrays.stream_of(stream, indices, out))
+        return out
+
+    def local_weights(self):
+        """(first row, zero-copy view of this rank's rows of the weights)."""
+        return self._t.local_weights()
+
+    def store_checkpoint(self, dir):
+        """Weights, optimizer state and step into the store directory ``dir`` (replaced
+        atomically).  Collective; finish GPU work on the table first."""
+        self._t.store_checkpoint(os.fspath(dir))
+
+    def load_checkpoint(self, dir):
+        """Loads a checkpoint of a table of the same rows, dim, dtype and optimizer (any rank
+        count, type or location may have stored it).  Collective."""
+        self._t.load_checkpoint(os.fspath(dir))
+
+    def free(self):
+        """Frees weights and state now.  Collective."""
+        self._t.free()
+

@@ -1,0 +1,191 @@
+"""Graphs: host graphs and datasets on disk (generate, convert, read, write), graphs in
+WholeMemory shared by the ranks (load_graph, make_graph), feature gathers and neighbor
+sampling into blocks (the CPU sampler; the GPU sampler in GpuSampler).
+
+A sample is a list of Blocks in sampling order: blocks[0] has the seeds as destinations, and a
+GNN's first layer consumes blocks[-1] (docs/architecture.md, "Graphs in WholeMemory and
+neighbor sampling").  The result depends only on (graph, seeds, fanouts, method, random_seed),
+the same on the CPU and the GPU.
+"""
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _arrays, _core
+
+HostGraph = _core.HostGraph
+SAMPLE_METHODS = ("uniform", "uniform_with_replacement", "weighted")
+
+
+@dataclass
+class Block:
+    """One hop of a sample.  ``src_nodes``: global ids, the first ``num_dst`` are the
+    destination nodes; dst node i's edges are ``offsets[i]:offsets[i+1]``; ``src_index[e]``
+    indexes ``src_nodes``; ``edge_ids[e]`` (when asked for) is the edge's CSR position.  Arrays
+    are numpy for the CPU sampler, DLPack-capable device arrays (or torch tensors) for the GPU
+    sampler."""
+
+    num_dst: int
+    src_nodes: object
+    offsets: object
+    src_index: object
+    edge_ids: object = None
+
+    @property
+    def num_src(self):
+        return int(self.src_nodes.shape[0])
+
+    @property
+    def num_edges(self):
+        return int(self.src_index.shape[0])
+
+    def dst_index(self):
+        """The destination index (into the first num_dst src_nodes) of every edge."""
+        if _arrays.framework(self.offsets) == "torch":
+            torch = __import__("torch")
+            counts = self.offsets[1:] - self.offsets[:-1]
+            return torch.repeat_interleave(
+                torch.arange(self.num_dst, device=self.offsets.device, dtype=torch.int64), counts)
+        offsets = np.asarray(self.offsets)
+        return np.repeat(np.arange(self.num_dst, dtype=np.int64), np.diff(offsets))
+
+    def edge_index(self):
+        """[2, num_edges] int64 COO in PyG's convention: row 0 the source (the sampled neighbor,
+        an index into src_nodes), row 1 the target (an index into the destination nodes)."""
+        if _arrays.framework(self.src_index) == "torch":
+            torch = __import__("torch")
+            return torch.stack([self.src_index.to(torch.int64), self.dst_index()])
+        return np.stack([np.asarray(self.src_index, dtype=np.int64), self.dst_index()])
+
+
+def _blocks(dicts):
+    return [Block(**d) for d in dicts]
+
+
+def generate_graph(num_nodes, num_edges, *, rmat=True, a=0.57, b=0.19, c=0.19, d=0.05,
+                   scramble_ids=True, seed=0, with_weights=False, feature_dim=0,
+                   symmetrize=False, drop_self_loops=False, threads=0):
+    """An R-MAT (or uniform random, rmat=False) HostGraph, the same for the same options on any
+    machine and thread count."""
+    return _core.generate_graph(int(num_nodes), int(num_edges), bool(rmat), float(a), float(b),
+                                float(c), float(d), bool(scramble_ids), int(seed),
+                                bool(with_weights), int(feature_dim), bool(symmetrize),
+                                bool(drop_self_loops), int(threads))
+
+
+def convert_edge_list(path, *, symmetrize=False, drop_self_loops=False, drop_duplicates=False,
+                      has_weights=False, numeric_ids_as_is=False):
+    """A HostGraph from an edge-list text file (``src dst [weight]`` per line)."""
+    return _core.convert_edge_list(os.fspath(path), symmetrize, drop_self_loops, drop_duplicates,
+                                   has_weights, numeric_ids_as_is)
+
+
+def write_dataset(dir, graph, features_dtype="float32", overwrite=False):
+    """Writes a HostGraph as a dataset directory (docs/dataset-format.md); returns its
+    manifest as a dict."""
+    return _core.write_dataset(os.fspath(dir), graph, _arrays.dtype_name(features_dtype),
+                               overwrite)
+
+
+def read_manifest(dir):
+    """A dataset's manifest (checked against the files' sizes) as a dict."""
+    return _core.read_manifest(os.fspath(dir))
+
+
+def read_dataset(dir):
+    """A whole dataset as a HostGraph (checksums verified)."""
+    return _core.read_dataset(os.fspath(dir))
+
+
+class Graph:
+    """A CSR graph in WholeMemory: row offsets, neighbors, optional weights and node features,
+    each an allocation of the chosen type and location over the ranks of a communicator."""
+
+    def __init__(self, core_graph):
+        self._g = core_graph
+
+    num_nodes = property(lambda self: self._g.num_nodes)
+    num_edges = property(lambda self: self._g.num_edges)
+    feature_dim = property(lambda self: self._g.feature_dim)
+    feature_dtype = property(lambda self: self._g.feature_dtype)
+    directed = property(lambda self: self._g.directed)
+    has_weights = property(lambda self: self._g.has_weights)
+    has_features = property(lambda self: self._g.has_features)
+    type = property(lambda self: self._g.type)
+    location = property(lambda self: self._g.location)
+
+    def __repr__(self):
+        return (f"Graph(num_nodes={self.num_nodes}, num_edges={self.num_edges}, "
+                f"feature_dim={self.feature_dim}, type={self.type}, location={self.location})")
+
+    def sample(self, seeds, fanouts, method="uniform", random_seed=0, edge_ids=False, threads=0):
+        """The CPU sampler: a list of Blocks (numpy arrays) for int64 ``seeds`` and per-hop
+        ``fanouts`` (-1: every neighbor).  Host-located graphs; collective on distributed
+        memory."""
+        seeds = np.ascontiguousarray(_arrays.as_indices(seeds), dtype=np.int64)
+        return _blocks(self._g.sample_host(seeds, [int(f) for f in fanouts], method,
+                                           int(random_seed), bool(edge_ids), int(threads)))
+
+    def gather_features(self, nodes, out=None, dtype=None, stream=None):
+        """Features of ``nodes`` into ``out`` ([n, feature_dim]; allocated like ``nodes`` with
+        ``dtype`` or the features' own when None)."""
+        nodes = _arrays.as_indices(nodes)
+        if out is None:
+            out = _arrays.empty(nodes, (int(nodes.shape[0]), self.feature_dim),
+                                _arrays.dtype_name(dtype) if dtype else self.feature_dtype)
+        self._g.gather_features(nodes, out, _arrays.stream_of(stream, nodes, out))
+        return out
+
+    def free(self):
+        """Frees the graph's memory now.  Collective."""
+        self._g.free()
+
+
+def load_graph(comm, dir, type="continuous", location="host", *, features_type=None,
+               features_location=None, load_weights=True, load_features=True,
+               verify_checksums=False, threads=0):
+    """Loads a dataset directory into WholeMemory, each rank reading its own byte ranges.
+    Collective."""
+    return Graph(_core.load_graph(comm, os.fspath(dir), type, location, features_type,
+                                  features_location, load_weights, load_features,
+                                  verify_checksums, int(threads)))
+
+
+def make_graph(comm, graph, type="continuous", location="host", *, features_type=None,
+               features_location=None, load_weights=True, load_features=True,
+               feature_dtype="float32"):
+    """Copies a HostGraph (the same on every rank) into WholeMemory.  Collective."""
+    return Graph(_core.make_graph(comm, graph, type, location, features_type, features_location,
+                                  load_weights, load_features,
+                                  _arrays.dtype_name(feature_dtype)))
+
+
+class GpuSampler:
+    """The GPU sampler on the current CUDA device, keeping its scratch memory between calls.
+    The graph may be device- or host-located."""
+
+    def __init__(self, graph):
+        self._graph = graph
+        self._s = _core.GpuSampler(graph._g)
+
+    def sample(self, seeds, fanouts, method="uniform", random_seed=0, edge_ids=False,
+               stream=None, copy=True):
+        """Blocks for CUDA ``seeds`` (int64).  The sampler's own arrays are overwritten by its
+        next call: with ``copy`` (default) each block gets its own torch tensors when seeds are
+        torch tensors, CuPy arrays when they are CuPy arrays; without it the arrays are views
+        into the sampler, valid until its next sample call."""
+        blocks = _blocks(self._s.sample(seeds, [int(f) for f in fanouts], method,
+                                        int(random_seed), bool(edge_ids),
+                                        _arrays.stream_of(stream, seeds)))
+        kind = _arrays.framework(seeds)
+        if copy and kind in ("torch", "cupy"):
+            module = __import__(kind)
+            for b in blocks:
+                for name in ("src_nodes", "offsets", "src_index", "edge_ids"):
+                    value = getattr(b, name)
+                    if value is not None:
+                        setattr(b, name, module.from_dlpack(value).clone() if kind == "torch"
+                                else module.from_dlpack(value).copy())
+        return blocks
