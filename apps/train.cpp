@@ -64,7 +64,7 @@ const std::vector<config_key> train_schema = {
     {"negative_distribution", value_kind::string, "degree",
      "`degree` (out-degree^0.75) or `uniform`"},
     {"dim", value_kind::integer, "128", "embedding dimension"},
-    {"batch_size", value_kind::integer, "1024", "positive pair slots per step, all ranks together"},
+    {"batch_size", value_kind::integer, "4096", "positive pair slots per step, all ranks together"},
     {"epochs", value_kind::integer, "2", "passes over the pair slots"},
     {"lr", value_kind::number, "0.1", "initial learning rate"},
     {"min_lr_fraction", value_kind::number, "0.0001",

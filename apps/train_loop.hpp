@@ -68,7 +68,7 @@ struct train_settings {
   int negatives = 5;        ///< K (>= 1)
   bool negatives_by_degree = true;
   std::size_t dim = 128;
-  std::uint64_t batch_size = 1024;  ///< pair slots per step, all ranks together
+  std::uint64_t batch_size = 4096;  ///< pair slots per step, all ranks together
   int epochs = 2;
   float lr = 0.1f;
   float min_lr_fraction = 0.0001f;

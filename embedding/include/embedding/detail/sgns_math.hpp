@@ -100,13 +100,12 @@ WM_HOST_DEVICE float lane_dot(const float* a, const float* b, std::size_t dim, i
 }
 
 /// The butterfly over 32 lane partials (destroys `partial`); returns the total every lane of
-/// a warp holds after the shuffles.
+/// a warp holds after the shuffles.  Lane 0's value only needs lanes [0, off) at each level:
+/// partial[l] + partial[l ^ off] is partial[l] + partial[l + off] for l < off, in that operand
+/// order, as lane l adds it.
 inline float butterfly_sum(float* partial) {
-  for (int off = sgns_lanes / 2; off >= 1; off /= 2) {
-    float next[sgns_lanes];
-    for (int l = 0; l < sgns_lanes; ++l) next[l] = partial[l] + partial[l ^ off];
-    for (int l = 0; l < sgns_lanes; ++l) partial[l] = next[l];
-  }
+  for (int off = sgns_lanes / 2; off >= 1; off /= 2)
+    for (int l = 0; l < off; ++l) partial[l] = partial[l] + partial[l + off];
   return partial[0];
 }
 
