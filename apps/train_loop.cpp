@@ -359,15 +359,14 @@ class trainer {
     const std::size_t count = static_cast<std::size_t>(w1 - w0);
     const std::size_t row = static_cast<std::size_t>(s_.walk_length) + 1;
     starts_.resize(count);
-    std::uint64_t cached_round = ~std::uint64_t{0};
-    std::vector<std::int64_t> order;
     for (std::uint64_t w = w0; w < w1; ++w) {
       const std::uint64_t round = w / nodes_;
-      if (round != cached_round) {
-        order = round_order(nodes_, s_.seed, epoch, round);
-        cached_round = round;
+      if (epoch != order_epoch_ || round != order_round_) {  // O(nodes): once per round
+        order_ = round_order(nodes_, s_.seed, epoch, round);
+        order_epoch_ = epoch;
+        order_round_ = round;
       }
-      starts_[w - w0] = order[w % nodes_];
+      starts_[w - w0] = order_[w % nodes_];
     }
     walks_.resize(count * row);
     graph::walk_options wo;
@@ -603,6 +602,8 @@ class trainer {
   embedding::table input_, output_;
   std::vector<std::int64_t> edge_src_;
   std::vector<std::pair<int, int>> slot_table_;
+  std::vector<std::int64_t> order_;  // the start order of round order_round_ of order_epoch_
+  std::uint64_t order_epoch_ = ~std::uint64_t{0}, order_round_ = ~std::uint64_t{0};
   std::uint64_t slots_ = 1, total_slots_ = 0, steps_per_epoch_ = 0;
   // Per-step buffers.
   std::vector<std::int64_t> draws_, starts_, walks_, centers_, targets_;
