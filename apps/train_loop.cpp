@@ -9,6 +9,7 @@
 #include <graph/csr_graph.hpp>
 #include <graph/detail/sample_select.hpp>
 #include <graph/negatives.hpp>
+#include <graph/walk_pairs.hpp>
 #include <graph/walks.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/device_buffer.hpp>
@@ -48,12 +49,7 @@ const char* train_mode_name(train_mode m) {
 }
 
 std::uint64_t slots_per_walk(int walk_length, int window) {
-  std::uint64_t s = 0;
-  for (int i = 0; i <= walk_length; ++i) {
-    const int lo = std::max(0, i - window), hi = std::min(walk_length, i + window);
-    s += static_cast<std::uint64_t>(hi - lo);  // every j in [lo, hi] but i
-  }
-  return s;
+  return graph::window_slots(walk_length, window);
 }
 
 link_scores score_links(const std::vector<double>& positive, const std::vector<double>& negative,
@@ -237,10 +233,7 @@ class trainer {
           edge_src_[static_cast<std::size_t>(e)] = static_cast<std::int64_t>(u);
       slots_ = 1;
     } else {
-      slots_ = slots_per_walk(s_.walk_length, s_.window);
-      for (int i = 0; i <= s_.walk_length; ++i)
-        for (int j = std::max(0, i - s_.window); j <= std::min(s_.walk_length, i + s_.window); ++j)
-          if (j != i) slot_table_.emplace_back(i, j);
+      slots_ = graph::window_slots(s_.walk_length, s_.window);
     }
     embedding::table_options to;
     to.rows = nodes_;
@@ -328,30 +321,36 @@ class trainer {
   }
 
  private:
-  // This rank's pairs of global slots [lo, hi): center and target (context, then K negatives)
-  // indices, in slot order.
+  // This rank's pairs of global slots [lo, hi), in slot order: n_pairs_ center indices and
+  // (1 + K) target indices each (context, then negatives), in centers_/targets_ on the CPU
+  // path and in d_centers_/d_targets_ on the GPU path.
   void assemble(std::uint64_t epoch, std::uint64_t lo, std::uint64_t hi) {
-    centers_.clear();
-    targets_.clear();
+    n_pairs_ = 0;
     if (lo >= hi) return;
     const std::uint64_t k = static_cast<std::uint64_t>(s_.negatives);
-    draws_.resize((hi - lo) * k);
-    if (!draws_.empty()) {
-      negatives_->sample_host(epoch_key(s_.seed, epoch, 2), lo * k, draws_.size(), draws_.data(),
-                              s_.threads);
-    }
-    auto add = [&](std::int64_t c, std::int64_t t, std::uint64_t slot) {
-      centers_.push_back(c);
-      targets_.push_back(t);
-      const std::int64_t* d = draws_.data() + (slot - lo) * k;
-      targets_.insert(targets_.end(), d, d + k);
-    };
+    const std::uint64_t draw_key = epoch_key(s_.seed, epoch, 2);
+    const std::size_t slots = static_cast<std::size_t>(hi - lo);
     if (s_.mode == train_mode::line) {
+      // Edges as pairs: cheap enough on the host for either path.
+      draws_.resize(slots * k);
+      negatives_->sample_host(draw_key, lo * k, draws_.size(), draws_.data(), s_.threads);
+      centers_.resize(slots);
+      targets_.resize(slots * (k + 1));
       const std::uint64_t key = epoch_key(s_.seed, epoch, 3);
       const std::uint64_t edges = split_.train.num_edges();
       for (std::uint64_t slot = lo; slot < hi; ++slot) {
         const auto e = graph::detail::rand_below(graph::detail::draw(key, slot), edges);
-        add(edge_src_[e], split_.train.col_indices[e], slot);
+        const std::size_t p = static_cast<std::size_t>(slot - lo);
+        centers_[p] = edge_src_[e];
+        targets_[p * (k + 1)] = split_.train.col_indices[e];
+        std::copy(draws_.begin() + p * k, draws_.begin() + (p + 1) * k,
+                  targets_.begin() + p * (k + 1) + 1);
+      }
+      n_pairs_ = slots;
+      if (s_.use_gpu) {
+        wm::copy_bytes(device_indices(d_centers_, slots), centers_.data(), slots * 8);
+        wm::copy_bytes(device_indices(d_targets_, slots * (k + 1)), targets_.data(),
+                       slots * (k + 1) * 8);
       }
       return;
     }
@@ -368,7 +367,6 @@ class trainer {
       }
       starts_[w - w0] = order_[w % nodes_];
     }
-    walks_.resize(count * row);
     graph::walk_options wo;
     wo.length = s_.walk_length;
     if (s_.mode == train_mode::node2vec) {
@@ -377,33 +375,54 @@ class trainer {
     }
     wo.seed = epoch_key(s_.seed, epoch, 1);
     wo.first_walk = w0;
+    graph::window_pairs_args pa;
+    pa.first_walk = w0;
+    pa.walk_count = count;
+    pa.walk_length = s_.walk_length;
+    pa.window = s_.window;
+    pa.lo = lo;
+    pa.hi = hi;
+    pa.negatives_per_pair = s_.negatives;
     if (s_.use_gpu) {
-      walk_gpu(wo, count, row);
-    } else {
-      graph::random_walks_host(graph_, starts_.data(), count, wo, walks_.data(), s_.threads);
+      // Walks, negatives and pairs on the device: only the starts go up and the pair count
+      // comes back.
+      if (!walker_) walker_ = std::make_unique<graph::gpu_walker>(graph_);
+      auto* d_starts = static_cast<std::int64_t*>(d_starts_.reserve_discard(count * 8, device_));
+      auto* d_walks =
+          static_cast<std::int64_t*>(d_walks_.reserve_discard(count * row * 8, device_));
+      auto* d_draws = static_cast<std::int64_t*>(d_draws_.reserve_discard(slots * k * 8, device_));
+      wm::copy_bytes(d_starts, starts_.data(), count * 8);
+      walker_->walk(d_starts, count, wo, d_walks, stream_);
+      negatives_->sample(draw_key, lo * k, slots * k, d_draws, stream_);
+      pa.walks = d_walks;
+      pa.negatives = d_draws;
+      pa.centers = device_indices(d_centers_, slots);
+      pa.targets = device_indices(d_targets_, slots * (k + 1));
+      n_pairs_ = gpu_pairs_.build(pa, stream_);
+      return;
     }
-    for (std::uint64_t slot = lo; slot < hi; ++slot) {
-      const std::uint64_t w = slot / slots_;
-      const auto& [i, j] = slot_table_[slot % slots_];
-      const std::int64_t* walk = walks_.data() + (w - w0) * row;
-      if (walk[i] < 0 || walk[j] < 0) continue;
-      add(walk[i], walk[j], slot);
-    }
+    walks_.resize(count * row);
+    graph::random_walks_host(graph_, starts_.data(), count, wo, walks_.data(), s_.threads);
+    draws_.resize(slots * k);
+    negatives_->sample_host(draw_key, lo * k, draws_.size(), draws_.data(), s_.threads);
+    centers_.resize(slots);
+    targets_.resize(slots * (k + 1));
+    pa.walks = walks_.data();
+    pa.negatives = draws_.data();
+    pa.centers = centers_.data();
+    pa.targets = targets_.data();
+    n_pairs_ = graph::window_pairs_host(pa);
   }
 
-  void walk_gpu(const graph::walk_options& wo, std::size_t count, std::size_t row) {
-    if (!walker_) walker_ = std::make_unique<graph::gpu_walker>(graph_);
-    d_starts_.reserve_discard(count * sizeof(std::int64_t), device_);
-    d_walks_.reserve_discard(count * row * sizeof(std::int64_t), device_);
-    wm::copy_bytes(d_starts_.data(), starts_.data(), count * sizeof(std::int64_t));
-    walker_->walk(d_starts_.data_as<const std::int64_t>(), count, wo,
-                  d_walks_.data_as<std::int64_t>(), stream_);
-    wm::copy_bytes(walks_.data(), d_walks_.data(), count * row * sizeof(std::int64_t));
+  std::int64_t* device_indices(wm::device_buffer& b, std::size_t count) {
+    return static_cast<std::int64_t*>(
+        b.reserve_discard(std::max<std::size_t>(count, 1) * 8, device_));
   }
 
   // One step on this rank's assembled pairs; returns the sum of their losses in loss units.
   std::int64_t step(float lr) {
-    const std::size_t n = centers_.size(), nt = targets_.size(), dim = s_.dim;
+    const std::size_t n = n_pairs_, nt = n * (static_cast<std::size_t>(s_.negatives) + 1);
+    const std::size_t dim = s_.dim;
     losses_.resize(n);
     if (!s_.use_gpu) {
       center_rows_.resize(n * dim);
@@ -433,18 +452,16 @@ class trainer {
   }
 
   void step_gpu(float lr) {
-    const std::size_t n = centers_.size(), nt = targets_.size(), dim = s_.dim;
-    auto* ci = static_cast<std::int64_t*>(
-        d_centers_.reserve_discard(std::max<std::size_t>(n, 1) * 8, device_));
-    auto* ti = static_cast<std::int64_t*>(
-        d_targets_.reserve_discard(std::max<std::size_t>(nt, 1) * 8, device_));
+    const std::size_t n = n_pairs_, nt = n * (static_cast<std::size_t>(s_.negatives) + 1);
+    const std::size_t dim = s_.dim;
+    // assemble() left the indices in d_centers_ and d_targets_.
+    auto* ci = d_centers_.data_as<std::int64_t>();
+    auto* ti = d_targets_.data_as<std::int64_t>();
     auto* cr = static_cast<float*>(d_center_rows_.reserve_discard((n + 1) * dim * 4, device_));
     auto* tr = static_cast<float*>(d_target_rows_.reserve_discard((nt + 1) * dim * 4, device_));
     auto* cg = static_cast<float*>(d_center_grads_.reserve_discard((n + 1) * dim * 4, device_));
     auto* tg = static_cast<float*>(d_target_grads_.reserve_discard((nt + 1) * dim * 4, device_));
     auto* ls = static_cast<float*>(d_losses_.reserve_discard((n + 1) * 4, device_));
-    if (n) wm::copy_bytes(ci, centers_.data(), n * 8);
-    if (nt) wm::copy_bytes(ti, targets_.data(), nt * 8);
     input_.lookup({ci, wm::dtype::int64, n}, {cr, wm::dtype::float32, n, dim, dim}, stream_);
     output_.lookup({ti, wm::dtype::int64, nt}, {tr, wm::dtype::float32, nt, dim, dim}, stream_);
     embedding::sgns_gradients({cr, tr, n, s_.negatives, dim, cg, tg, ls}, stream_);
@@ -485,7 +502,7 @@ class trainer {
           std::max(static_cast<double>(s_.min_lr_fraction),
                    1.0 - static_cast<double>(t) / static_cast<double>(total_steps));
       loss_sum += step(static_cast<float>(s_.lr * decay));
-      pairs += centers_.size();
+      pairs += n_pairs_;
       // The next lookups read rows other ranks update.
       bs_->barrier();
       result.step_s += seconds_since(ta);
@@ -601,15 +618,16 @@ class trainer {
   std::unique_ptr<graph::gpu_walker> walker_;
   embedding::table input_, output_;
   std::vector<std::int64_t> edge_src_;
-  std::vector<std::pair<int, int>> slot_table_;
+  graph::gpu_window_pairs gpu_pairs_;
+  std::size_t n_pairs_ = 0;
   std::vector<std::int64_t> order_;  // the start order of round order_round_ of order_epoch_
   std::uint64_t order_epoch_ = ~std::uint64_t{0}, order_round_ = ~std::uint64_t{0};
   std::uint64_t slots_ = 1, total_slots_ = 0, steps_per_epoch_ = 0;
   // Per-step buffers.
   std::vector<std::int64_t> draws_, starts_, walks_, centers_, targets_;
   std::vector<float> center_rows_, target_rows_, center_grads_, target_grads_, losses_;
-  wm::device_buffer d_starts_, d_walks_, d_centers_, d_targets_, d_center_rows_, d_target_rows_,
-      d_center_grads_, d_target_grads_, d_losses_;
+  wm::device_buffer d_starts_, d_walks_, d_draws_, d_centers_, d_targets_, d_center_rows_,
+      d_target_rows_, d_center_grads_, d_target_grads_, d_losses_;
 };
 
 }  // namespace
