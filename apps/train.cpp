@@ -189,6 +189,7 @@ train_settings read_settings(const config& cfg, const command_args& args) {
   };
   s.checkpoint_dir = option("--checkpoint");
   s.resume_dir = option("--resume");
+  s.keep_embeddings = !option("--export").empty();
   return s;
 }
 

@@ -225,6 +225,9 @@ class trainer {
     graph_ = graph::make_graph(comm_, split.train, s_.graph_type, s_.graph_location);
     graph::negative_options no;
     no.by_degree = s_.negatives_by_degree;
+    // The GPU path draws walk-mode negatives on the device: the alias table there too (random
+    // reads of host memory would bound it).  LINE draws on the host on either path.
+    if (s_.use_gpu && s_.mode != train_mode::line) no.location = wm::memory_location::device;
     negatives_ = std::make_unique<graph::negative_sampler>(comm_, split.train.row_offsets, no);
     if (s_.mode == train_mode::line) {
       edge_src_.resize(split.train.num_edges());
@@ -313,10 +316,14 @@ class trainer {
     bs_->allgather(mine, all.data(), sizeof mine);
     for (std::size_t r = 0; r < all.size(); r += 3) all_max = std::max(all_max, all[r]);
     result.train_s = all_max;
-    std::vector<std::int64_t> every(nodes_);
-    for (std::uint64_t i = 0; i < nodes_; ++i) every[i] = static_cast<std::int64_t>(i);
-    std::vector<float> rows = read_rows(every);
-    if (bs_->rank() == 0) result.embeddings = std::move(rows);
+    // Rank 0 reads every row (the other ranks join the lookup, collective on distributed
+    // memory, with nothing to read).
+    std::vector<std::int64_t> every;
+    if (s_.keep_embeddings && bs_->rank() == 0) {
+      every.resize(nodes_);
+      for (std::uint64_t i = 0; i < nodes_; ++i) every[i] = static_cast<std::int64_t>(i);
+    }
+    if (s_.keep_embeddings) result.embeddings = read_rows(every);
     return result;
   }
 

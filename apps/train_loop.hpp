@@ -85,7 +85,8 @@ struct train_settings {
   std::string checkpoint_dir;
   int checkpoint_every = 1;  ///< epochs between checkpoints (with checkpoint_dir)
   std::string resume_dir;
-  int stop_after_epochs = 0;  ///< end the run after this many epochs of this call (0: all)
+  int stop_after_epochs = 0;    ///< end the run after this many epochs of this call (0: all)
+  bool keep_embeddings = true;  ///< rank 0 returns the input vectors (train_result::embeddings)
 };
 
 /// Link-prediction scores of held-out edges against as many non-edges.
@@ -117,7 +118,7 @@ struct train_result {
   double train_s = 0;                ///< this call's training time (slowest rank), no evaluation
   double walk_s = 0, step_s = 0;     ///< rank 0: pair assembly (walks, negatives) and the rest
   std::uint64_t steps = 0;           ///< steps of this call
-  std::vector<float> embeddings;     ///< rank 0: num_nodes x dim input vectors (others: empty)
+  std::vector<float> embeddings;     ///< rank 0 with keep_embeddings: num_nodes x dim input vectors
 };
 
 /// Progress reports (called on every rank; train.cpp shows rank 0's).
