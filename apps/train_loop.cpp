@@ -311,11 +311,9 @@ class trainer {
     if (!evaluated_last) result.final_scores = evaluate();  // nothing to run: score the resumed
     result.last_epoch = last;
     // Timings: the slowest rank's.
-    double mine[3] = {result.train_s, 0, 0}, all_max = 0;
-    std::vector<double> all(static_cast<std::size_t>(bs_->size()) * 3);
-    bs_->allgather(mine, all.data(), sizeof mine);
-    for (std::size_t r = 0; r < all.size(); r += 3) all_max = std::max(all_max, all[r]);
-    result.train_s = all_max;
+    std::vector<double> all(static_cast<std::size_t>(bs_->size()));
+    bs_->allgather(&result.train_s, all.data(), sizeof(double));
+    result.train_s = *std::max_element(all.begin(), all.end());
     // Rank 0 reads every row (the other ranks join the lookup, collective on distributed
     // memory, with nothing to read).
     std::vector<std::int64_t> every;
