@@ -80,9 +80,9 @@ std::size_t gpu_window_pairs::build(const window_pairs_args& a, cudaStream_t str
   detail::check_window_pairs(a, "gpu_window_pairs::build");
   const std::size_t n = static_cast<std::size_t>(a.hi - a.lo);
   if (n == 0) return 0;
-  WM_EXPECTS(n < (std::size_t{1} << 32), "gpu_window_pairs::build: " << n
-                                                                     << " slots in one call, at "
-                                                                        "most 2^32 - 1");
+  // CUB's scan counts items in int.
+  WM_EXPECTS(n < (std::size_t{1} << 31),
+             "gpu_window_pairs::build: " << n << " slots in one call, at most 2^31 - 1");
   const int device = wholememory::current_device();
   if (slot_table_.empty() || table_length_ != a.walk_length || table_window_ != a.window) {
     const std::vector<std::int32_t> t = detail::slot_table(a.walk_length, a.window);
