@@ -563,26 +563,33 @@ class trainer {
   }
 
   link_scores evaluate() {
-    // Every rank computes the same scores (their tables are the same).
-    std::vector<std::int64_t> nodes;
-    for (const auto* list : {&split_.test_edges, &split_.test_non_edges})
-      for (const auto& [a, b] : *list) {
-        nodes.push_back(a);
-        nodes.push_back(b);
-      }
-    const std::vector<float> rows = read_rows(nodes);
+    // Every rank computes the same scores (their tables are the same), a chunk of pairs at a
+    // time so that a large graph's held-out set is never looked up whole.
+    constexpr std::size_t chunk = std::size_t{1} << 18;
     const std::size_t dim = s_.dim;
-    auto score = [&](std::size_t k) {
-      double s = 0;
-      for (std::size_t c = 0; c < dim; ++c)
-        s += static_cast<double>(rows[2 * k * dim + c]) *
-             static_cast<double>(rows[(2 * k + 1) * dim + c]);
-      return s;
+    auto scores = [&](const std::vector<std::pair<std::int64_t, std::int64_t>>& list) {
+      std::vector<double> out(list.size());
+      std::vector<std::int64_t> nodes;
+      for (std::size_t begin = 0; begin < list.size(); begin += chunk) {
+        const std::size_t end = std::min(list.size(), begin + chunk);
+        nodes.clear();
+        for (std::size_t k = begin; k < end; ++k) {
+          nodes.push_back(list[k].first);
+          nodes.push_back(list[k].second);
+        }
+        const std::vector<float> rows = read_rows(nodes);
+        for (std::size_t k = begin; k < end; ++k) {
+          const float* a = rows.data() + 2 * (k - begin) * dim;
+          const float* b = a + dim;
+          double s = 0;
+          for (std::size_t c = 0; c < dim; ++c)
+            s += static_cast<double>(a[c]) * static_cast<double>(b[c]);
+          out[k] = s;
+        }
+      }
+      return out;
     };
-    std::vector<double> pos(split_.test_edges.size()), neg(split_.test_non_edges.size());
-    for (std::size_t k = 0; k < pos.size(); ++k) pos[k] = score(k);
-    for (std::size_t k = 0; k < neg.size(); ++k) neg[k] = score(pos.size() + k);
-    return score_links(pos, neg, s_.hits_k);
+    return score_links(scores(split_.test_edges), scores(split_.test_non_edges), s_.hits_k);
   }
 
   void store(int epochs_done, const std::vector<epoch_record>& curve) {
