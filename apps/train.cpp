@@ -27,6 +27,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -319,6 +321,30 @@ int run_train(int argc, char** argv) {
     return it == args.options.end() ? std::string() : it->second;
   };
   const std::string plot_file = option("--plot"), export_file = option("--export");
+  // Output files are checked before the run (by the rank that writes them, as --report is), so
+  // a typo costs nothing.
+  const char* rank_env = std::getenv("RANK");
+  if (rank_env == nullptr) rank_env = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (rank_env == nullptr || std::string(rank_env) == "0") {
+    for (const auto& [flag, file] :
+         {std::pair<std::string, std::string>{"--plot", plot_file}, {"--export", export_file}}) {
+      if (file.empty()) continue;
+      try {
+        check_report_file(file);
+      } catch (const config_error& e) {  // its message names --report: name the option given
+        std::string what = e.what();
+        if (what.rfind("--report", 0) == 0) what = flag + what.substr(8);
+        throw config_error(what);
+      }
+    }
+    if (!s.checkpoint_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(s.checkpoint_dir, ec);
+      if (ec || !std::filesystem::is_directory(s.checkpoint_dir))
+        throw config_error("--checkpoint: cannot create the directory " + s.checkpoint_dir +
+                           (ec ? ": " + ec.message() : ""));
+    }
+  }
 
   std::shared_ptr<wm::bootstrap> bs = wm::make_job_bootstrap(collective_timeout(cfg));
   wm::agree_on_values(*bs, "the config of every rank must match", shared_settings(cfg, s));

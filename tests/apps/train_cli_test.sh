@@ -76,6 +76,11 @@ expect_error 1 "error: holdout must be in (0, 1), got 1.5" --set holdout=1.5
 expect_error 1 "error: mode must be deepwalk, node2vec or line, got 'walk'" --set mode=walk
 expect_error 2 "unknown option '--plt'" --plt x.svg
 expect_error 2 "--export needs a value" --export
+expect_error 1 "error: --export $work/no-dir/e.npy: its directory $work/no-dir does not exist" \
+  --export "$work/no-dir/e.npy"
+expect_error 1 "error: --plot $work: is a directory; nothing was run" --plot "$work"
+: >"$work/a-file"
+expect_error 1 "error: --checkpoint: cannot create the directory $work/a-file/ck" --checkpoint "$work/a-file/ck"
 : >"$work/empty.txt"
 expect_error 1 "has no edges: nothing to train on" --set dataset="$work/empty.txt"
 printf '0 1\n2 2\n' >"$work/one-edge.txt"  # one edge: holding out 10% leaves nothing to score
