@@ -1,7 +1,8 @@
 // The training loop on the GPU (apps/train_loop.hpp, device: gpu): the same embeddings and loss
 // curve bit for bit as the CPU path for every mode, with the tables in device memory or in host
-// memory, and for two processes sharing GPU 0.  Every body runs in a forked child, so the test
-// process never initializes CUDA (a forked child of a process that did could not use it).
+// memory, for two processes sharing GPU 0, and for two GPUs with distributed tables (NCCL).
+// Every body runs in a forked child, so the test process never initializes CUDA (a forked
+// child of a process that did could not use it).
 #include "common/multiprocess.hpp"
 
 #include "train_loop.hpp"
@@ -129,6 +130,26 @@ TEST(TrainGpu, TwoProcessesSameBitsAsOneCpuRank) {
       const train_result gpu = train_embeddings(bs, split, s);
       if (lead) expect_same(cpu, gpu, std::string("2 ranks, ") + wm::memory_type_name(type));
     }
+  });
+  EXPECT_TRUE(result.all_ok()) << "a GPU rank failed";
+}
+
+// Two processes with a GPU each and distributed tables (an NCCL communicator: lookups and
+// updates exchange rows) against one CPU rank.
+TEST(TrainGpu, TwoGpusDistributedTablesSameBitsAsOneCpuRank) {
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices, " << gpu_count() << " visible";
+  const auto result = wholestore_test::fork_ranks(2, [](std::shared_ptr<wm::bootstrap> bs) {
+    const wg::edge_split split = make_split();
+    train_settings s = settings(train_mode::deepwalk);
+    const bool lead = bs->rank() == 0;
+    train_result cpu;
+    if (lead) cpu = run(1, split, s);
+    s.use_gpu = true;
+    s.graph_location = wm::memory_location::device;
+    s.table_location = wm::memory_location::device;
+    s.table_type = wm::memory_type::distributed;
+    const train_result gpu = train_embeddings(bs, split, s);
+    if (lead) expect_same(cpu, gpu, "2 GPUs, distributed tables");
   });
   EXPECT_TRUE(result.all_ok()) << "a GPU rank failed";
 }
