@@ -195,7 +195,7 @@ int run_version(int argc, char** argv) {
 // -h/--help as the first argument, or anywhere among a config command's options.
 bool wants_help(const command_info& command, int argc, char** argv) {
   if (argc > 1 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help")) return true;
-  return !command.configs.empty() && parse_command_args(argc, argv).help;
+  return !command.configs.empty() && asks_for_help(argc, argv);
 }
 
 }  // namespace
@@ -233,8 +233,9 @@ const command_info& version_command() {
 
 const std::vector<const command_info*>& all_commands() {
   static const std::vector<const command_info*> table = {
-      &sample_command(), &demo_command(),   &bench_command(), &gen_command(),    &convert_command(),
-      &info_command(),   &launch_command(), &help_command(),  &version_command()};
+      &sample_command(), &train_command(),   &demo_command(), &bench_command(),
+      &gen_command(),    &convert_command(), &info_command(), &launch_command(),
+      &help_command(),   &version_command()};
   return table;
 }
 

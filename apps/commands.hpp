@@ -43,6 +43,7 @@ struct command_info {
 
 // The commands, in the order of `wholestore help`.
 const command_info& sample_command();
+const command_info& train_command();
 const command_info& demo_command();
 const command_info& bench_command();
 const command_info& gen_command();

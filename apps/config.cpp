@@ -284,18 +284,32 @@ std::string config::to_yaml() const {
   return out.c_str();
 }
 
-command_args parse_command_args(int argc, char** argv) {
-  command_args a;
-  // Help first: `--bogus --help` shows the help rather than the error.
+bool asks_for_help(int argc, char** argv, const std::vector<std::string>& value_options) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--set" || arg == "--report") {
+    if (arg == "--set" || arg == "--report" ||
+        std::find(value_options.begin(), value_options.end(), arg) != value_options.end()) {
       ++i;  // its value, whatever it looks like
     } else if (arg == "-h" || arg == "--help") {
-      a.help = true;
-      return a;
+      return true;
     }
   }
+  return false;
+}
+
+command_args parse_command_args(int argc, char** argv,
+                                const std::vector<std::string>& value_options) {
+  command_args a;
+  // Help first: `--bogus --help` shows the help rather than the error.
+  if (asks_for_help(argc, argv, value_options)) {
+    a.help = true;
+    return a;
+  }
+  auto own_option = [&](const std::string& arg) -> const std::string* {
+    for (const std::string& o : value_options)
+      if (arg == o || arg.rfind(o + "=", 0) == 0) return &o;
+    return nullptr;
+  };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--set" || arg == "--report") {
@@ -305,6 +319,13 @@ command_args parse_command_args(int argc, char** argv) {
       a.overrides.push_back(arg.substr(6));
     } else if (arg.rfind("--report=", 0) == 0) {
       a.report_file = arg.substr(9);
+    } else if (const std::string* o = own_option(arg)) {
+      if (arg == *o) {
+        if (i + 1 >= argc) throw usage_error(arg + " needs a value");
+        a.options[*o] = argv[++i];
+      } else {
+        a.options[*o] = arg.substr(o->size() + 1);
+      }
     } else if (!arg.empty() && arg[0] == '-') {
       throw usage_error("unknown option '" + arg + "'");
     } else if (a.config_file.empty()) {

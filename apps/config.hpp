@@ -97,13 +97,22 @@ void agree_on_config(wholememory::bootstrap& bs, const config& cfg, const std::s
 /// --report <file>, or notes -h/--help (then nothing else is checked); throws usage_error on
 /// anything else.  The rank that writes reports (rank 0, or a process without a launch
 /// environment) checks up front that the --report file can be written (check_report_file).
+///
+/// `value_options` are a command's own options that take a value ("--plot" for `--plot FILE` or
+/// `--plot=FILE`); they land in `options`, the last one given winning.
 struct command_args {
   std::string config_file;
   std::vector<std::string> overrides;
   std::string report_file;
+  std::map<std::string, std::string> options;  ///< value_options given: flag -> value
   bool help = false;  ///< -h or --help given: print the command's help and run nothing
 };
-command_args parse_command_args(int argc, char** argv);
+command_args parse_command_args(int argc, char** argv,
+                                const std::vector<std::string>& value_options = {});
+
+/// True when -h or --help is among a config command's arguments (not as the value of --set,
+/// --report or one of `value_options`).  Throws nothing.
+bool asks_for_help(int argc, char** argv, const std::vector<std::string>& value_options = {});
 
 /// The items of a `sep`-separated list, blanks around each trimmed, empty items dropped.
 std::vector<std::string> split_list(const std::string& text, char sep);

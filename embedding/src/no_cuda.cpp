@@ -1,6 +1,8 @@
-// Builds without CUDA: the GPU path of apply_gradients reports that it is missing.
+// Builds without CUDA: the GPU paths of apply_gradients and sgns_gradients report that they
+// are missing.
 #include "table_impl.hpp"
 
+#include <embedding/sgns.hpp>
 #include <embedding/table.hpp>
 #include <wholememory/error.hpp>
 
@@ -16,6 +18,12 @@ void table::apply_gradients(const wholememory::index_array&, const wholememory::
   WM_FAIL(wholememory::logic_error,
           "apply_gradients runs on a GPU and wholestore was built without CUDA; use "
           "apply_gradients_host");
+}
+
+void sgns_gradients(const sgns_batch&, cudaStream_t) {
+  WM_FAIL(wholememory::logic_error,
+          "sgns_gradients runs on a GPU and wholestore was built without CUDA; use "
+          "sgns_gradients_host");
 }
 
 }  // namespace wholestore::embedding

@@ -165,8 +165,8 @@ TEST(Examples, UseOnlyKnownKeys) {
       for (std::size_t i = start; i < w.size(); ++i) {
         if (w[i] == "--set" && i + 1 < w.size()) {
           overrides.push_back(w[++i]);
-        } else if (w[i] == "--report") {
-          ++i;
+        } else if (w[i] == "--report" || w[i].rfind("--", 0) == 0) {
+          ++i;  // --report and a command's own options (train's --plot, ...) take a value
         } else {
           file = w[i];
         }

@@ -1,0 +1,658 @@
+// train_embeddings (train_loop.hpp): pair slots -> walks and negatives -> lookups -> SGNS
+// gradients -> apply_gradients on both tables, batch by batch; evaluation and checkpoints at
+// epoch ends.
+#include "train_loop.hpp"
+
+#include <embedding/checkpoint.hpp>
+#include <embedding/sgns.hpp>
+#include <embedding/table.hpp>
+#include <graph/csr_graph.hpp>
+#include <graph/detail/sample_select.hpp>
+#include <graph/negatives.hpp>
+#include <graph/walk_pairs.hpp>
+#include <graph/walks.hpp>
+#include <wholememory/device.hpp>
+#include <wholememory/device_buffer.hpp>
+#include <wholememory/error.hpp>
+#include <wholememory/gather.hpp>
+
+#if defined(WHOLESTORE_HAS_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <utility>
+
+namespace wholestore::apps {
+
+namespace wm = wholememory;
+namespace fs = std::filesystem;
+using graph::detail::mix64;
+
+const char* train_mode_name(train_mode m) {
+  switch (m) {
+    case train_mode::deepwalk:
+      return "deepwalk";
+    case train_mode::node2vec:
+      return "node2vec";
+    default:
+      return "line";
+  }
+}
+
+std::uint64_t slots_per_walk(int walk_length, int window) {
+  return graph::window_slots(walk_length, window);
+}
+
+link_scores score_links(const std::vector<double>& positive, const std::vector<double>& negative,
+                        int hits_k) {
+  WM_EXPECTS(!positive.empty() && !negative.empty(),
+             "score_links: needs positives and negatives, got " << positive.size() << " and "
+                                                                << negative.size());
+  std::vector<std::pair<double, int>> all;
+  all.reserve(positive.size() + negative.size());
+  for (double s : positive) all.emplace_back(s, 1);
+  for (double s : negative) all.emplace_back(s, 0);
+  std::sort(all.begin(), all.end());
+  // Mann-Whitney: each positive counts the negatives below it, and half of those tied with it.
+  double wins = 0, negatives_below = 0;
+  for (std::size_t i = 0; i < all.size();) {
+    std::size_t j = i;
+    double pos = 0, neg = 0;
+    for (; j < all.size() && all[j].first == all[i].first; ++j) (all[j].second ? pos : neg) += 1;
+    wins += pos * (negatives_below + 0.5 * neg);
+    negatives_below += neg;
+    i = j;
+  }
+  link_scores out;
+  out.auc = wins / (static_cast<double>(positive.size()) * static_cast<double>(negative.size()));
+  if (hits_k < 1 || static_cast<std::size_t>(hits_k) > negative.size()) {
+    out.hits = 1.0;
+  } else {
+    std::vector<double> neg = negative;
+    std::nth_element(neg.begin(), neg.begin() + (hits_k - 1), neg.end(), std::greater<double>());
+    const double threshold = neg[static_cast<std::size_t>(hits_k - 1)];
+    std::size_t above = 0;
+    for (double s : positive) above += s > threshold ? 1 : 0;
+    out.hits = static_cast<double>(above) / static_cast<double>(positive.size());
+  }
+  return out;
+}
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+constexpr double loss_unit = 16777216.0;  // 2^24: losses summed as integers of 2^-24
+
+void check_settings(const train_settings& s) {
+  WM_EXPECTS(s.walk_length >= 1, "walk_length must be at least 1, got " << s.walk_length);
+  WM_EXPECTS(s.window >= 1, "window must be at least 1, got " << s.window);
+  WM_EXPECTS(s.walks_per_node >= 1, "walks_per_node must be at least 1, got " << s.walks_per_node);
+  WM_EXPECTS(s.p > 0 && std::isfinite(s.p), "p must be a positive number, got " << s.p);
+  WM_EXPECTS(s.q > 0 && std::isfinite(s.q), "q must be a positive number, got " << s.q);
+  WM_EXPECTS(s.negatives >= 1, "negatives must be at least 1, got " << s.negatives);
+  WM_EXPECTS(s.dim >= 1, "dim must be at least 1, got " << s.dim);
+  WM_EXPECTS(s.batch_size >= 1, "batch_size must be at least 1, got " << s.batch_size);
+  WM_EXPECTS(s.epochs >= 1, "epochs must be at least 1, got " << s.epochs);
+  WM_EXPECTS(s.lr > 0 && std::isfinite(s.lr), "lr must be a positive number, got " << s.lr);
+  WM_EXPECTS(s.min_lr_fraction >= 0 && s.min_lr_fraction <= 1,
+             "min_lr_fraction must be in [0, 1], got " << s.min_lr_fraction);
+  WM_EXPECTS(s.hits_k >= 1, "hits_k must be at least 1, got " << s.hits_k);
+  WM_EXPECTS(s.eval_every >= 0, "eval_every must be >= 0, got " << s.eval_every);
+  WM_EXPECTS(s.checkpoint_every >= 1,
+             "checkpoint_every must be at least 1, got " << s.checkpoint_every);
+  WM_EXPECTS(s.graph_type != wm::memory_type::distributed,
+             "graph memory type distributed is not supported by the random walks; use "
+             "continuous or chunked");
+  WM_EXPECTS(s.use_gpu || (s.graph_location == wm::memory_location::host &&
+                           s.table_location == wm::memory_location::host),
+             "device memory for the graph or the tables needs the GPU path (device: gpu)");
+}
+
+// A shuffle of all nodes keyed by (seed, epoch, round): Fisher-Yates on a counter-based mix.
+std::vector<std::int64_t> round_order(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch,
+                                      std::uint64_t round) {
+  std::vector<std::int64_t> ids(n);
+  for (std::uint64_t i = 0; i < n; ++i) ids[i] = static_cast<std::int64_t>(i);
+  const std::uint64_t key = mix64(mix64(seed ^ 0x6a09e667f3bcc909ull) ^ mix64(epoch) ^
+                                  mix64(round + 0x3c6ef372fe94f82bull));
+  for (std::uint64_t i = n; i > 1; --i) {
+    const std::uint64_t j = graph::detail::rand_below(mix64(key + i), i);
+    std::swap(ids[i - 1], ids[j]);
+  }
+  return ids;
+}
+
+std::uint64_t epoch_key(std::uint64_t seed, std::uint64_t epoch, std::uint64_t purpose) {
+  return mix64(mix64(seed + purpose * 0x9e3779b97f4a7c15ull) ^ epoch);
+}
+
+// ---- checkpoints: DIR/state.txt names the epoch whose tables are DIR/epoch-N/{input,output} --
+
+struct saved_state {
+  int epoch = 0;
+  std::uint64_t nodes = 0, dim = 0;
+  std::string mode;
+  std::vector<epoch_record> curve;
+};
+
+void write_state(const std::string& dir, const saved_state& st) {
+  std::ostringstream o;
+  o << "format: wholestore-train 1\nepoch: " << st.epoch << "\nnodes: " << st.nodes
+    << "\ndim: " << st.dim << "\nmode: " << st.mode << "\n";
+  char line[256];
+  for (const epoch_record& e : st.curve) {
+    std::snprintf(line, sizeof line, "curve: %d %.17g %" PRIu64 " %d %.17g %.17g %.17g\n", e.epoch,
+                  e.loss, e.pairs, e.evaluated ? 1 : 0, e.scores.auc, e.scores.hits, e.seconds);
+    o << line;
+  }
+  const std::string tmp = dir + "/state.txt.tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << o.str();
+    f.flush();
+    WM_EXPECTS(f.good(), "checkpoint: cannot write " << tmp);
+  }
+  fs::rename(tmp, dir + "/state.txt");
+}
+
+saved_state read_state(const std::string& dir) {
+  const std::string path = dir + "/state.txt";
+  std::ifstream f(path);
+  WM_EXPECTS(f.good(), "resume: " << dir << " is not a train checkpoint (no state.txt)");
+  saved_state st;
+  std::string line;
+  bool format_ok = false;
+  while (std::getline(f, line)) {
+    std::istringstream in(line);
+    std::string key;
+    in >> key;
+    if (key == "format:") {
+      std::string name, version;
+      in >> name >> version;
+      format_ok = name == "wholestore-train" && version == "1";
+    } else if (key == "epoch:") {
+      in >> st.epoch;
+    } else if (key == "nodes:") {
+      in >> st.nodes;
+    } else if (key == "dim:") {
+      in >> st.dim;
+    } else if (key == "mode:") {
+      in >> st.mode;
+    } else if (key == "curve:") {
+      epoch_record e;
+      int evaluated = 0;
+      in >> e.epoch >> e.loss >> e.pairs >> evaluated >> e.scores.auc >> e.scores.hits >> e.seconds;
+      e.evaluated = evaluated != 0;
+      st.curve.push_back(e);
+    }
+  }
+  WM_EXPECTS(format_ok && st.epoch >= 1, "resume: " << path << " is not a train checkpoint state");
+  return st;
+}
+
+std::string epoch_dir(const std::string& dir, int epoch) {
+  return dir + "/epoch-" + std::to_string(epoch);
+}
+
+// ---- the per-rank machinery ------------------------------------------------------------------
+
+class trainer {
+ public:
+  trainer(std::shared_ptr<wm::bootstrap> bs, const graph::edge_split& split,
+          const train_settings& s)
+      : bs_(std::move(bs)), split_(split), s_(s), nodes_(split.train.num_nodes) {
+    comm_ = wm::make_host_communicator(bs_);
+    if (s_.use_gpu) {
+      device_ = wm::default_device(*comm_);
+      wm::set_device(device_);
+#if defined(WHOLESTORE_HAS_CUDA)
+      if (cudaStreamCreate(&stream_) != cudaSuccess) WM_FAIL(wm::cuda_error, "cudaStreamCreate");
+#endif
+      if (s_.table_type == wm::memory_type::distributed) comm_ = wm::make_nccl_communicator(bs_);
+    }
+    graph_ = graph::make_graph(comm_, split.train, s_.graph_type, s_.graph_location);
+    graph::negative_options no;
+    no.by_degree = s_.negatives_by_degree;
+    // The GPU path draws walk-mode negatives on the device: the alias table there too (random
+    // reads of host memory would bound it).  LINE draws on the host on either path.
+    if (s_.use_gpu && s_.mode != train_mode::line) no.location = wm::memory_location::device;
+    negatives_ = std::make_unique<graph::negative_sampler>(comm_, split.train.row_offsets, no);
+    if (s_.mode == train_mode::line) {
+      edge_src_.resize(split.train.num_edges());
+      for (std::uint64_t u = 0; u < nodes_; ++u)
+        for (std::int64_t e = split.train.row_offsets[u]; e < split.train.row_offsets[u + 1]; ++e)
+          edge_src_[static_cast<std::size_t>(e)] = static_cast<std::int64_t>(u);
+      slots_ = 1;
+    } else {
+      slots_ = graph::window_slots(s_.walk_length, s_.window);
+    }
+    embedding::table_options to;
+    to.rows = nodes_;
+    to.dim = s_.dim;
+    to.type = s_.table_type;
+    to.location = s_.table_location;
+    to.optimizer = s_.optimizer;
+    to.init.method = embedding::init_options::uniform;
+    to.init.a = -0.5 / static_cast<double>(s_.dim);
+    to.init.b = 0.5 / static_cast<double>(s_.dim);
+    to.init.seed = mix64(s_.seed ^ 0x1f83d9abfb41bd6bull);
+    input_ = embedding::table::create(comm_, to);
+    to.init.method = embedding::init_options::zeros;
+    output_ = embedding::table::create(comm_, to);
+    total_slots_ =
+        (s_.mode == train_mode::line ? split.train.num_edges()
+                                     : nodes_ * static_cast<std::uint64_t>(s_.walks_per_node)) *
+        slots_;
+    steps_per_epoch_ = (total_slots_ + s_.batch_size - 1) / s_.batch_size;
+  }
+
+  ~trainer() {
+#if defined(WHOLESTORE_HAS_CUDA)
+    if (stream_) cudaStreamDestroy(stream_);
+#endif
+  }
+
+  train_result run(const train_callbacks& cb) {
+    train_result result;
+    int first_epoch = 0;
+    if (!s_.resume_dir.empty()) {
+      const saved_state st = read_state(s_.resume_dir);
+      WM_EXPECTS(st.dim == s_.dim, "resume: the checkpoint in " << s_.resume_dir << " has dim "
+                                                                << st.dim << ", this run has dim "
+                                                                << s_.dim);
+      WM_EXPECTS(st.nodes == nodes_, "resume: the checkpoint in "
+                                         << s_.resume_dir << " has " << st.nodes
+                                         << " nodes, this run's graph has " << nodes_);
+      WM_EXPECTS(st.mode == train_mode_name(s_.mode),
+                 "resume: the checkpoint in " << s_.resume_dir << " was trained with mode "
+                                              << st.mode << ", this run has "
+                                              << train_mode_name(s_.mode));
+      WM_EXPECTS(st.epoch <= s_.epochs, "resume: the checkpoint in "
+                                            << s_.resume_dir << " has done " << st.epoch
+                                            << " epochs, more than this run's " << s_.epochs);
+      embedding::load_checkpoint(input_, epoch_dir(s_.resume_dir, st.epoch) + "/input");
+      embedding::load_checkpoint(output_, epoch_dir(s_.resume_dir, st.epoch) + "/output");
+      first_epoch = st.epoch;
+      result.epochs = st.curve;
+    }
+    result.first_epoch = first_epoch;
+    int last = s_.epochs;
+    if (s_.stop_after_epochs > 0) last = std::min(last, first_epoch + s_.stop_after_epochs);
+    bool evaluated_last = false;
+    for (int epoch = first_epoch; epoch < last; ++epoch) {
+      epoch_record rec = run_epoch(epoch, cb, result);
+      const bool eval = epoch + 1 == s_.epochs || epoch + 1 == last ||
+                        (s_.eval_every > 0 && (epoch + 1) % s_.eval_every == 0);
+      if (eval) {
+        rec.evaluated = true;
+        rec.scores = evaluate();
+        result.final_scores = rec.scores;
+      }
+      evaluated_last = eval;
+      result.epochs.push_back(rec);
+      if (!s_.checkpoint_dir.empty() &&
+          ((epoch + 1) % s_.checkpoint_every == 0 || epoch + 1 == last)) {
+        store(epoch + 1, result.epochs);
+      }
+      if (cb.epoch) cb.epoch(rec);
+    }
+    if (!evaluated_last) result.final_scores = evaluate();  // nothing to run: score the resumed
+    result.last_epoch = last;
+    // Timings: the slowest rank's.
+    std::vector<double> all(static_cast<std::size_t>(bs_->size()));
+    bs_->allgather(&result.train_s, all.data(), sizeof(double));
+    result.train_s = *std::max_element(all.begin(), all.end());
+    // Rank 0 reads every row (the other ranks join the lookup, collective on distributed
+    // memory, with nothing to read).
+    std::vector<std::int64_t> every;
+    if (s_.keep_embeddings && bs_->rank() == 0) {
+      every.resize(nodes_);
+      for (std::uint64_t i = 0; i < nodes_; ++i) every[i] = static_cast<std::int64_t>(i);
+    }
+    if (s_.keep_embeddings) result.embeddings = read_rows(every);
+    return result;
+  }
+
+ private:
+  // This rank's pairs of global slots [lo, hi), in slot order: n_pairs_ center indices and
+  // (1 + K) target indices each (context, then negatives), in centers_/targets_ on the CPU
+  // path and in d_centers_/d_targets_ on the GPU path.
+  void assemble(std::uint64_t epoch, std::uint64_t lo, std::uint64_t hi) {
+    n_pairs_ = 0;
+    if (lo >= hi) return;
+    const std::uint64_t k = static_cast<std::uint64_t>(s_.negatives);
+    const std::uint64_t draw_key = epoch_key(s_.seed, epoch, 2);
+    const std::size_t slots = static_cast<std::size_t>(hi - lo);
+    if (s_.mode == train_mode::line) {
+      // Edges as pairs: cheap enough on the host for either path.
+      draws_.resize(slots * k);
+      negatives_->sample_host(draw_key, lo * k, draws_.size(), draws_.data(), s_.threads);
+      centers_.resize(slots);
+      targets_.resize(slots * (k + 1));
+      const std::uint64_t key = epoch_key(s_.seed, epoch, 3);
+      const std::uint64_t edges = split_.train.num_edges();
+      for (std::uint64_t slot = lo; slot < hi; ++slot) {
+        const auto e = graph::detail::rand_below(graph::detail::draw(key, slot), edges);
+        const std::size_t p = static_cast<std::size_t>(slot - lo);
+        centers_[p] = edge_src_[e];
+        targets_[p * (k + 1)] = split_.train.col_indices[e];
+        std::copy(draws_.begin() + p * k, draws_.begin() + (p + 1) * k,
+                  targets_.begin() + p * (k + 1) + 1);
+      }
+      n_pairs_ = slots;
+      if (s_.use_gpu) {
+        wm::copy_bytes(device_indices(d_centers_, slots), centers_.data(), slots * 8);
+        wm::copy_bytes(device_indices(d_targets_, slots * (k + 1)), targets_.data(),
+                       slots * (k + 1) * 8);
+      }
+      return;
+    }
+    const std::uint64_t w0 = lo / slots_, w1 = (hi - 1) / slots_ + 1;
+    const std::size_t count = static_cast<std::size_t>(w1 - w0);
+    const std::size_t row = static_cast<std::size_t>(s_.walk_length) + 1;
+    starts_.resize(count);
+    for (std::uint64_t w = w0; w < w1; ++w) {
+      const std::uint64_t round = w / nodes_;
+      if (epoch != order_epoch_ || round != order_round_) {  // O(nodes): once per round
+        order_ = round_order(nodes_, s_.seed, epoch, round);
+        order_epoch_ = epoch;
+        order_round_ = round;
+      }
+      starts_[w - w0] = order_[w % nodes_];
+    }
+    graph::walk_options wo;
+    wo.length = s_.walk_length;
+    if (s_.mode == train_mode::node2vec) {
+      wo.p = s_.p;
+      wo.q = s_.q;
+    }
+    wo.seed = epoch_key(s_.seed, epoch, 1);
+    wo.first_walk = w0;
+    graph::window_pairs_args pa;
+    pa.first_walk = w0;
+    pa.walk_count = count;
+    pa.walk_length = s_.walk_length;
+    pa.window = s_.window;
+    pa.lo = lo;
+    pa.hi = hi;
+    pa.negatives_per_pair = s_.negatives;
+    if (s_.use_gpu) {
+      // Walks, negatives and pairs on the device: only the starts go up and the pair count
+      // comes back.
+      if (!walker_) walker_ = std::make_unique<graph::gpu_walker>(graph_);
+      auto* d_starts = static_cast<std::int64_t*>(d_starts_.reserve_discard(count * 8, device_));
+      auto* d_walks =
+          static_cast<std::int64_t*>(d_walks_.reserve_discard(count * row * 8, device_));
+      auto* d_draws = static_cast<std::int64_t*>(d_draws_.reserve_discard(slots * k * 8, device_));
+      wm::copy_bytes(d_starts, starts_.data(), count * 8);
+      walker_->walk(d_starts, count, wo, d_walks, stream_);
+      negatives_->sample(draw_key, lo * k, slots * k, d_draws, stream_);
+      pa.walks = d_walks;
+      pa.negatives = d_draws;
+      pa.centers = device_indices(d_centers_, slots);
+      pa.targets = device_indices(d_targets_, slots * (k + 1));
+      n_pairs_ = gpu_pairs_.build(pa, stream_);
+      return;
+    }
+    walks_.resize(count * row);
+    graph::random_walks_host(graph_, starts_.data(), count, wo, walks_.data(), s_.threads);
+    draws_.resize(slots * k);
+    negatives_->sample_host(draw_key, lo * k, draws_.size(), draws_.data(), s_.threads);
+    centers_.resize(slots);
+    targets_.resize(slots * (k + 1));
+    pa.walks = walks_.data();
+    pa.negatives = draws_.data();
+    pa.centers = centers_.data();
+    pa.targets = targets_.data();
+    n_pairs_ = graph::window_pairs_host(pa);
+  }
+
+  std::int64_t* device_indices(wm::device_buffer& b, std::size_t count) {
+    return static_cast<std::int64_t*>(
+        b.reserve_discard(std::max<std::size_t>(count, 1) * 8, device_));
+  }
+
+  // One step on this rank's assembled pairs; returns the sum of their losses in loss units.
+  std::int64_t step(float lr) {
+    const std::size_t n = n_pairs_, nt = n * (static_cast<std::size_t>(s_.negatives) + 1);
+    const std::size_t dim = s_.dim;
+    losses_.resize(n);
+    if (!s_.use_gpu) {
+      center_rows_.resize(n * dim);
+      target_rows_.resize(nt * dim);
+      center_grads_.resize(n * dim);
+      target_grads_.resize(nt * dim);
+      input_.lookup_host({centers_.data(), wm::dtype::int64, n},
+                         {center_rows_.data(), wm::dtype::float32, n, dim, dim}, s_.threads);
+      output_.lookup_host({targets_.data(), wm::dtype::int64, nt},
+                          {target_rows_.data(), wm::dtype::float32, nt, dim, dim}, s_.threads);
+      embedding::sgns_gradients_host(
+          {center_rows_.data(), target_rows_.data(), n, s_.negatives, dim, center_grads_.data(),
+           target_grads_.data(), losses_.data()},
+          s_.threads);
+      input_.apply_gradients_host({centers_.data(), wm::dtype::int64, n},
+                                  {center_grads_.data(), wm::dtype::float32, n, dim, dim}, lr,
+                                  s_.threads);
+      output_.apply_gradients_host({targets_.data(), wm::dtype::int64, nt},
+                                   {target_grads_.data(), wm::dtype::float32, nt, dim, dim}, lr,
+                                   s_.threads);
+    } else {
+      step_gpu(lr);
+    }
+    std::int64_t sum = 0;
+    for (float l : losses_) sum += std::llround(static_cast<double>(l) * loss_unit);
+    return sum;
+  }
+
+  void step_gpu(float lr) {
+    const std::size_t n = n_pairs_, nt = n * (static_cast<std::size_t>(s_.negatives) + 1);
+    const std::size_t dim = s_.dim;
+    // assemble() left the indices in d_centers_ and d_targets_.
+    auto* ci = d_centers_.data_as<std::int64_t>();
+    auto* ti = d_targets_.data_as<std::int64_t>();
+    auto* cr = static_cast<float*>(d_center_rows_.reserve_discard((n + 1) * dim * 4, device_));
+    auto* tr = static_cast<float*>(d_target_rows_.reserve_discard((nt + 1) * dim * 4, device_));
+    auto* cg = static_cast<float*>(d_center_grads_.reserve_discard((n + 1) * dim * 4, device_));
+    auto* tg = static_cast<float*>(d_target_grads_.reserve_discard((nt + 1) * dim * 4, device_));
+    auto* ls = static_cast<float*>(d_losses_.reserve_discard((n + 1) * 4, device_));
+    input_.lookup({ci, wm::dtype::int64, n}, {cr, wm::dtype::float32, n, dim, dim}, stream_);
+    output_.lookup({ti, wm::dtype::int64, nt}, {tr, wm::dtype::float32, nt, dim, dim}, stream_);
+    embedding::sgns_gradients({cr, tr, n, s_.negatives, dim, cg, tg, ls}, stream_);
+    input_.apply_gradients({ci, wm::dtype::int64, n}, {cg, wm::dtype::float32, n, dim, dim}, lr,
+                           stream_);
+    output_.apply_gradients({ti, wm::dtype::int64, nt}, {tg, wm::dtype::float32, nt, dim, dim}, lr,
+                            stream_);
+    sync();
+    if (n) wm::copy_bytes(losses_.data(), ls, n * 4);
+  }
+
+  void sync() {
+#if defined(WHOLESTORE_HAS_CUDA)
+    if (stream_ && cudaStreamSynchronize(stream_) != cudaSuccess)
+      WM_FAIL(wm::cuda_error, "train: the GPU stream failed");
+#endif
+  }
+
+  epoch_record run_epoch(int epoch, const train_callbacks& cb, train_result& result) {
+    const std::uint64_t e = static_cast<std::uint64_t>(epoch);
+    const int rank = bs_->rank(), ranks = bs_->size();
+    const std::uint64_t total_steps = steps_per_epoch_ * static_cast<std::uint64_t>(s_.epochs);
+    std::int64_t loss_sum = 0;
+    std::uint64_t pairs = 0;
+    bs_->barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::uint64_t b = 0; b < steps_per_epoch_; ++b) {
+      const std::uint64_t begin = b * s_.batch_size;
+      const std::uint64_t len = std::min(total_slots_, begin + s_.batch_size) - begin;
+      const std::uint64_t lo = begin + len * static_cast<std::uint64_t>(rank) / ranks;
+      const std::uint64_t hi = begin + len * static_cast<std::uint64_t>(rank + 1) / ranks;
+      auto ta = std::chrono::steady_clock::now();
+      assemble(e, lo, hi);
+      result.walk_s += seconds_since(ta);
+      ta = std::chrono::steady_clock::now();
+      const std::uint64_t t = e * steps_per_epoch_ + b;
+      const double decay =
+          std::max(static_cast<double>(s_.min_lr_fraction),
+                   1.0 - static_cast<double>(t) / static_cast<double>(total_steps));
+      loss_sum += step(static_cast<float>(s_.lr * decay));
+      pairs += n_pairs_;
+      // The next lookups read rows other ranks update.
+      bs_->barrier();
+      result.step_s += seconds_since(ta);
+      ++result.steps;
+      if (cb.step) {
+        cb.step(
+            epoch + 1, b + 1, steps_per_epoch_,
+            pairs ? static_cast<double>(loss_sum) / loss_unit / static_cast<double>(pairs) : 0.0);
+      }
+    }
+    const double secs = seconds_since(t0);
+    result.train_s += secs;
+    // The epoch's totals over ranks: exact integer sums.
+    struct totals {
+      std::int64_t loss;
+      std::uint64_t pairs;
+      double seconds;
+    } mine{loss_sum, pairs, secs};
+    std::vector<totals> all(static_cast<std::size_t>(ranks));
+    bs_->allgather(&mine, all.data(), sizeof(totals));
+    epoch_record rec;
+    rec.epoch = epoch + 1;
+    std::int64_t loss_total = 0;
+    for (const totals& x : all) {
+      loss_total += x.loss;
+      rec.pairs += x.pairs;
+      rec.seconds = std::max(rec.seconds, x.seconds);
+    }
+    rec.loss = rec.pairs
+                   ? static_cast<double>(loss_total) / loss_unit / static_cast<double>(rec.pairs)
+                   : 0.0;
+    result.pairs += rec.pairs;
+    return rec;
+  }
+
+  // Input vectors of `nodes` (every rank calls: distributed memory makes lookup collective).
+  std::vector<float> read_rows(const std::vector<std::int64_t>& nodes) {
+    const std::size_t n = nodes.size(), dim = s_.dim;
+    std::vector<float> out(n * dim);
+    if (!s_.use_gpu) {
+      input_.lookup_host({nodes.data(), wm::dtype::int64, n},
+                         {out.data(), wm::dtype::float32, n, dim, dim}, s_.threads);
+      return out;
+    }
+    wm::device_buffer idx(std::max<std::size_t>(n, 1) * 8, device_);
+    wm::device_buffer rows(std::max<std::size_t>(n, 1) * dim * 4, device_);
+    if (n) wm::copy_bytes(idx.data(), nodes.data(), n * 8);
+    input_.lookup({idx.data(), wm::dtype::int64, n}, {rows.data(), wm::dtype::float32, n, dim, dim},
+                  stream_);
+    sync();
+    if (n) wm::copy_bytes(out.data(), rows.data(), n * dim * 4);
+    return out;
+  }
+
+  link_scores evaluate() {
+    // Every rank computes the same scores (their tables are the same), a chunk of pairs at a
+    // time so that a large graph's held-out set is never looked up whole.
+    constexpr std::size_t chunk = std::size_t{1} << 18;
+    const std::size_t dim = s_.dim;
+    auto scores = [&](const std::vector<std::pair<std::int64_t, std::int64_t>>& list) {
+      std::vector<double> out(list.size());
+      std::vector<std::int64_t> nodes;
+      for (std::size_t begin = 0; begin < list.size(); begin += chunk) {
+        const std::size_t end = std::min(list.size(), begin + chunk);
+        nodes.clear();
+        for (std::size_t k = begin; k < end; ++k) {
+          nodes.push_back(list[k].first);
+          nodes.push_back(list[k].second);
+        }
+        const std::vector<float> rows = read_rows(nodes);
+        for (std::size_t k = begin; k < end; ++k) {
+          const float* a = rows.data() + 2 * (k - begin) * dim;
+          const float* b = a + dim;
+          double s = 0;
+          for (std::size_t c = 0; c < dim; ++c)
+            s += static_cast<double>(a[c]) * static_cast<double>(b[c]);
+          out[k] = s;
+        }
+      }
+      return out;
+    };
+    return score_links(scores(split_.test_edges), scores(split_.test_non_edges), s_.hits_k);
+  }
+
+  void store(int epochs_done, const std::vector<epoch_record>& curve) {
+    sync();
+    const std::string& dir = s_.checkpoint_dir;
+    if (bs_->rank() == 0) fs::create_directories(epoch_dir(dir, epochs_done));
+    bs_->barrier();
+    embedding::store_checkpoint(input_, epoch_dir(dir, epochs_done) + "/input");
+    embedding::store_checkpoint(output_, epoch_dir(dir, epochs_done) + "/output");
+    bs_->barrier();
+    if (bs_->rank() == 0) {
+      saved_state st;
+      st.epoch = epochs_done;
+      st.nodes = nodes_;
+      st.dim = s_.dim;
+      st.mode = train_mode_name(s_.mode);
+      st.curve = curve;
+      write_state(dir, st);
+      // Older epochs' tables are no longer named by the state.
+      for (const auto& entry : fs::directory_iterator(dir)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind("epoch-", 0) == 0 && name != "epoch-" + std::to_string(epochs_done))
+          fs::remove_all(entry.path());
+      }
+    }
+    bs_->barrier();
+  }
+
+  std::shared_ptr<wm::bootstrap> bs_;
+  const graph::edge_split& split_;
+  train_settings s_;
+  std::uint64_t nodes_;
+  std::shared_ptr<wm::communicator> comm_;
+  int device_ = -1;
+  cudaStream_t stream_ = nullptr;
+  graph::csr_graph graph_;
+  std::unique_ptr<graph::negative_sampler> negatives_;
+  std::unique_ptr<graph::gpu_walker> walker_;
+  embedding::table input_, output_;
+  std::vector<std::int64_t> edge_src_;
+  graph::gpu_window_pairs gpu_pairs_;
+  std::size_t n_pairs_ = 0;
+  std::vector<std::int64_t> order_;  // the start order of round order_round_ of order_epoch_
+  std::uint64_t order_epoch_ = ~std::uint64_t{0}, order_round_ = ~std::uint64_t{0};
+  std::uint64_t slots_ = 1, total_slots_ = 0, steps_per_epoch_ = 0;
+  // Per-step buffers.
+  std::vector<std::int64_t> draws_, starts_, walks_, centers_, targets_;
+  std::vector<float> center_rows_, target_rows_, center_grads_, target_grads_, losses_;
+  wm::device_buffer d_starts_, d_walks_, d_draws_, d_centers_, d_targets_, d_center_rows_,
+      d_target_rows_, d_center_grads_, d_target_grads_, d_losses_;
+};
+
+}  // namespace
+
+train_result train_embeddings(std::shared_ptr<wm::bootstrap> bs, const graph::edge_split& split,
+                              const train_settings& settings, const train_callbacks& callbacks) {
+  check_settings(settings);
+  WM_EXPECTS(split.train.num_edges() > 0, "the training graph has no edges: nothing to train on ("
+                                              << split.train.num_nodes << " nodes)");
+  WM_EXPECTS(!split.test_edges.empty() && !split.test_non_edges.empty(),
+             "no held-out edges to evaluate on: raise the hold-out fraction");
+  trainer t(std::move(bs), split, settings);
+  return t.run(callbacks);
+}
+
+}  // namespace wholestore::apps

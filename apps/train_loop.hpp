@@ -1,0 +1,144 @@
+/*
+ * The training loop of `wholestore train` (apps/train.cpp reads the config and prints): node
+ * embeddings by skip-gram with negative sampling over random-walk windows (DeepWalk,
+ * node2vec) or over edges (LINE), scored by link prediction on held-out edges.
+ *
+ * The graph (already split: graph/edge_split.hpp) sits in WholeMemory for the walks and the
+ * negative sampler; two embedding tables (embedding/table.hpp) hold the input vectors (the
+ * embeddings, initialised uniform in [-0.5/dim, 0.5/dim)) and the output vectors (zeros).
+ *
+ * The positive pairs of an epoch form one global sequence of pair slots:
+ *   walk modes: walks_per_node rounds over all nodes, round r in the order of a shuffle keyed by
+ *     (seed, epoch, r); walk w of the epoch gives slots w * S .. w * S + S - 1, slot (i, j) for
+ *     every walk position i and every j != i with |i - j| <= window, i ascending then j
+ *     ascending (S depends only on walk_length and window); a slot whose node is -1 (the walk
+ *     ended at a node without out-edges) is skipped
+ *   line: one slot per training edge (directed CSR entries): slot s takes edge
+ *     rand_below(draw(key(seed, epoch), s), edges), with replacement
+ * Batch b of an epoch is slots [b * batch_size, (b + 1) * batch_size); its K negatives per slot
+ * are draws s * K .. s * K + K - 1 of the negative sampler keyed by (seed, epoch).  Every random
+ * choice is a function of (seed, epoch, slot), never of a generator's state, so a run resumed
+ * from a checkpoint continues exactly.
+ *
+ * Ranks split each batch's slots in contiguous chunks in rank order and pass their pairs to the
+ * tables' apply_gradients in slot order: the concatenation is the one-rank batch, and since
+ * the tables sum duplicate gradient rows in global batch order and the SGNS arithmetic is the
+ * same bits on every path (embedding/sgns.hpp), the embeddings are bit for bit the same for
+ * any rank count, thread count, and on the CPU and the GPU.  Losses are summed as integers in
+ * units of 2^-24, exact in any order, so the loss curve is the same figure too.
+ *
+ * The learning rate decays linearly over all steps of the run: lr * max(min_lr_fraction,
+ * 1 - step / total_steps), step counted from 0 over epochs.
+ */
+#pragma once
+
+#include <embedding/table.hpp>
+#include <graph/dataset.hpp>
+#include <graph/edge_split.hpp>
+#include <wholememory/bootstrap.hpp>
+#include <wholememory/communicator.hpp>
+#include <wholememory/memory_type.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace wholestore::apps {
+
+enum class train_mode { deepwalk, node2vec, line };
+
+/// "deepwalk", "node2vec", "line".
+const char* train_mode_name(train_mode m);
+
+/// The shipped optimizer: AdaGrad (train.yaml).
+inline embedding::optimizer_options adagrad_options() {
+  embedding::optimizer_options o;
+  o.kind = embedding::optimizer_kind::adagrad;
+  return o;
+}
+
+struct train_settings {
+  train_mode mode = train_mode::deepwalk;
+  int walk_length = 20;     ///< steps per walk (>= 1)
+  int window = 3;           ///< context half-width (>= 1)
+  int walks_per_node = 2;   ///< rounds of walks per epoch (>= 1)
+  double p = 1.0, q = 1.0;  ///< node2vec (> 0)
+  int negatives = 5;        ///< K (>= 1)
+  bool negatives_by_degree = true;
+  std::size_t dim = 128;
+  std::uint64_t batch_size = 4096;  ///< pair slots per step, all ranks together
+  int epochs = 2;
+  float lr = 0.1f;
+  float min_lr_fraction = 0.0001f;
+  embedding::optimizer_options optimizer = adagrad_options();
+  wholememory::memory_type graph_type = wholememory::memory_type::continuous;
+  wholememory::memory_location graph_location = wholememory::memory_location::host;
+  wholememory::memory_type table_type = wholememory::memory_type::continuous;
+  wholememory::memory_location table_location = wholememory::memory_location::host;
+  bool use_gpu = false;
+  std::uint64_t seed = 0;
+  int eval_every = 1;  ///< evaluate every N epochs (0: at the end only)
+  int hits_k = 50;
+  unsigned threads = 0;  ///< CPU threads per rank (0: all cores)
+  std::string checkpoint_dir;
+  int checkpoint_every = 1;  ///< epochs between checkpoints (with checkpoint_dir)
+  std::string resume_dir;
+  int stop_after_epochs = 0;    ///< end the run after this many epochs of this call (0: all)
+  bool keep_embeddings = true;  ///< rank 0 returns the input vectors (train_result::embeddings)
+};
+
+/// Link-prediction scores of held-out edges against as many non-edges.
+struct link_scores {
+  double auc = 0;   ///< ROC-AUC, ties counted half
+  double hits = 0;  ///< share of positives scored above the hits_k-th highest negative
+};
+
+/// ROC-AUC (Mann-Whitney, ties half) and OGB-style Hits@k; hits is 1 when there are fewer
+/// than k negatives.  Throws logic_error for an empty side.
+link_scores score_links(const std::vector<double>& positive, const std::vector<double>& negative,
+                        int hits_k);
+
+struct epoch_record {
+  int epoch = 0;            ///< 1-based
+  double loss = 0;          ///< mean loss per positive pair
+  std::uint64_t pairs = 0;  ///< positive pairs trained on
+  bool evaluated = false;
+  link_scores scores;
+  double seconds = 0;  ///< this epoch's training time (without evaluation), slowest rank
+};
+
+struct train_result {
+  std::vector<epoch_record> epochs;  ///< every epoch of the run, those before a resume included
+  int first_epoch = 0;               ///< epochs already done by the checkpoint resumed from
+  int last_epoch = 0;                ///< epochs done when this call returned
+  link_scores final_scores;          ///< after the last epoch run (evaluated then)
+  std::uint64_t pairs = 0;           ///< positive pairs of this call, all ranks
+  double train_s = 0;                ///< this call's training time (slowest rank), no evaluation
+  double walk_s = 0, step_s = 0;     ///< rank 0: pair assembly (walks, negatives) and the rest
+  std::uint64_t steps = 0;           ///< steps of this call
+  std::vector<float> embeddings;     ///< rank 0 with keep_embeddings: num_nodes x dim input vectors
+};
+
+/// Progress reports (called on every rank; train.cpp shows rank 0's).
+struct train_callbacks {
+  /// After each step: epoch (1-based), step in the epoch (1-based), steps per epoch, the mean
+  /// loss of this rank's pairs so far in the epoch.
+  std::function<void(int, std::uint64_t, std::uint64_t, double)> step;
+  /// After each epoch (its evaluation included).
+  std::function<void(const epoch_record&)> epoch;
+};
+
+/// Trains on `split.train` (the same on every rank) and evaluates on its held-out edges.
+/// Collective over `bs`: every rank passes the same settings and split.  Throws logic_error for
+/// bad settings (naming them), a training graph without edges, a checkpoint of another shape,
+/// and as the layers below.
+train_result train_embeddings(std::shared_ptr<wholememory::bootstrap> bs,
+                              const graph::edge_split& split, const train_settings& settings,
+                              const train_callbacks& callbacks = {});
+
+/// Pair slots per walk: (i, j) with i, j in [0, walk_length], i != j, |i - j| <= window.
+std::uint64_t slots_per_walk(int walk_length, int window);
+
+}  // namespace wholestore::apps

@@ -1,0 +1,59 @@
+/*
+ * Skip-gram with negative sampling (SGNS, word2vec's objective, as DeepWalk, node2vec and LINE
+ * train it): the loss and its gradients for a batch of rows already looked up from two tables,
+ * the input vectors of center nodes and the output vectors of their contexts and negatives.
+ * The caller looks the rows up (table::lookup*), calls sgns_gradients*, and hands the gradient
+ * rows to each table's apply_gradients*, which sums duplicate rows in a fixed order.
+ *
+ * For pair i with center row u_i, context row v_i and negative rows n_i0 .. n_i(K-1):
+ *   loss_i = -log sigmoid(u_i . v_i) - sum_k log sigmoid(-u_i . n_ik)
+ *   d loss_i / d u_i  = (sigmoid(s_o) - 1) v_i + sum_k sigmoid(s_k) n_ik      (s_o = u_i . v_i,
+ *   d loss_i / d v_i  = (sigmoid(s_o) - 1) u_i                                  s_k = u_i . n_ik)
+ *   d loss_i / d n_ik = sigmoid(s_k) u_i
+ * The step's objective is the SUM of loss_i over the batch, so the gradient rows are these per
+ * pair rows as they are (a row that appears several times gets the sum, as in word2vec's
+ * per-pair SGD).
+ *
+ * Layout (float32, row-major, rows contiguous):
+ *   centers       pairs x dim             u_i
+ *   targets       pairs * (1 + K) x dim   row i * (1 + K) is v_i, row i * (1 + K) + 1 + k is n_ik
+ *   center_grads  pairs x dim             d loss_i / d u_i
+ *   target_grads  like targets            d loss_i / d v_i, d loss_i / d n_ik
+ *   losses        pairs                   loss_i
+ * So the target rows of a pair stay together: a batch split among ranks in contiguous chunks of
+ * pairs, each rank's lists concatenated in rank order, is the one-rank batch.
+ *
+ * Determinism: every output element is a fixed sequence of float32 operations
+ * (detail/sgns_math.hpp: dot products in a fixed 32-lane order, exp and log built from + - * /
+ * only, scores clamped to [-20, 20]), so the CPU path (any thread count) and the GPU path give
+ * the same bits.
+ */
+#pragma once
+
+#include <wholememory/stream.hpp>
+
+#include <cstddef>
+
+namespace wholestore::embedding {
+
+/// One batch's buffers (see the layout above).  Inputs and outputs must not overlap.
+struct sgns_batch {
+  const float* centers = nullptr;
+  const float* targets = nullptr;
+  std::size_t pairs = 0;
+  int negatives = 1;  ///< K >= 0 (K = 0 trains on positives alone)
+  std::size_t dim = 0;
+  float* center_grads = nullptr;
+  float* target_grads = nullptr;
+  float* losses = nullptr;  ///< may be nullptr: the losses are not written
+};
+
+/// CPU path: host buffers, `threads` threads (0: the hardware's count).  Throws logic_error for
+/// dim 0, K < 0 or a null buffer with pairs > 0.  Synchronous.
+void sgns_gradients_host(const sgns_batch& batch, unsigned threads = 0);
+
+/// GPU path, on the current device: buffers the GPU reads and writes, enqueued on `stream`
+/// (does not wait).  Same checks as the CPU path; throws logic_error in a build without CUDA.
+void sgns_gradients(const sgns_batch& batch, cudaStream_t stream);
+
+}  // namespace wholestore::embedding

@@ -1,0 +1,52 @@
+// sgns_gradients_host: the CPU path of sgns.hpp, pairs split over threads, each pair's outputs
+// written by one thread with the shared arithmetic of detail/sgns_math.hpp.
+#include "parallel.hpp"
+#include "sgns_common.hpp"
+
+#include <embedding/detail/sgns_math.hpp>
+#include <embedding/sgns.hpp>
+#include <wholememory/gather.hpp>
+
+#include <cstddef>
+#include <vector>
+
+namespace wholestore::embedding {
+
+void sgns_gradients_host(const sgns_batch& b, unsigned threads) {
+  detail::check_sgns_batch(b, "sgns_gradients_host");
+  if (threads == 0) threads = wholememory::default_host_threads();
+  const std::size_t dim = b.dim;
+  const std::size_t per_pair = static_cast<std::size_t>(b.negatives) + 1;
+  detail::parallel_ranges(b.pairs, threads, 256, [&](std::size_t begin, std::size_t end) {
+    std::vector<float> coef(per_pair);
+    for (std::size_t i = begin; i < end; ++i) {
+      const float* u = b.centers + i * dim;
+      const float* t0 = b.targets + i * per_pair * dim;
+      float loss = 0.0f;
+      for (std::size_t j = 0; j < per_pair; ++j) {
+        const float s = detail::dot_host(u, t0 + j * dim, dim);
+        if (j == 0) {
+          coef[j] = detail::context_coefficient(s);
+          loss = detail::softplus(-s);
+        } else {
+          coef[j] = detail::negative_coefficient(s);
+          loss = loss + detail::softplus(s);
+        }
+      }
+      if (b.losses) b.losses[i] = loss;
+      float* gu = b.center_grads + i * dim;
+      float* g0 = b.target_grads + i * per_pair * dim;
+      for (std::size_t c = 0; c < dim; ++c) gu[c] = coef[0] * t0[c];
+      for (std::size_t j = 1; j < per_pair; ++j) {
+        const float* t = t0 + j * dim;
+        for (std::size_t c = 0; c < dim; ++c) gu[c] = gu[c] + coef[j] * t[c];
+      }
+      for (std::size_t j = 0; j < per_pair; ++j) {
+        float* g = g0 + j * dim;
+        for (std::size_t c = 0; c < dim; ++c) g[c] = coef[j] * u[c];
+      }
+    }
+  });
+}
+
+}  // namespace wholestore::embedding

@@ -1,0 +1,13 @@
+// Builds without CUDA: the GPU path of walk_pairs.hpp reports that it is missing.
+#include <graph/walk_pairs.hpp>
+#include <wholememory/error.hpp>
+
+namespace wholestore::graph {
+
+std::size_t gpu_window_pairs::build(const window_pairs_args&, cudaStream_t) {
+  WM_FAIL(wholememory::logic_error,
+          "gpu_window_pairs::build runs on a GPU and wholestore was built without CUDA; use "
+          "window_pairs_host");
+}
+
+}  // namespace wholestore::graph

@@ -1,0 +1,157 @@
+// The training loop on the GPU (apps/train_loop.hpp, device: gpu): the same embeddings and loss
+// curve bit for bit as the CPU path for every mode, with the tables in device memory or in host
+// memory, for two processes sharing GPU 0, and for two GPUs with distributed tables (NCCL).
+// Every body runs in a forked child, so the test process never initializes CUDA (a forked
+// child of a process that did could not use it).
+#include "common/multiprocess.hpp"
+
+#include "train_loop.hpp"
+
+#include <graph/edge_split.hpp>
+#include <graph/generate.hpp>
+#include <wholememory/device.hpp>
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+namespace {
+
+using namespace wholestore::apps;
+namespace wg = wholestore::graph;
+namespace wm = wholememory;
+
+int gpu_count() {
+  static const int count = [] {
+    std::fflush(stdout);
+    pid_t pid = ::fork();
+    if (pid < 0) return 0;
+    if (pid == 0) ::_exit(std::min(wm::device_count(), 100));
+    int status = 0;
+    if (::waitpid(pid, &status, 0) != pid) return 0;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+  }();
+  return count;
+}
+
+wg::edge_split make_split() {
+  wg::generate_options go;
+  go.num_nodes = 500;
+  go.num_edges = 4000;
+  go.seed = 8;
+  go.symmetrize = true;
+  go.drop_self_loops = true;
+  return wg::split_edges(wg::generate_graph(go), 0.1, 3);
+}
+
+train_settings settings(train_mode mode) {
+  train_settings s;
+  s.mode = mode;
+  s.walk_length = 8;
+  s.window = 3;
+  s.walks_per_node = 2;
+  s.p = 0.25;
+  s.q = 4.0;
+  s.negatives = 5;
+  s.dim = 40;
+  s.batch_size = 1000;
+  s.epochs = 2;
+  s.seed = 21;
+  s.hits_k = 20;
+  s.threads = 2;
+  return s;
+}
+
+train_result run(int ranks, const wg::edge_split& split, const train_settings& s) {
+  train_result out;
+  std::mutex m;
+  wholestore_test::thread_ranks(ranks, [&](std::shared_ptr<wm::bootstrap> bs) {
+    const bool lead = bs->rank() == 0;
+    train_result r = train_embeddings(std::move(bs), split, s);
+    if (lead) {
+      std::lock_guard<std::mutex> lock(m);
+      out = std::move(r);
+    }
+  });
+  return out;
+}
+
+void expect_same(const train_result& cpu, const train_result& gpu, const std::string& what) {
+  ASSERT_EQ(cpu.embeddings.size(), gpu.embeddings.size()) << what;
+  EXPECT_EQ(std::memcmp(cpu.embeddings.data(), gpu.embeddings.data(),
+                        cpu.embeddings.size() * sizeof(float)),
+            0)
+      << what << ": embeddings differ";
+  ASSERT_EQ(cpu.epochs.size(), gpu.epochs.size()) << what;
+  for (std::size_t e = 0; e < cpu.epochs.size(); ++e)
+    EXPECT_EQ(cpu.epochs[e].loss, gpu.epochs[e].loss) << what << ", epoch " << e + 1;
+  EXPECT_EQ(cpu.final_scores.auc, gpu.final_scores.auc) << what;
+}
+
+TEST(TrainGpu, SameBitsAsCpu) {
+  if (gpu_count() < 1) GTEST_SKIP() << "needs 1 CUDA device, 0 visible";
+  const auto result = wholestore_test::fork_ranks(1, [](std::shared_ptr<wm::bootstrap>) {
+    const wg::edge_split split = make_split();
+    for (train_mode mode : {train_mode::deepwalk, train_mode::node2vec, train_mode::line}) {
+      const train_settings cpu_s = settings(mode);
+      const train_result cpu = run(1, split, cpu_s);
+      train_settings g = cpu_s;
+      g.use_gpu = true;
+      g.table_location = wm::memory_location::device;
+      g.graph_location = wm::memory_location::device;
+      const std::string name = train_mode_name(mode);
+      expect_same(cpu, run(1, split, g), name + ", device tables and graph");
+      g.table_location = wm::memory_location::host;
+      g.graph_location = wm::memory_location::host;
+      expect_same(cpu, run(1, split, g), name + ", host tables on the GPU path");
+    }
+  });
+  EXPECT_TRUE(result.all_ok()) << "the GPU child failed";
+}
+
+// Two processes on the GPU path (GPU 0 shared, host communicator) against one CPU rank.
+TEST(TrainGpu, TwoProcessesSameBitsAsOneCpuRank) {
+  if (gpu_count() < 1) GTEST_SKIP() << "needs 1 CUDA device, 0 visible";
+  const auto result = wholestore_test::fork_ranks(2, [](std::shared_ptr<wm::bootstrap> bs) {
+    const wg::edge_split split = make_split();
+    for (auto type : {wm::memory_type::continuous, wm::memory_type::chunked}) {
+      train_settings s = settings(train_mode::node2vec);
+      const bool lead = bs->rank() == 0;
+      train_result cpu;
+      if (lead) cpu = run(1, split, s);
+      s.use_gpu = true;
+      s.table_location = wm::memory_location::device;
+      s.table_type = type;
+      const train_result gpu = train_embeddings(bs, split, s);
+      if (lead) expect_same(cpu, gpu, std::string("2 ranks, ") + wm::memory_type_name(type));
+    }
+  });
+  EXPECT_TRUE(result.all_ok()) << "a GPU rank failed";
+}
+
+// Two processes with a GPU each and distributed tables (an NCCL communicator: lookups and
+// updates exchange rows) against one CPU rank.
+TEST(TrainGpu, TwoGpusDistributedTablesSameBitsAsOneCpuRank) {
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices, " << gpu_count() << " visible";
+  const auto result = wholestore_test::fork_ranks(2, [](std::shared_ptr<wm::bootstrap> bs) {
+    const wg::edge_split split = make_split();
+    train_settings s = settings(train_mode::deepwalk);
+    const bool lead = bs->rank() == 0;
+    train_result cpu;
+    if (lead) cpu = run(1, split, s);
+    s.use_gpu = true;
+    s.graph_location = wm::memory_location::device;
+    s.table_location = wm::memory_location::device;
+    s.table_type = wm::memory_type::distributed;
+    const train_result gpu = train_embeddings(bs, split, s);
+    if (lead) expect_same(cpu, gpu, "2 GPUs, distributed tables");
+  });
+  EXPECT_TRUE(result.all_ok()) << "a GPU rank failed";
+}
+
+}  // namespace

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# `wholestore train` end to end on Cora (../shared/data/cora.cites): a small run writes the
+# summary, --report, --plot and --export (the .npy header checked byte for byte, and loaded
+# with numpy when python3 has it); 2 ranks export the same bytes as 1; a run stopped after
+# one epoch and resumed from its checkpoint exports the same bytes as one that never stopped;
+# bad settings fail with exit 1 or 2 and a message that leads with the problem; the shipped
+# default on ego-Facebook reaches ROC-AUC >= 0.93 (the issue's quality target).
+# Runs from the project root.  Usage: train_cli_test.sh <path-to-wholestore> <shared-data-dir>
+set -uo pipefail
+bin=$1
+data=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+cora=(configs/train.yaml --set dataset="$data/cora.cites" --set walks_per_node=1 --set dim=32)
+
+# A small run with every output.
+"$bin" train "${cora[@]}" --report "$work/r.yaml" --plot "$work/p.svg" --export "$work/one.npy" \
+  >"$work/one.log" 2>&1 || fail "cora run exited non-zero: $(tail -5 "$work/one.log")"
+grep -q "graph: $data/cora.cites: 2708 nodes" "$work/one.log" || fail "cora not read: $(head -3 "$work/one.log")"
+grep -Eq "^summary: 1 rank\(s\), cpu, deepwalk, 2 epoch\(s\), ROC-AUC 0\.[0-9]+, Hits@50 [01]\.[0-9]+, loss [0-9.]+, [0-9]+ pairs/s" \
+  "$work/one.log" || fail "no summary: $(tail -3 "$work/one.log")"
+grep -Eq "^  epoch 1: loss [0-9.]+, [0-9]+ pairs, .*ROC-AUC" "$work/one.log" || fail "no epoch line with ROC-AUC"
+for key in command ranks device mode roc_auc hits_at_k pairs pairs_per_s train_s curve config version; do
+  grep -q "^$key:" "$work/r.yaml" 2>/dev/null || fail "report lacks $key"
+done
+[ "$(grep -c '^  - {epoch: ' "$work/r.yaml")" = 2 ] || fail "report curve has not 2 epochs"
+grep -q "<svg" "$work/p.svg" 2>/dev/null && grep -q "<polyline" "$work/p.svg" || fail "plot not drawn"
+# The .npy: magic, version 1.0, the dict with shape (2708, 32), and 2708 * 32 floats after it.
+[ "$(head -c 8 "$work/one.npy" | od -An -tx1 | tr -d ' \n')" = "934e554d50590100" ] || fail ".npy magic/version"
+hlen=$(head -c 10 "$work/one.npy" | tail -c 2 | od -An -tu2 | tr -d ' ')
+grep -q "'shape': (2708, 32)" <(head -c $((10 + hlen)) "$work/one.npy") || fail ".npy shape"
+[ "$(stat -c %s "$work/one.npy")" = $((10 + hlen + 2708 * 32 * 4)) ] || fail ".npy size"
+if python3 -c 'import numpy' 2>/dev/null; then
+  python3 -c "import numpy, sys; a = numpy.load(sys.argv[1]); assert a.shape == (2708, 32) and a.dtype == numpy.float32, a" \
+    "$work/one.npy" || fail "numpy cannot load the .npy"
+else
+  echo "note: numpy not installed; the .npy header was checked byte for byte only"
+fi
+
+# Two ranks: the same embeddings bit for bit.
+"$bin" launch -n 2 -- "$bin" train "${cora[@]}" --export "$work/two.npy" >"$work/two.log" 2>&1 ||
+  fail "2 ranks exited non-zero: $(tail -5 "$work/two.log")"
+cmp -s "$work/one.npy" "$work/two.npy" || fail "2 ranks exported other embeddings than 1 rank"
+
+# Stopped after epoch 1 (2 ranks), resumed (1 rank): the same bytes as the run above.
+"$bin" launch -n 2 -- "$bin" train "${cora[@]}" --set stop_after_epochs=1 --checkpoint "$work/ck" \
+  >"$work/stop.log" 2>&1 || fail "stopped run exited non-zero: $(tail -5 "$work/stop.log")"
+[ -f "$work/ck/state.txt" ] || fail "no checkpoint state"
+"$bin" train "${cora[@]}" --resume "$work/ck" --export "$work/resumed.npy" >"$work/resume.log" 2>&1 ||
+  fail "resumed run exited non-zero: $(tail -5 "$work/resume.log")"
+grep -q "resuming from" "$work/resume.log" || fail "resume not announced"
+cmp -s "$work/one.npy" "$work/resumed.npy" || fail "the resumed run exported other embeddings"
+# Another dim: refused before training, naming both.
+out=$("$bin" train "${cora[@]}" --set dim=16 --resume "$work/ck" 2>&1)
+rc=$?
+[ $rc -eq 1 ] && grep -q "error: resume: the checkpoint in $work/ck has dim 32, this run has dim 16" <<<"$out" ||
+  fail "dim mismatch on resume (exit $rc): $(tail -2 <<<"$out")"
+
+# Bad settings: exit status and the message's start.
+expect_error() {  # expected-exit, expected-text, args...
+  local want_rc=$1 text=$2
+  shift 2
+  out=$("$bin" train "${cora[@]}" "$@" 2>&1)
+  rc=$?
+  [ $rc -eq "$want_rc" ] && grep -qF -- "$text" <<<"$out" || fail "$* (exit $rc): $(tail -2 <<<"$out")"
+}
+expect_error 1 "error: walk_length must be at least 1, got 0" --set walk_length=0
+expect_error 1 "error: window must be at least 1, got -2" --set window=-2
+expect_error 1 "error: p must be a positive number, got 0" --set mode=node2vec --set p=0
+expect_error 1 "error: q must be a positive number, got -1" --set mode=node2vec --set q=-1
+expect_error 1 "error: negatives must be at least 1, got 0" --set negatives=0
+expect_error 1 "error: holdout must be in (0, 1), got 0" --set holdout=0
+expect_error 1 "error: holdout must be in (0, 1), got 1.5" --set holdout=1.5
+expect_error 1 "error: mode must be deepwalk, node2vec or line, got 'walk'" --set mode=walk
+expect_error 2 "unknown option '--plt'" --plt x.svg
+expect_error 2 "--export needs a value" --export
+expect_error 1 "error: --export $work/no-dir/e.npy: its directory $work/no-dir does not exist" \
+  --export "$work/no-dir/e.npy"
+expect_error 1 "error: --plot $work: is a directory; nothing was run" --plot "$work"
+: >"$work/a-file"
+expect_error 1 "error: --checkpoint: cannot create the directory $work/a-file/ck" --checkpoint "$work/a-file/ck"
+: >"$work/empty.txt"
+expect_error 1 "has no edges: nothing to train on" --set dataset="$work/empty.txt"
+printf '0 1\n2 2\n' >"$work/one-edge.txt"  # one edge: holding out 10% leaves nothing to score
+expect_error 1 "no held-out edges to evaluate on" --set dataset="$work/one-edge.txt"
+
+# The headline: the shipped default on ego-Facebook, 10% held out, dim 128.
+"$bin" train configs/train.yaml --set dataset="$data/facebook_combined.txt" >"$work/fb.log" 2>&1 ||
+  fail "facebook run exited non-zero: $(tail -5 "$work/fb.log")"
+auc=$(sed -n 's/^summary: .*ROC-AUC \([0-9.]*\),.*/\1/p' "$work/fb.log")
+echo "ego-Facebook, shipped default: $(grep '^summary' "$work/fb.log")"
+awk -v a="${auc:-0}" 'BEGIN { exit !(a >= 0.93) }' || fail "facebook ROC-AUC ${auc:-none} < 0.93"
+
+if [ $failures -ne 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "train CLI: all checks passed"

@@ -1,0 +1,341 @@
+// The training loop of `wholestore train` (apps/train_loop.hpp) on small graphs, ranks as
+// threads: the same embeddings bit for bit for 1, 2 and 3 ranks and any thread count, in every
+// mode; a run resumed from its checkpoint ends with the same bits as one that never stopped;
+// a node without edges keeps its initial vector; bad settings fail naming the problem; the
+// link-prediction scores against hand-computed cases; the .npy header byte for byte.
+#include "common/multiprocess.hpp"
+
+#include "npy.hpp"
+#include "svg_plot.hpp"
+#include "train_loop.hpp"
+
+#include <embedding/table.hpp>
+#include <graph/detail/sample_select.hpp>
+#include <graph/edge_split.hpp>
+#include <graph/generate.hpp>
+#include <wholememory/bootstrap.hpp>
+#include <wholememory/error.hpp>
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace wholestore::apps;
+namespace fs = std::filesystem;
+namespace wg = wholestore::graph;
+
+// A symmetrized R-MAT graph with nodes that have no edges (R-MAT leaves many), split 10%.
+const wg::edge_split& small_split() {
+  static const wg::edge_split split = [] {
+    wg::generate_options go;
+    go.num_nodes = 400;
+    go.num_edges = 2500;
+    go.seed = 3;
+    go.symmetrize = true;
+    go.drop_self_loops = true;
+    return wg::split_edges(wg::generate_graph(go), 0.1, 5);
+  }();
+  return split;
+}
+
+train_settings small_settings(train_mode mode) {
+  train_settings s;
+  s.mode = mode;
+  s.walk_length = 6;
+  s.window = 2;
+  s.walks_per_node = 1;
+  s.p = 0.5;
+  s.q = 2.0;
+  s.negatives = 3;
+  s.dim = 19;  // not a multiple of 32 lanes nor of 16 bytes
+  s.batch_size = 333;
+  s.epochs = 2;
+  s.seed = 11;
+  s.hits_k = 10;
+  s.threads = 2;
+  return s;
+}
+
+// Runs the loop on `ranks` thread ranks; returns rank 0's result.
+train_result run_ranks(int ranks, const train_settings& s,
+                       const wg::edge_split& split = small_split()) {
+  train_result out;
+  std::mutex m;
+  wholestore_test::thread_ranks(ranks, [&](std::shared_ptr<wholememory::bootstrap> bs) {
+    const bool lead = bs->rank() == 0;
+    train_result r = train_embeddings(std::move(bs), split, s);
+    if (lead) {
+      std::lock_guard<std::mutex> lock(m);
+      out = std::move(r);
+    }
+  });
+  return out;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::string temp_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() /
+                     ("wholestore-train-test-" + std::to_string(::getpid()) + "-" + name);
+  fs::remove_all(p);
+  return p.string();
+}
+
+class TrainModes : public ::testing::TestWithParam<train_mode> {};
+
+TEST_P(TrainModes, SameEmbeddingsForOneTwoAndThreeRanks) {
+  const train_settings s = small_settings(GetParam());
+  const train_result one = run_ranks(1, s);
+  ASSERT_EQ(one.embeddings.size(), small_split().train.num_nodes * s.dim);
+  ASSERT_EQ(one.epochs.size(), 2u);
+  EXPECT_GT(one.pairs, 0u);
+  for (int ranks : {2, 3}) {
+    const train_result r = run_ranks(ranks, s);
+    EXPECT_TRUE(same_bits(one.embeddings, r.embeddings)) << ranks << " ranks";
+    ASSERT_EQ(r.epochs.size(), one.epochs.size());
+    for (std::size_t e = 0; e < r.epochs.size(); ++e) {
+      // The loss is summed exactly: the same figure, not merely close.
+      EXPECT_EQ(r.epochs[e].loss, one.epochs[e].loss) << ranks << " ranks, epoch " << e + 1;
+      EXPECT_EQ(r.epochs[e].pairs, one.epochs[e].pairs);
+    }
+    EXPECT_EQ(r.final_scores.auc, one.final_scores.auc) << ranks << " ranks";
+  }
+  train_settings one_thread = s;
+  one_thread.threads = 1;
+  EXPECT_TRUE(same_bits(one.embeddings, run_ranks(1, one_thread).embeddings)) << "1 thread";
+}
+
+TEST_P(TrainModes, ResumedRunEqualsUninterrupted) {
+  const train_settings s = small_settings(GetParam());
+  const train_result whole = run_ranks(1, s);
+  const std::string dir = temp_dir("resume");
+  train_settings first = s;
+  first.checkpoint_dir = dir;
+  first.stop_after_epochs = 1;
+  const train_result part = run_ranks(2, first);  // stopped after epoch 1, on two ranks
+  EXPECT_EQ(part.last_epoch, 1);
+  EXPECT_FALSE(same_bits(whole.embeddings, part.embeddings));
+  train_settings rest = s;
+  rest.resume_dir = dir;
+  const train_result resumed = run_ranks(1, rest);
+  EXPECT_EQ(resumed.first_epoch, 1);
+  EXPECT_TRUE(same_bits(whole.embeddings, resumed.embeddings));
+  ASSERT_EQ(resumed.epochs.size(), 2u);  // the curve carries the stored epoch
+  EXPECT_EQ(resumed.epochs[0].loss, whole.epochs[0].loss);
+  EXPECT_EQ(resumed.epochs[1].loss, whole.epochs[1].loss);
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, TrainModes,
+                         ::testing::Values(train_mode::deepwalk, train_mode::node2vec,
+                                           train_mode::line),
+                         [](const auto& info) { return std::string(train_mode_name(info.param)); });
+
+TEST(Train, ChunkedMemoryAndAdamGiveTheSameBitsOnTwoRanks) {
+  train_settings s = small_settings(train_mode::deepwalk);
+  s.optimizer.kind = wholestore::embedding::optimizer_kind::adam;
+  s.lr = 0.01f;
+  const train_result one = run_ranks(1, s);
+  s.graph_type = wholememory::memory_type::chunked;
+  s.table_type = wholememory::memory_type::chunked;
+  EXPECT_TRUE(same_bits(one.embeddings, run_ranks(2, s).embeddings));
+  s.table_type = wholememory::memory_type::distributed;
+  EXPECT_TRUE(same_bits(one.embeddings, run_ranks(2, s).embeddings));
+}
+
+TEST(Train, LearnsOnACommunityGraph) {
+  // Two cliques joined by one edge: held-out edges sit inside cliques and every non-edge
+  // across them, so a working trainer separates them.
+  wg::host_csr g;
+  const int n = 60;
+  g.num_nodes = n;
+  g.directed = false;
+  g.row_offsets.push_back(0);
+  for (int u = 0; u < n; ++u) {
+    for (int v = 0; v < n; ++v) {
+      const bool same = (u < n / 2) == (v < n / 2);
+      if (u != v && (same || (u == 0 && v == n - 1) || (u == n - 1 && v == 0)))
+        g.col_indices.push_back(v);
+    }
+    g.row_offsets.push_back(static_cast<std::int64_t>(g.col_indices.size()));
+  }
+  const wg::edge_split split = wg::split_edges(g, 0.1, 1);
+  train_settings s = small_settings(train_mode::deepwalk);
+  s.dim = 16;
+  s.epochs = 5;
+  s.walks_per_node = 4;
+  s.lr = 0.1f;
+  const train_result r = run_ranks(1, s, split);
+  EXPECT_GT(r.final_scores.auc, 0.95);
+  EXPECT_LT(r.epochs.back().loss, r.epochs.front().loss);
+}
+
+TEST(Train, NodeWithoutEdgesKeepsItsInitialVector) {
+  // Node 3 has no edges: walks from it end at once (pairs skipped), it is never a negative.
+  wg::host_csr g;
+  g.num_nodes = 5;
+  g.directed = false;
+  g.row_offsets = {0, 2, 4, 6, 6, 8};
+  g.col_indices = {1, 2, 0, 4, 0, 4, 1, 2};
+  const wg::edge_split split = wg::split_edges(g, 0.25, 2);
+  train_settings s = small_settings(train_mode::deepwalk);
+  s.dim = 4;
+  s.hits_k = 1;
+  const train_result r = run_ranks(1, s, split);
+  wholestore::embedding::init_options init;
+  init.method = wholestore::embedding::init_options::uniform;
+  init.a = -0.5 / 4;
+  init.b = 0.5 / 4;
+  init.seed = wholestore::graph::detail::mix64(s.seed ^ 0x1f83d9abfb41bd6bull);
+  for (std::size_t c = 0; c < 4; ++c) {
+    EXPECT_EQ(r.embeddings[3 * 4 + c],
+              static_cast<float>(wholestore::embedding::init_value(init, 3, c)))
+        << "column " << c;
+  }
+  // Nodes with edges moved.
+  EXPECT_NE(r.embeddings[0], static_cast<float>(wholestore::embedding::init_value(init, 0, 0)));
+}
+
+// The message of the logic_error that `s` makes train_embeddings throw.
+std::string error_of(const train_settings& s, const wg::edge_split& split = small_split()) {
+  auto bs = wholememory::make_thread_bootstraps(1);
+  try {
+    train_embeddings(std::shared_ptr<wholememory::bootstrap>(std::move(bs[0])), split, s);
+  } catch (const wholememory::logic_error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Train, BadSettingsNameTheProblem) {
+  const train_settings good = small_settings(train_mode::node2vec);
+  struct bad_case {
+    std::function<void(train_settings&)> change;
+    const char* message;
+  };
+  const std::vector<bad_case> cases = {
+      {[](train_settings& s) { s.walk_length = 0; }, "walk_length must be at least 1, got 0"},
+      {[](train_settings& s) { s.walk_length = -3; }, "walk_length must be at least 1, got -3"},
+      {[](train_settings& s) { s.window = 0; }, "window must be at least 1, got 0"},
+      {[](train_settings& s) { s.p = 0; }, "p must be a positive number, got 0"},
+      {[](train_settings& s) { s.q = -1; }, "q must be a positive number, got -1"},
+      {[](train_settings& s) { s.negatives = 0; }, "negatives must be at least 1, got 0"},
+      {[](train_settings& s) { s.walks_per_node = 0; }, "walks_per_node must be at least 1"},
+      {[](train_settings& s) { s.graph_type = wholememory::memory_type::distributed; },
+       "graph memory type distributed is not supported"},
+  };
+  for (const bad_case& c : cases) {
+    train_settings s = good;
+    c.change(s);
+    const std::string msg = error_of(s);
+    EXPECT_NE(msg.find(c.message), std::string::npos) << "got: " << msg;
+  }
+}
+
+TEST(Train, GraphWithoutEdgesIsAnError) {
+  wg::edge_split split;
+  split.train.num_nodes = 10;
+  split.train.row_offsets.assign(11, 0);
+  const std::string msg = error_of(small_settings(train_mode::deepwalk), split);
+  EXPECT_NE(msg.find("the training graph has no edges"), std::string::npos) << msg;
+}
+
+TEST(Train, ResumeWithAnotherDimIsAnError) {
+  const std::string dir = temp_dir("dim");
+  train_settings s = small_settings(train_mode::line);
+  s.epochs = 1;
+  s.checkpoint_dir = dir;
+  run_ranks(1, s);
+  train_settings other = small_settings(train_mode::line);
+  other.dim = 20;
+  other.resume_dir = dir;
+  const std::string msg = error_of(other);
+  EXPECT_NE(msg.find("resume: the checkpoint in " + dir + " has dim 19, this run has dim 20"),
+            std::string::npos)
+      << msg;
+  other.dim = 19;
+  other.resume_dir = dir + "/nothing-here";
+  EXPECT_NE(error_of(other).find("is not a train checkpoint"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(Train, SlotsPerWalkCountsEveryPairInTheWindow) {
+  for (int length : {1, 2, 5, 20}) {
+    for (int window : {1, 2, 3, 30}) {
+      std::uint64_t brute = 0;
+      for (int i = 0; i <= length; ++i)
+        for (int j = 0; j <= length; ++j) brute += (i != j && std::abs(i - j) <= window) ? 1 : 0;
+      EXPECT_EQ(slots_per_walk(length, window), brute) << length << " " << window;
+    }
+  }
+}
+
+TEST(ScoreLinks, AucAndHitsOnHandCases) {
+  EXPECT_EQ(score_links({3, 4}, {1, 2}, 1).auc, 1.0);
+  EXPECT_EQ(score_links({1, 2}, {3, 4}, 1).auc, 0.0);
+  EXPECT_EQ(score_links({1, 1}, {1, 1}, 1).auc, 0.5);  // ties count half
+  // Positives 2 and 5 against negatives 1, 2, 3: 2 beats 1, ties 2 (half); 5 beats all three.
+  EXPECT_DOUBLE_EQ(score_links({2, 5}, {1, 2, 3}, 1).auc, (1.5 + 3.0) / 6.0);
+  // Hits@2: the 2nd highest negative is 2; positives strictly above it: 5 only.
+  EXPECT_DOUBLE_EQ(score_links({2, 5}, {1, 2, 3}, 2).hits, 0.5);
+  EXPECT_DOUBLE_EQ(score_links({2, 5}, {1, 2, 3}, 1).hits, 0.5);
+  EXPECT_DOUBLE_EQ(score_links({2, 5}, {1, 2, 3}, 3).hits, 1.0);
+  EXPECT_DOUBLE_EQ(score_links({2, 5}, {1, 2, 3}, 4).hits, 1.0);  // fewer negatives than K
+  EXPECT_THROW(score_links({}, {1}, 1), wholememory::logic_error);
+}
+
+TEST(Npy, HeaderBytes) {
+  const std::string h = npy_header(4039, 128);
+  ASSERT_GE(h.size(), 10u);
+  EXPECT_EQ(h.substr(0, 6), std::string("\x93NUMPY", 6));
+  EXPECT_EQ(h[6], '\x01');
+  EXPECT_EQ(h[7], '\x00');
+  const std::size_t len =
+      static_cast<unsigned char>(h[8]) | (static_cast<unsigned char>(h[9]) << 8);
+  EXPECT_EQ(len + 10, h.size());
+  EXPECT_EQ(h.size() % 64, 0u);
+  EXPECT_EQ(h.back(), '\n');
+  EXPECT_EQ(h.find("{'descr': '<f4', 'fortran_order': False, 'shape': (4039, 128), }"), 10u);
+  EXPECT_EQ(h.find_first_not_of(' ', h.find('}') + 1), h.size() - 1);  // spaces, then '\n'
+  // The written file: header then the floats, little-endian.
+  const std::string path = temp_dir("npy") + ".npy";
+  const float data[] = {1.0f, -2.5f, 3.25f, 0.0f, 5.0f, 6.0f};
+  write_npy(path, data, 2, 3);
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  ASSERT_NE(f, nullptr);
+  std::string bytes(4096, '\0');
+  bytes.resize(std::fread(&bytes[0], 1, bytes.size(), f));
+  std::fclose(f);
+  const std::string h2 = npy_header(2, 3);
+  ASSERT_EQ(bytes.size(), h2.size() + sizeof data);
+  EXPECT_EQ(bytes.substr(0, h2.size()), h2);
+  EXPECT_EQ(std::memcmp(bytes.data() + h2.size(), data, sizeof data), 0);
+  fs::remove(path);
+}
+
+TEST(Svg, ChartHasBothSeries) {
+  const std::string svg = svg_line_chart("t <1>", "epoch", {"loss", "#111", {1, 2, 3}, {3, 2, 1}},
+                                         {"ROC-AUC", "#222", {1, 3}, {0.5, 0.9}});
+  EXPECT_EQ(svg.rfind("<svg xmlns=", 0), 0u);
+  EXPECT_NE(svg.find("t &lt;1&gt;"), std::string::npos);
+  EXPECT_NE(svg.find("stroke=\"#111\""), std::string::npos);
+  EXPECT_NE(svg.find("stroke=\"#222\""), std::string::npos);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  // One point only (a one-epoch run) still draws.
+  EXPECT_NE(svg_line_chart("x", "epoch", {"loss", "#111", {1}, {2}}, {}).find("<circle"),
+            std::string::npos);
+}
+
+}  // namespace
