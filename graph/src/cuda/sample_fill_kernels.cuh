@@ -1,8 +1,8 @@
 /*
  * Fill kernels of the GPU sampler (sampling_fill.cu): the global edge ids of every dst node's
  * sampled positions.  A warp per node (fill_kernel), a tile of 4, 8 or 16 lanes for small
- * uniform fanouts (fill_small_kernel); weighted nodes above kBigDegree edges a block each
- * (fill_big_kernel), or for fanouts 1 to 32 raced in segments of kSegment edges, a block each
+ * uniform fanouts (fill_small_kernel); weighted nodes above big_degree edges a block each
+ * (fill_big_kernel), or for fanouts 1 to 32 raced in segments of segment_edges edges, a block each
  * (race_segments_kernel), then merged (merge_segments_kernel).
  * Included by sampling_fill.cu only: it defines functions that are not templates.
  */
@@ -21,7 +21,7 @@ namespace wholestore::graph::gpu {
 
 /// One warp per dst node: the global edge ids of its sampled positions, in the method's order,
 /// at eid[offsets[i] ...].  tmp (same indexing) holds positions for the paths that sort through
-/// memory.  W reads weights (weighted only); weighted nodes above kBigDegree edges are left to
+/// memory.  W reads weights (weighted only); weighted nodes above big_degree edges are left to
 /// fill_big_kernel.
 template <typename W>
 __global__ void fill_kernel(const std::int64_t* dst, const std::int64_t* start_arr,
@@ -29,10 +29,10 @@ __global__ void fill_kernel(const std::int64_t* dst, const std::int64_t* start_a
                             const std::int64_t* offsets, device_count n_dst, sample_method method,
                             int fanout, const std::uint64_t* random_seed, int hop, W w,
                             std::int64_t* eid_all, std::int64_t* tmp_all) {
-  const int lane = threadIdx.x % kWarp;
+  const int lane = threadIdx.x % warp_size;
   const std::int64_t n = n_dst.get();
   // Whole warps share i: every shuffle below has all 32 lanes.
-  for (std::int64_t i = thread_id() / kWarp; i < n; i += thread_count() / kWarp) {
+  for (std::int64_t i = thread_id() / warp_size; i < n; i += thread_count() / warp_size) {
     const std::int64_t start = start_arr[i], deg = deg_arr[i], off = offsets[i];
     std::int64_t* eid = eid_all + off;
     std::int64_t* tmp = tmp_all + off;
@@ -40,24 +40,24 @@ __global__ void fill_kernel(const std::int64_t* dst, const std::int64_t* start_a
     const std::uint64_t key = d::node_key(*random_seed, hop, dst[i]);
 
     if (k < 0 || (method == sample_method::uniform && deg <= k)) {
-      for (std::int64_t p = lane; p < deg; p += kWarp) eid[p] = start + p;
+      for (std::int64_t p = lane; p < deg; p += warp_size) eid[p] = start + p;
       continue;
     }
     if (method == sample_method::uniform_with_replacement) {
       if (deg == 0) continue;
-      draw_with_replacement(key, deg, k, start, lane, kWarp, eid);
+      draw_with_replacement(key, deg, k, start, lane, warp_size, eid);
       continue;
     }
     if (method == sample_method::uniform) {
       // Floyd, deg > k >= 0: a draw per lane, resolved in draw order (floyd_in_tile), in
       // rounds of 32 through memory for larger fanouts.
-      if (k <= kWarp) {
+      if (k <= warp_size) {
         floyd_in_tile(
-            cooperative_groups::tiled_partition<kWarp>(cooperative_groups::this_thread_block()),
+            cooperative_groups::tiled_partition<warp_size>(cooperative_groups::this_thread_block()),
             key, deg, k, start, eid);
         continue;
       }
-      for (int base = 0; base < k; base += kWarp) {
+      for (int base = 0; base < k; base += warp_size) {
         const int c = base + lane;
         const bool active = c < k;
         const std::int64_t j = deg - k + c;
@@ -69,29 +69,29 @@ __global__ void fill_kernel(const std::int64_t* dst, const std::int64_t* start_a
         if (active) {
           for (int q = 0; q < base; ++q) seen |= (tmp[q] == t);
         }
-        const int chunk = k - base < kWarp ? k - base : kWarp;
+        const int chunk = k - base < warp_size ? k - base : warp_size;
         std::int64_t r = -1;
         for (int cc = 0; cc < chunk; ++cc) {
-          const std::int64_t rc = __shfl_sync(kFull, seen ? j : t, cc);
+          const std::int64_t rc = __shfl_sync(full_mask, seen ? j : t, cc);
           if (lane == cc) r = rc;
           if (lane > cc) seen |= (t == rc);
         }
         if (active) tmp[c] = r;
         __syncwarp();
       }
-      emit_sorted(tmp, k, start, eid, lane, kWarp);
+      emit_sorted(tmp, k, start, eid, lane, warp_size);
       __syncwarp();
       continue;
     }
     // Weighted, k >= 0.
-    if (deg > kBigDegree) continue;  // fill_big_kernel's
+    if (deg > big_degree) continue;  // fill_big_kernel's
     const std::int64_t npos = npos_arr[i];
     if (npos <= k) {  // every positive-weight edge, ascending
       std::int64_t written = 0;
-      for (std::int64_t b = 0; b < deg; b += kWarp) {
+      for (std::int64_t b = 0; b < deg; b += warp_size) {
         const std::int64_t p = b + lane;
         const bool take = p < deg && w(i, start, p) > 0.0f;
-        const unsigned m = __ballot_sync(kFull, take);
+        const unsigned m = __ballot_sync(full_mask, take);
         if (take) eid[written + __popc(m & ((1u << lane) - 1u))] = start + p;
         written += __popc(m);
       }
@@ -103,37 +103,37 @@ __global__ void fill_kernel(const std::int64_t* dst, const std::int64_t* start_a
     bool have_last = false;
     for (std::int64_t taken = 0; taken < k;) {
       const std::int64_t left = k - taken;
-      const int need = left < kWarp ? static_cast<int>(left) : kWarp;
+      const int need = left < warp_size ? static_cast<int>(left) : warp_size;
       const race_entry best =
-          race_pass(key, i, start, deg, 0, kWarp, need, have_last, last, w, nullptr, lane);
+          race_pass(key, i, start, deg, 0, warp_size, need, have_last, last, w, nullptr, lane);
       if (lane < need) tmp[taken + lane] = best.i;
       last = shfl_entry(best, need - 1);
       have_last = true;
       taken += need;
     }
     __syncwarp();
-    emit_sorted(tmp, k, start, eid, lane, kWarp);
+    emit_sorted(tmp, k, start, eid, lane, warp_size);
     __syncwarp();
   }
 }
 
-/// Weighted fill of the listed big nodes (more than kBigDegree edges), a block each: every
+/// Weighted fill of the listed big nodes (more than big_degree edges), a block each: every
 /// warp runs the race over its share of the edges, warp 0 merges the warps' lists.
 template <typename W>
-__global__ void __launch_bounds__(kBigFillThreads)
+__global__ void __launch_bounds__(fill_big_threads)
     fill_big_kernel(const std::int64_t* dst, const std::int64_t* start_arr,
                     const std::int64_t* deg_arr, const std::int64_t* npos_arr,
                     const std::int64_t* offsets, const std::int32_t* big_list,
                     const unsigned long long* big_count, int fanout,
                     const std::uint64_t* random_seed, int hop, W w, bool segmented,
                     std::int64_t* eid_all, std::int64_t* tmp_all) {
-  constexpr int kWarps = kBigFillThreads / kWarp;
-  using block_scan = cub::BlockScan<int, kBigFillThreads>;
-  __shared__ race_entry lists[kWarps][kWarp];
+  constexpr int warps_per_block = fill_big_threads / warp_size;
+  using block_scan = cub::BlockScan<int, fill_big_threads>;
+  __shared__ race_entry lists[warps_per_block][warp_size];
   __shared__ race_entry round_last;
   __shared__ typename block_scan::TempStorage scan_storage;
-  const int lane = threadIdx.x % kWarp;
-  const int warp = threadIdx.x / kWarp;
+  const int lane = threadIdx.x % warp_size;
+  const int warp = threadIdx.x / warp_size;
   const int k = fanout;
   const std::int64_t nbig = static_cast<std::int64_t>(*big_count);
   for (std::int64_t b = blockIdx.x; b < nbig; b += gridDim.x) {
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(kBigFillThreads)
     std::int64_t* tmp = tmp_all + offsets[i];
     if (npos <= k) {  // every positive-weight edge, ascending, a block-wide chunk at a time
       std::int64_t written = 0;
-      for (std::int64_t base = 0; base < deg; base += kBigFillThreads) {
+      for (std::int64_t base = 0; base < deg; base += fill_big_threads) {
         const std::int64_t p = base + threadIdx.x;
         const int take = (p < deg && w(i, start, p) > 0.0f) ? 1 : 0;
         int before_me = 0, chunk_total = 0;
@@ -160,13 +160,13 @@ __global__ void __launch_bounds__(kBigFillThreads)
     bool have_last = false;
     for (std::int64_t taken = 0; taken < k;) {
       const std::int64_t left = k - taken;
-      const int need = left < kWarp ? static_cast<int>(left) : kWarp;
-      race_entry best = race_pass(key, i, start, deg, static_cast<std::int64_t>(warp) * kWarp,
-                                  kBigFillThreads, need, have_last, last, w, nullptr, lane);
+      const int need = left < warp_size ? static_cast<int>(left) : warp_size;
+      race_entry best = race_pass(key, i, start, deg, static_cast<std::int64_t>(warp) * warp_size,
+                                  fill_big_threads, need, have_last, last, w, nullptr, lane);
       lists[warp][lane] = best;
       __syncthreads();
       if (warp == 0) {
-        for (int o = 1; o < kWarps; ++o) best = merge_lists(best, lists[o][lane], lane);
+        for (int o = 1; o < warps_per_block; ++o) best = merge_lists(best, lists[o][lane], lane);
         if (lane < need) tmp[taken + lane] = best.i;
         const race_entry l = shfl_entry(best, need - 1);
         if (lane == 0) round_last = l;
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kBigFillThreads)
       have_last = true;
       taken += need;
     }
-    emit_sorted(tmp, k, start, eid, static_cast<int>(threadIdx.x), kBigFillThreads);
+    emit_sorted(tmp, k, start, eid, static_cast<int>(threadIdx.x), fill_big_threads);
     __syncthreads();  // lists and round_last are reused by the next node
   }
 }
@@ -186,28 +186,28 @@ struct big_segments {
   const std::int32_t* big_list;
   const unsigned long long* big_count;
   const std::int64_t* deg;
-  __host__ __device__ __forceinline__ std::int64_t operator()(std::int64_t j) const {
+  WM_HOST_DEVICE std::int64_t operator()(std::int64_t j) const {
     if (j >= static_cast<std::int64_t>(*big_count)) return 0;
-    return (deg[big_list[j]] + kSegment - 1) / kSegment;
+    return (deg[big_list[j]] + segment_edges - 1) / segment_edges;
   }
 };
 
 /// The race of big nodes (fanout 1 to 32) spread over blocks: block-iteration s takes segment
-/// s (kSegment edges) of listed node j, where seg_base[j] <= s < seg_base[j + 1], and writes
+/// s (segment_edges edges) of listed node j, where seg_base[j] <= s < seg_base[j + 1], and writes
 /// the segment's 32 earliest race entries to cand[32 s ...].  Nodes with at most `fanout`
 /// positive weights are fill_big_kernel's.
 template <typename W>
-__global__ void __launch_bounds__(kBigFillThreads)
+__global__ void __launch_bounds__(fill_big_threads)
     race_segments_kernel(const std::int64_t* dst, const std::int64_t* start_arr,
                          const std::int64_t* deg_arr, const std::int64_t* npos_arr,
                          const std::int32_t* big_list, const unsigned long long* big_count,
                          const std::int64_t* seg_base, int fanout, const std::uint64_t* random_seed,
                          int hop, W w, race_entry* cand) {
-  constexpr int kWarps = kBigFillThreads / kWarp;
-  __shared__ race_entry lists[kWarps][kWarp];
+  constexpr int warps_per_block = fill_big_threads / warp_size;
+  __shared__ race_entry lists[warps_per_block][warp_size];
   __shared__ unsigned long long segment_bar;
-  const int lane = threadIdx.x % kWarp;
-  const int warp = threadIdx.x / kWarp;
+  const int lane = threadIdx.x % warp_size;
+  const int warp = threadIdx.x / warp_size;
   const std::int64_t nbig = static_cast<std::int64_t>(*big_count);
   const std::int64_t total = seg_base[nbig];
   const race_entry no_last{0.0, -1};
@@ -224,18 +224,19 @@ __global__ void __launch_bounds__(kBigFillThreads)
     const std::int64_t i = big_list[lo];
     if (npos_arr[i] <= fanout) continue;
     const std::int64_t start = start_arr[i];
-    const std::int64_t seg_lo = (s - seg_base[lo]) * kSegment;
-    const std::int64_t seg_hi = seg_lo + kSegment < deg_arr[i] ? seg_lo + kSegment : deg_arr[i];
+    const std::int64_t seg_lo = (s - seg_base[lo]) * segment_edges;
+    const std::int64_t seg_hi =
+        seg_lo + segment_edges < deg_arr[i] ? seg_lo + segment_edges : deg_arr[i];
     const std::uint64_t key = d::node_key(*random_seed, hop, dst[i]);
     if (threadIdx.x == 0) segment_bar = 0x7ff0000000000000ull;  // +infinity
     __syncthreads();
-    race_entry best = race_pass(key, i, start, seg_hi, seg_lo + warp * kWarp, kBigFillThreads,
+    race_entry best = race_pass(key, i, start, seg_hi, seg_lo + warp * warp_size, fill_big_threads,
                                 fanout, false, no_last, w, &segment_bar, lane);
     lists[warp][lane] = best;
     __syncthreads();
     if (warp == 0) {
-      for (int o = 1; o < kWarps; ++o) best = merge_lists(best, lists[o][lane], lane);
-      cand[s * kWarp + lane] = best;
+      for (int o = 1; o < warps_per_block; ++o) best = merge_lists(best, lists[o][lane], lane);
+      cand[s * warp_size + lane] = best;
     }
     __syncthreads();
   }
@@ -249,19 +250,19 @@ __global__ void merge_segments_kernel(const std::int64_t* start_arr, const std::
                                       const std::int64_t* seg_base, int fanout,
                                       const race_entry* cand, std::int64_t* eid_all,
                                       std::int64_t* tmp_all) {
-  const int lane = threadIdx.x % kWarp;
+  const int lane = threadIdx.x % warp_size;
   const std::int64_t nbig = static_cast<std::int64_t>(*big_count);
-  for (std::int64_t j = thread_id() / kWarp; j < nbig; j += thread_count() / kWarp) {
+  for (std::int64_t j = thread_id() / warp_size; j < nbig; j += thread_count() / warp_size) {
     const std::int64_t i = big_list[j];
     if (npos_arr[i] <= fanout) continue;
     race_entry best = none_entry();
     for (std::int64_t s = seg_base[j]; s < seg_base[j + 1]; ++s) {
-      best = merge_lists(best, cand[s * kWarp + lane], lane);
+      best = merge_lists(best, cand[s * warp_size + lane], lane);
     }
     std::int64_t* tmp = tmp_all + offsets[i];
     if (lane < fanout) tmp[lane] = best.i;
     __syncwarp();
-    emit_sorted(tmp, fanout, start_arr[i], eid_all + offsets[i], lane, kWarp);
+    emit_sorted(tmp, fanout, start_arr[i], eid_all + offsets[i], lane, warp_size);
     __syncwarp();
   }
 }

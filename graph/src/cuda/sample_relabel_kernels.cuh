@@ -80,7 +80,7 @@ __global__ void entry_insert_kernel(const std::int64_t* dst, const std::int64_t*
       id =
           gathered != nullptr ? gathered[x - nd] : static_cast<std::int64_t>(*col.At(eids[x - nd]));
       if (id < 0 || id >= num_nodes) {
-        record_fault(fault, kFaultColumn, eids[x - nd]);
+        record_fault(fault, fault_column, eids[x - nd]);
         id = 0;
       }
     }
@@ -97,7 +97,7 @@ struct new_node_flag {
   device_count n_dst;
   const std::int64_t* n_edges;  ///< null: no edges (hop 0: every entry counts from n_dst = 0)
   std::int64_t n_entries;       ///< entries when n_edges is null
-  __host__ __device__ __forceinline__ std::int32_t operator()(std::int64_t x) const {
+  WM_HOST_DEVICE std::int32_t operator()(std::int64_t x) const {
     const std::int64_t nd = n_dst.get();
     const std::int64_t total = n_edges != nullptr ? nd + *n_edges : n_entries;
     if (x < nd || x >= total) return 0;

@@ -24,10 +24,10 @@ struct race_entry {
 };
 
 __device__ __forceinline__ race_entry shfl_entry(race_entry e, int src) {
-  return {__shfl_sync(kFull, e.t, src), __shfl_sync(kFull, e.i, src)};
+  return {__shfl_sync(full_mask, e.t, src), __shfl_sync(full_mask, e.i, src)};
 }
 __device__ __forceinline__ race_entry shfl_xor_entry(race_entry e, int mask) {
-  return {__shfl_xor_sync(kFull, e.t, mask), __shfl_xor_sync(kFull, e.i, mask)};
+  return {__shfl_xor_sync(full_mask, e.t, mask), __shfl_xor_sync(full_mask, e.i, mask)};
 }
 __device__ __forceinline__ bool before(const race_entry& a, const race_entry& b) {
   return d::race_before(a.t, a.i, b.t, b.i);
@@ -38,7 +38,7 @@ __device__ __forceinline__ race_entry none_entry() {
 
 /// Bitonic sort of one entry per lane, ascending in race order across lanes.
 __device__ __forceinline__ race_entry warp_sort(race_entry e, int lane) {
-  for (int k = 2; k <= kWarp; k <<= 1) {
+  for (int k = 2; k <= warp_size; k <<= 1) {
     for (int j = k >> 1; j > 0; j >>= 1) {
       race_entry o = shfl_xor_entry(e, j);
       const bool ascending = (lane & k) == 0;
@@ -53,7 +53,7 @@ __device__ __forceinline__ race_entry warp_sort(race_entry e, int lane) {
 
 /// Bitonic merge of a bitonic sequence across lanes into ascending order.
 __device__ __forceinline__ race_entry warp_merge(race_entry e, int lane) {
-  for (int j = kWarp / 2; j > 0; j >>= 1) {
+  for (int j = warp_size / 2; j > 0; j >>= 1) {
     race_entry o = shfl_xor_entry(e, j);
     const bool lower = (lane & j) == 0;
     const bool take = lower ? before(o, e) : before(e, o);
@@ -65,15 +65,15 @@ __device__ __forceinline__ race_entry warp_merge(race_entry e, int lane) {
 /// Folds the ascending list `other` (one entry per lane) into the ascending list `best`,
 /// keeping the 32 earliest of both.
 __device__ __forceinline__ race_entry merge_lists(race_entry best, race_entry other, int lane) {
-  const race_entry rev = shfl_entry(other, kWarp - 1 - lane);
+  const race_entry rev = shfl_entry(other, warp_size - 1 - lane);
   if (before(rev, best)) best = rev;  // bitonic: the 32 smallest of both
   return warp_merge(best, lane);
 }
 
 /// Candidates of a chunk above which race_pass sorts the chunk instead of inserting them.
-constexpr int kInsertMax = 6;
+constexpr int insert_max = 6;
 /// Chunks whose weights race_pass loads ahead.
-constexpr int kAhead = 4;
+constexpr int loads_ahead = 4;
 
 /// The exact race time, out of line: few edges get this far, and the hot loop stays small
 /// (with it inlined, and the loop unrolled, the fill kernels were bound by instruction fetch).
@@ -124,20 +124,20 @@ __device__ __forceinline__ race_entry race_pass(std::uint64_t key, std::int64_t 
         static_cast<long long>(*static_cast<volatile unsigned long long*>(shared_bar)));
     if (common < bar.t) bar = race_entry{common, INT64_MAX};
   };
-  // The weights of the next chunks are loaded ahead, a queue of kAhead: the loop is otherwise
+  // The weights of the next chunks are loaded ahead, a queue of loads_ahead: the loop is otherwise
   // bound by one memory latency per chunk.
-  float ahead[kAhead];
+  float ahead[loads_ahead];
 #pragma unroll
-  for (int u = 0; u < kAhead; ++u) {
+  for (int u = 0; u < loads_ahead; ++u) {
     const std::int64_t q = first + u * step + lane;
     ahead[u] = q < end ? w(i, start, q) : 0.0f;
   }
   for (std::int64_t b = first; b < end; b += step) {
     const float wv = ahead[0];
 #pragma unroll
-    for (int u = 0; u + 1 < kAhead; ++u) ahead[u] = ahead[u + 1];
-    const std::int64_t q = b + kAhead * step + lane;
-    ahead[kAhead - 1] = q < end ? w(i, start, q) : 0.0f;
+    for (int u = 0; u + 1 < loads_ahead; ++u) ahead[u] = ahead[u + 1];
+    const std::int64_t q = b + loads_ahead * step + lane;
+    ahead[loads_ahead - 1] = q < end ? w(i, start, q) : 0.0f;
     if (shared_bar != nullptr) {
       const double common = __longlong_as_double(
           static_cast<long long>(*static_cast<volatile unsigned long long*>(shared_bar)));
@@ -146,9 +146,9 @@ __device__ __forceinline__ race_entry race_pass(std::uint64_t key, std::int64_t 
     const std::int64_t p = b + lane;
     race_entry e = none_entry();
     if (p < end) e = race_candidate(key, p, wv, bar, have_last, last);
-    unsigned m = __ballot_sync(kFull, before(e, bar));
+    unsigned m = __ballot_sync(full_mask, before(e, bar));
     if (m == 0) continue;
-    if (__popc(m) > kInsertMax) {
+    if (__popc(m) > insert_max) {
       best = fold_chunk(best, e, lane);
       settle();
       continue;
@@ -158,8 +158,9 @@ __device__ __forceinline__ race_entry race_pass(std::uint64_t key, std::int64_t 
       const race_entry c = shfl_entry(e, __ffs(m) - 1);
       m &= m - 1;
       if (!before(c, bar)) continue;  // an earlier insertion lowered the bar below it
-      const int pos = __popc(__ballot_sync(kFull, before(best, c)));
-      const race_entry up{__shfl_up_sync(kFull, best.t, 1), __shfl_up_sync(kFull, best.i, 1)};
+      const int pos = __popc(__ballot_sync(full_mask, before(best, c)));
+      const race_entry up{__shfl_up_sync(full_mask, best.t, 1),
+                          __shfl_up_sync(full_mask, best.i, 1)};
       if (lane == pos) {
         best = c;
       } else if (lane > pos) {

@@ -11,16 +11,16 @@
 
 namespace wholestore::graph::gpu {
 
-constexpr int kWarp = 32;
-constexpr unsigned kFull = 0xffffffffu;
+constexpr int warp_size = 32;
+constexpr unsigned full_mask = 0xffffffffu;
 /// Weighted hops: nodes with more edges than this are counted and raced by whole blocks.
-constexpr std::int64_t kBigDegree = 2048;
+constexpr std::int64_t big_degree = 2048;
 /// Edges per block when a big node is raced by several blocks (fanouts 1 to 32).
-constexpr std::int64_t kSegment = 16384;
-constexpr int kBigThreads = 512;      // count_big_kernel
-constexpr int kBigFillThreads = 256;  // fill_big_kernel
+constexpr std::int64_t segment_edges = 16384;
+constexpr int count_big_threads = 512;  // count_big_kernel
+constexpr int fill_big_threads = 256;   // fill_big_kernel
 /// Edges per block when a big node's positive weights are counted by several blocks.
-constexpr std::int64_t kCountChunk = 8192;
+constexpr std::int64_t count_chunk = 8192;
 
 /// A count known on the device (`live`) or, when live is null, on the host (`value`).
 struct device_count {
@@ -35,7 +35,7 @@ struct device_count {
 /// node fault[1]), 2 for a column index outside the nodes (at edge fault[1]); the first fault
 /// wins.  The caller goes on with the row empty or the neighbor replaced by node 0, so nothing
 /// is read or written out of bounds, and the call throws before returning.
-constexpr long long kFaultRow = 1;
-constexpr long long kFaultColumn = 2;
+constexpr long long fault_row = 1;
+constexpr long long fault_column = 2;
 
 }  // namespace wholestore::graph::gpu

@@ -28,15 +28,16 @@ void gpu_sampler::impl::count_weighted(gpu::device_count n_dst, std::int64_t bou
   std::int64_t* st = start.get<std::int64_t>(0, device, stream);
   std::int64_t* dg = deg.get<std::int64_t>(0, device, stream);
   std::int64_t* cnt = counts.get<std::int64_t>(0, device, stream);
-  gpu::count_weighted_kernel<<<grid(bound, kWarp), kThreads, 0, stream>>>(st, dg, n_dst, w, cnt,
-                                                                          big, big_count);
+  gpu::count_weighted_kernel<<<grid(bound, warp_size), block_threads, 0, stream>>>(
+      st, dg, n_dst, w, cnt, big, big_count);
   WM_CUDA_CHECK_LAUNCH(stream);
-  if (degree_bound <= gpu::kBigDegree) return;
+  if (degree_bound <= gpu::big_degree) return;
   const std::int64_t chunks =
-      std::min<std::int64_t>(256, (degree_bound + gpu::kCountChunk - 1) / gpu::kCountChunk);
+      std::min<std::int64_t>(256, (degree_bound + gpu::count_chunk - 1) / gpu::count_chunk);
   const dim3 blocks(static_cast<unsigned>(std::min<std::int64_t>(bound, num_sms)),
                     static_cast<unsigned>(chunks));
-  gpu::count_big_kernel<<<blocks, gpu::kBigThreads, 0, stream>>>(big, big_count, st, dg, w, cnt);
+  gpu::count_big_kernel<<<blocks, gpu::count_big_threads, 0, stream>>>(big, big_count, st, dg, w,
+                                                                       cnt);
   WM_CUDA_CHECK_LAUNCH(stream);
 }
 
@@ -46,11 +47,11 @@ std::int64_t gpu_sampler::impl::weight_stats(cudaStream_t stream) {
   WM_CUDA_TRY(cudaMemsetAsync(words, 0, 3 * sizeof(unsigned long long), stream));
   const std::int64_t n = static_cast<std::int64_t>(graph->num_nodes);
   if (chunked) {
-    gpu::degree_stats_kernel<<<grid(n), kThreads, 0, stream>>>(
+    gpu::degree_stats_kernel<<<grid(n), block_threads, 0, stream>>>(
         ro_chunked(static_cast<const wm::chunked_view*>(ro_ptr)), n,
         static_cast<std::int64_t>(graph->num_edges), words);
   } else {
-    gpu::degree_stats_kernel<<<grid(n), kThreads, 0, stream>>>(
+    gpu::degree_stats_kernel<<<grid(n), block_threads, 0, stream>>>(
         ro_direct(static_cast<const std::int64_t*>(ro_ptr)), n,
         static_cast<std::int64_t>(graph->num_edges), words);
   }
@@ -58,11 +59,11 @@ std::int64_t gpu_sampler::impl::weight_stats(cudaStream_t stream) {
   const std::int64_t ne = static_cast<std::int64_t>(graph->num_edges);
   if (chunked) {
     using wg = wm::PtrGen<const wm::chunked_view, const float>;
-    gpu::count_nonpositive_kernel<<<grid(ne), kThreads, 0, stream>>>(
+    gpu::count_nonpositive_kernel<<<grid(ne), block_threads, 0, stream>>>(
         wg(static_cast<const wm::chunked_view*>(w_ptr)), ne, words + 2);
   } else {
     using wg = wm::PtrGen<const float, const float>;
-    gpu::count_nonpositive_kernel<<<grid(ne), kThreads, 0, stream>>>(
+    gpu::count_nonpositive_kernel<<<grid(ne), block_threads, 0, stream>>>(
         wg(static_cast<const float*>(w_ptr)), ne, words + 2);
   }
   WM_CUDA_CHECK_LAUNCH(stream);
@@ -100,13 +101,13 @@ void gpu_sampler::impl::read_destinations(const call_state& c, hop_state& hop,
     std::int64_t* idx = row_idx.get<std::int64_t>(2 * nb, device, stream);
     std::int64_t* r2 = ro2.get<std::int64_t>(2 * nb, device, stream);
     if (bound > 0) {
-      gpu::row_index_kernel<<<grid(bound), kThreads, 0, stream>>>(dst, bound, idx);
+      gpu::row_index_kernel<<<grid(bound), block_threads, 0, stream>>>(dst, bound, idx);
       WM_CUDA_CHECK_LAUNCH(stream);
     }
     wm::wm_tensor t{&g.row_offsets, wm::dtype::int64, g.num_nodes + 1, 1, 1, 0};
     wm::gather(t, wm::index_array{idx, wm::dtype::int64, 2 * nb},
                wm::dense_matrix{r2, wm::dtype::int64, 2 * nb, 1, 1}, stream);
-    gpu::dst_info_kernel<<<grid(bound + 1), kThreads, 0, stream>>>(
+    gpu::dst_info_kernel<<<grid(bound + 1), block_threads, 0, stream>>>(
         dst, n_dst, bound, gpu::ro_gathered{r2}, options.method, fanout, st, dg, cnt, nullptr,
         nullptr, num_edges, fault);
     WM_CUDA_CHECK_LAUNCH(stream);
@@ -127,8 +128,8 @@ void gpu_sampler::impl::read_destinations(const call_state& c, hop_state& hop,
       std::int64_t* fidx = widx.get<std::int64_t>(frontier, device, stream);
       float* fw = wbuf.get<float>(frontier, device, stream);
       if (bound > 0) {
-        gpu::frontier_edges_kernel<<<grid(bound, kWarp), kThreads, 0, stream>>>(st, dg, base, bound,
-                                                                                fidx);
+        gpu::frontier_edges_kernel<<<grid(bound, warp_size), block_threads, 0, stream>>>(
+            st, dg, base, bound, fidx);
         WM_CUDA_CHECK_LAUNCH(stream);
       }
       wm::wm_tensor wt{&g.edge_weights, wm::dtype::float32, g.num_edges, 1, 1, 0};
@@ -139,8 +140,8 @@ void gpu_sampler::impl::read_destinations(const call_state& c, hop_state& hop,
       count_weighted(n_dst, bound, static_cast<std::int64_t>(frontier),
                      gpu::gathered_weights{hop.wb, hop.wbs}, big, big_count, stream);
       const auto fe = static_cast<std::int64_t>(frontier);
-      if (segmentable && fe > gpu::kBigDegree) {
-        hop.segments = std::min(bound, fe / (gpu::kBigDegree + 1)) + fe / gpu::kSegment + 1;
+      if (segmentable && fe > gpu::big_degree) {
+        hop.segments = std::min(bound, fe / (gpu::big_degree + 1)) + fe / gpu::segment_edges + 1;
       }
     }
   } else {
@@ -148,12 +149,12 @@ void gpu_sampler::impl::read_destinations(const call_state& c, hop_state& hop,
     const bool counted_by_degree = race && all_positive;
     std::int32_t* info_big = counted_by_degree ? big : nullptr;
     if (chunked) {
-      gpu::dst_info_kernel<<<grid(bound + 1), kThreads, 0, stream>>>(
+      gpu::dst_info_kernel<<<grid(bound + 1), block_threads, 0, stream>>>(
           dst, n_dst, bound,
           gpu::ro_direct<ro_chunked>{ro_chunked(static_cast<const wm::chunked_view*>(ro_ptr))},
           options.method, fanout, st, dg, cnt, info_big, big_count, num_edges, fault);
     } else {
-      gpu::dst_info_kernel<<<grid(bound + 1), kThreads, 0, stream>>>(
+      gpu::dst_info_kernel<<<grid(bound + 1), block_threads, 0, stream>>>(
           dst, n_dst, bound,
           gpu::ro_direct<ro_direct>{ro_direct(static_cast<const std::int64_t*>(ro_ptr))},
           options.method, fanout, st, dg, cnt, info_big, big_count, num_edges, fault);

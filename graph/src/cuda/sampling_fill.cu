@@ -31,30 +31,30 @@ void gpu_sampler::impl::fill(const std::int64_t* dst, gpu::device_count n_dst, s
   const std::int64_t* np = counts.get<std::int64_t>(0, device, stream);
   if (options.method != sample_method::weighted && fanout >= 0 && fanout <= 16) {
     if (fanout <= 4) {
-      gpu::fill_small_kernel<4><<<grid(bound, 4), kThreads, 0, stream>>>(
+      gpu::fill_small_kernel<4><<<grid(bound, 4), block_threads, 0, stream>>>(
           dst, st, dg, offsets, n_dst, options.method, fanout, seed_word, hop, eid_out);
     } else if (fanout <= 8) {
-      gpu::fill_small_kernel<8><<<grid(bound, 8), kThreads, 0, stream>>>(
+      gpu::fill_small_kernel<8><<<grid(bound, 8), block_threads, 0, stream>>>(
           dst, st, dg, offsets, n_dst, options.method, fanout, seed_word, hop, eid_out);
     } else {
-      gpu::fill_small_kernel<16><<<grid(bound, 16), kThreads, 0, stream>>>(
+      gpu::fill_small_kernel<16><<<grid(bound, 16), block_threads, 0, stream>>>(
           dst, st, dg, offsets, n_dst, options.method, fanout, seed_word, hop, eid_out);
     }
     WM_CUDA_CHECK_LAUNCH(stream);
     return;
   }
-  gpu::fill_kernel<W><<<grid(bound, kWarp), kThreads, 0, stream>>>(
+  gpu::fill_kernel<W><<<grid(bound, warp_size), block_threads, 0, stream>>>(
       dst, st, dg, np, offsets, n_dst, options.method, fanout, seed_word, hop, w, eid_out, tmp_out);
   WM_CUDA_CHECK_LAUNCH(stream);
   if (big == nullptr) return;
   const bool segmented = segment_bound > 0;
   const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>(bound, 4 * num_sms));
-  gpu::fill_big_kernel<W><<<blocks, gpu::kBigFillThreads, 0, stream>>>(
+  gpu::fill_big_kernel<W><<<blocks, gpu::fill_big_threads, 0, stream>>>(
       dst, st, dg, np, offsets, big, big_count, fanout, seed_word, hop, w, segmented, eid_out,
       tmp_out);
   WM_CUDA_CHECK_LAUNCH(stream);
   if (!segmented) return;
-  // Big nodes raced by segments of gpu::kSegment edges, a block each, then merged.
+  // Big nodes raced by segments of gpu::segment_edges edges, a block each, then merged.
   std::int64_t* base =
       seg_base.get<std::int64_t>(static_cast<std::size_t>(bound) + 1, device, stream);
   auto segments = thrust::make_transform_iterator(thrust::counting_iterator<std::int64_t>(0),
@@ -64,13 +64,14 @@ void gpu_sampler::impl::fill(const std::int64_t* dst, gpu::device_count n_dst, s
   WM_CUDA_TRY(
       cub::DeviceScan::ExclusiveSum(cub(bytes, stream), bytes, segments, base, bound + 1, stream));
   auto* cand = static_cast<gpu::race_entry*>(candidates.reserve(
-      static_cast<std::size_t>(segment_bound) * kWarp * sizeof(gpu::race_entry), device, stream));
+      static_cast<std::size_t>(segment_bound) * warp_size * sizeof(gpu::race_entry), device,
+      stream));
   const unsigned seg_blocks =
       static_cast<unsigned>(std::min<std::int64_t>(segment_bound, 8 * num_sms));
-  gpu::race_segments_kernel<W><<<seg_blocks, gpu::kBigFillThreads, 0, stream>>>(
+  gpu::race_segments_kernel<W><<<seg_blocks, gpu::fill_big_threads, 0, stream>>>(
       dst, st, dg, np, big, big_count, base, fanout, seed_word, hop, w, cand);
   WM_CUDA_CHECK_LAUNCH(stream);
-  gpu::merge_segments_kernel<<<grid(bound, kWarp), kThreads, 0, stream>>>(
+  gpu::merge_segments_kernel<<<grid(bound, warp_size), block_threads, 0, stream>>>(
       st, np, offsets, big, big_count, base, fanout, cand, eid_out, tmp_out);
   WM_CUDA_CHECK_LAUNCH(stream);
 }

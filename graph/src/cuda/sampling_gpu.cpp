@@ -33,10 +33,10 @@ void copy_to_host(std::vector<T>& out, const T* src, std::int64_t count, cudaStr
 
 /// Above this many entries (dst nodes + edge bound) a hop learns its exact counts from the
 /// device instead of sizing its buffers and grids by the bound.
-constexpr std::int64_t kBoundCap = std::int64_t{1} << 24;
+constexpr std::int64_t bound_cap = std::int64_t{1} << 24;
 
 /// Captured graphs kept per sampler (shapes of a training loop: the full and the last batch).
-constexpr std::size_t kMaxGraphs = 4;
+constexpr std::size_t max_graphs = 4;
 
 bool same_options(const sample_options& a, const sample_options& b) {
   return a.fanouts == b.fanouts && a.method == b.method && a.edge_ids == b.edge_ids;
@@ -103,13 +103,13 @@ void gpu_sampler::impl::check_graph(std::size_t num_hops, cudaStream_t stream) {
               "outside the graph; its memory was changed after loading?)");
     }
   }
-  if (kind == gpu::kFaultRow) {
+  if (kind == gpu::fault_row) {
     WM_FAIL(wm::logic_error, "sample: the graph is corrupt: row_offsets["
                                  << where << "] and row_offsets[" << where + 1
                                  << "] are not a row within [0, num_edges = " << graph->num_edges
                                  << "] (its memory was changed after loading?)");
   }
-  if (kind == gpu::kFaultColumn) {
+  if (kind == gpu::fault_column) {
     WM_FAIL(wm::logic_error, "sample: the graph is corrupt: col_indices["
                                  << where << "] is outside [0, num_nodes = " << graph->num_nodes
                                  << ") (its memory was changed after loading?)");
@@ -159,7 +159,7 @@ gpu_sampler::impl::hop_state gpu_sampler::impl::begin_hop(call_state& c, int h,
     bound = host_info[1 + h];
   }
   hop.exact = distributed || fanout < 0 ||
-              bound + bound * static_cast<std::int64_t>(std::max(fanout, 0)) > kBoundCap;
+              bound + bound * static_cast<std::int64_t>(std::max(fanout, 0)) > bound_cap;
   if (hop.exact) *c.bounded = false;
   WM_EXPECTS(!(hop.exact && c.capture), "sample: a hop with exact counts cannot be captured");
   hop.n_dst = gpu::device_count{c.level + h, 0};
@@ -174,10 +174,10 @@ gpu_sampler::impl::hop_state gpu_sampler::impl::begin_hop(call_state& c, int h,
   hop.big = hop.race ? big_list.get<std::int32_t>(nb, device, stream) : nullptr;
   hop.big_count = reinterpret_cast<unsigned long long*>(c.big_words + h);
   // Race hops of fanout 1..32 spread big nodes over blocks: a bound of their segments.
-  hop.segmentable = hop.race && fanout >= 1 && fanout <= kWarp;
-  if (hop.segmentable && c.degree_bound > gpu::kBigDegree) {
+  hop.segmentable = hop.race && fanout >= 1 && fanout <= warp_size;
+  if (hop.segmentable && c.degree_bound > gpu::big_degree) {
     hop.segments = std::min(bound, big_nodes) +
-                   static_cast<std::int64_t>(graph->num_edges) / gpu::kSegment + 1;
+                   static_cast<std::int64_t>(graph->num_edges) / gpu::segment_edges + 1;
   }
   hop.n_edges = hop.offsets + nb;  // on the device
   // Exact hops replace it after the scan (take_exact_counts).
@@ -269,7 +269,7 @@ void gpu_sampler::impl::capture_graph(const std::int64_t* seeds, std::size_t cou
     return;
   }
   c.epoch = epoch;
-  if (graphs.size() >= kMaxGraphs) {
+  if (graphs.size() >= max_graphs) {
     WM_CUDA_WARN(cudaGraphExecDestroy(graphs.front().exec));
     graphs.erase(graphs.begin());
   }
@@ -305,7 +305,7 @@ gpu_sampler::gpu_sampler(const csr_graph& graph) : impl_(std::make_unique<impl>(
   WM_CUDA_TRY(cudaDeviceGetAttribute(&s.num_sms, cudaDevAttrMultiProcessorCount, s.device));
   int per_sm = 0;
   WM_CUDA_TRY(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, s.device));
-  s.max_blocks = std::max(1, s.num_sms * (per_sm / kThreads));
+  s.max_blocks = std::max(1, s.num_sms * (per_sm / block_threads));
   void* staging = nullptr;
   WM_CUDA_TRY(cudaHostAlloc(&staging, sizeof(std::uint64_t), cudaHostAllocDefault));
   s.host_seed = static_cast<std::uint64_t*>(staging);

@@ -12,10 +12,10 @@
  *
  * A hop runs: dst_info (start, degree and count of positions of every dst node,
  * detail::max_sample_count), for weighted hops the count of positive weights (a warp per node;
- * nodes above kBigDegree edges get several blocks; skipped when every weight of the graph is
+ * nodes above big_degree edges get several blocks; skipped when every weight of the graph is
  * positive, the degrees being those counts), an exclusive scan into the block's offsets, fill
  * (a tile of 4, 8 or 16 lanes per node for small uniform fanouts, else a warp; weighted nodes
- * above kBigDegree edges raced in segments of kSegment edges, a block each, then merged)
+ * above big_degree edges raced in segments of segment_edges edges, a block each, then merged)
  * writing the global edge ids of the sampled positions, then the relabel:
  *   entries   = the dst nodes (positions 0..n_dst-1), then the neighbors in edge order;
  *   insert    = every entry's node id goes into an open-addressing table whose slot keeps the
@@ -48,7 +48,7 @@
 namespace wholestore::graph {
 
 namespace wm = ::wholememory;
-using gpu::kWarp;
+using gpu::warp_size;
 
 namespace gpu {
 
@@ -58,7 +58,7 @@ struct key_table;
 template <typename K>
 struct new_node_flag;
 
-constexpr int kThreads = 256;
+constexpr int block_threads = 256;
 
 /// Bumped whenever a sampler buffer moves: CUDA graphs captured before hold stale pointers.
 inline std::atomic<std::uint64_t> buffer_epoch{0};
@@ -89,7 +89,7 @@ class scratch {
 
 }  // namespace gpu
 
-using gpu::kThreads;
+using gpu::block_threads;
 using gpu::scratch;
 
 /// Row offsets read through a PtrGen: continuous (a plain pointer) or chunked memory.
@@ -99,7 +99,7 @@ using ro_chunked = wm::PtrGen<const wm::chunked_view, const std::int64_t>;
 struct gpu_sampler::impl {
   const csr_graph* graph = nullptr;
   int device = 0;
-  int max_blocks = 1;  // grid-stride kernels: resident blocks of kThreads on the device
+  int max_blocks = 1;  // grid-stride kernels: resident blocks of block_threads on the device
   int num_sms = 1;
   bool distributed = false;
   bool chunked = false;
@@ -108,7 +108,7 @@ struct gpu_sampler::impl {
   const void* w_ptr = nullptr;
   bool wide_keys = false;        // 64-bit keys (num_nodes >= 2^32 - 1)
   std::int64_t max_degree = -1;  // weight_stats, at the first weighted call (not distributed):
-  std::int64_t big_nodes = 0;    // with the number of nodes above gpu::kBigDegree edges
+  std::int64_t big_nodes = 0;    // with the number of nodes above gpu::big_degree edges
   bool all_positive = false;     // and whether every weight is > 0 (no counting pass needed)
 
   // Per-hop outputs, kept until the next call.
@@ -208,7 +208,7 @@ struct gpu_sampler::impl {
   }
 
   unsigned grid(std::int64_t items, int per_item = 1) const {
-    const std::int64_t blocks = (items * per_item + kThreads - 1) / kThreads;
+    const std::int64_t blocks = (items * per_item + block_threads - 1) / block_threads;
     return static_cast<unsigned>(
         std::max<std::int64_t>(1, std::min<std::int64_t>(blocks, max_blocks)));
   }
@@ -292,7 +292,7 @@ struct gpu_sampler::impl {
   template <typename W>
   void count_weighted(gpu::device_count n_dst, std::int64_t bound, std::int64_t degree_bound, W w,
                       std::int32_t* big, unsigned long long* big_count, cudaStream_t stream);
-  /// The graph's largest degree (returned), its nodes above gpu::kBigDegree edges and whether
+  /// The graph's largest degree (returned), its nodes above gpu::big_degree edges and whether
   /// every weight is positive, found once (one pass over row offsets and weights, one wait).
   std::int64_t weight_stats(cudaStream_t stream);
 

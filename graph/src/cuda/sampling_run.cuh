@@ -77,7 +77,7 @@ const std::int64_t* gpu_sampler::impl::unique_seeds(const call_state& c, cudaStr
   gpu::key_table<K> t = fresh_table<K>(n_seeds, stream);
   std::uint32_t* sl = slot.get<std::uint32_t>(count, device, stream);
   if (n_seeds > 0) {
-    gpu::seed_insert_kernel<K><<<grid(n_seeds), kThreads, 0, stream>>>(
+    gpu::seed_insert_kernel<K><<<grid(n_seeds), block_threads, 0, stream>>>(
         c.seeds, n_seeds, num_nodes, t, sl, reinterpret_cast<unsigned long long*>(c.d_info));
     WM_CUDA_CHECK_LAUNCH(stream);
   }
@@ -138,30 +138,30 @@ void gpu_sampler::impl::insert_entries(const call_state& c, const hop_state& hop
   const std::int64_t entries = hop.bound + hop.edge_bound;
   const unsigned ig = grid(entries);
   if (distributed) {
-    gpu::entry_insert_kernel<K><<<ig, kThreads, 0, stream>>>(
+    gpu::entry_insert_kernel<K><<<ig, block_threads, 0, stream>>>(
         dst, eids, gathered, ro_direct(static_cast<const std::int64_t*>(nullptr)), n_dst, n_edges,
         t, sl, num_nodes, fault);
   } else if (g.col_type == wm::dtype::int32) {
     if (chunked) {
       using cg = wm::PtrGen<const wm::chunked_view, const std::int32_t>;
-      gpu::entry_insert_kernel<K><<<ig, kThreads, 0, stream>>>(
+      gpu::entry_insert_kernel<K><<<ig, block_threads, 0, stream>>>(
           dst, eids, gathered, cg(static_cast<const wm::chunked_view*>(col_ptr)), n_dst, n_edges, t,
           sl, num_nodes, fault);
     } else {
       using cg = wm::PtrGen<const std::int32_t, const std::int32_t>;
-      gpu::entry_insert_kernel<K><<<ig, kThreads, 0, stream>>>(
+      gpu::entry_insert_kernel<K><<<ig, block_threads, 0, stream>>>(
           dst, eids, gathered, cg(static_cast<const std::int32_t*>(col_ptr)), n_dst, n_edges, t, sl,
           num_nodes, fault);
     }
   } else {
     if (chunked) {
       using cg = wm::PtrGen<const wm::chunked_view, const std::int64_t>;
-      gpu::entry_insert_kernel<K><<<ig, kThreads, 0, stream>>>(
+      gpu::entry_insert_kernel<K><<<ig, block_threads, 0, stream>>>(
           dst, eids, gathered, cg(static_cast<const wm::chunked_view*>(col_ptr)), n_dst, n_edges, t,
           sl, num_nodes, fault);
     } else {
       using cg = wm::PtrGen<const std::int64_t, const std::int64_t>;
-      gpu::entry_insert_kernel<K><<<ig, kThreads, 0, stream>>>(
+      gpu::entry_insert_kernel<K><<<ig, block_threads, 0, stream>>>(
           dst, eids, gathered, cg(static_cast<const std::int64_t*>(col_ptr)), n_dst, n_edges, t, sl,
           num_nodes, fault);
     }
@@ -179,10 +179,10 @@ void gpu_sampler::impl::relabel(const gpu::new_node_flag<K>& f, std::int64_t ent
   // dependent random reads per item.
   std::int32_t* flags = new_flags.get<std::int32_t>(items, device, stream);
   gpu::mark_new_kernel<K>
-      <<<grid(entries_bound + 1), kThreads, 0, stream>>>(f, entries_bound, flags);
+      <<<grid(entries_bound + 1), block_threads, 0, stream>>>(f, entries_bound, flags);
   WM_CUDA_CHECK_LAUNCH(stream);
   scan_new_flags(flags, rk, entries_bound, stream);
-  gpu::assign_kernel<K><<<grid(entries_bound), kThreads, 0, stream>>>(
+  gpu::assign_kernel<K><<<grid(entries_bound), block_threads, 0, stream>>>(
       f, rk, entries_bound, src_index, src_nodes, num_src, edges_out);
   WM_CUDA_CHECK_LAUNCH(stream);
 }

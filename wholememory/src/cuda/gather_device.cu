@@ -35,7 +35,7 @@ void launch_convert_rows(dtype src_type, const rows_ref& src, index_ref src_idx,
 
 namespace {
 
-constexpr int kBlock = 256;
+constexpr int block_threads = 256;
 
 /// Stream-ordered scratch memory (cudaMallocAsync), freed on the same stream.
 class stream_buffer {
@@ -84,7 +84,7 @@ int blocks_for_items(std::int64_t n) {
   int device = 0, sms = 0;
   WM_CUDA_TRY(cudaGetDevice(&device));
   WM_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  std::int64_t needed = (n + kBlock - 1) / kBlock;
+  std::int64_t needed = (n + block_threads - 1) / block_threads;
   return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(needed, sms * 8LL)));
 }
 
@@ -197,7 +197,7 @@ template <typename KeyT>
 void sort_by_key(const KeyT* keys, KeyT* keys_out, std::int64_t* positions_out, std::int64_t n,
                  std::uint64_t max_key, cudaStream_t stream) {
   stream_buffer iota(n * sizeof(std::int64_t), stream);
-  iota_kernel<<<blocks_for_items(n), kBlock, 0, stream>>>(iota.as<std::int64_t>(), n);
+  iota_kernel<<<blocks_for_items(n), block_threads, 0, stream>>>(iota.as<std::int64_t>(), n);
   WM_CUDA_CHECK_LAUNCH(stream);
   const int bits = key_bits(max_key);
   std::size_t temp_bytes = 0;
@@ -281,7 +281,7 @@ bad_index check_indices(const IndexT* idx, std::size_t n, std::size_t rows, cuda
   check_word& w = thread_check_word();
   WM_CUDA_TRY(cudaMemsetAsync(w.device, 0xff, sizeof(unsigned long long), stream));
   const auto sn = static_cast<std::int64_t>(n);
-  find_bad_index_kernel<<<blocks_for_items(sn), kBlock, 0, stream>>>(
+  find_bad_index_kernel<<<blocks_for_items(sn), block_threads, 0, stream>>>(
       idx, sn, static_cast<std::int64_t>(rows), w.device);
   WM_CUDA_CHECK_LAUNCH(stream);
   WM_CUDA_TRY(cudaMemcpyAsync(w.host, w.device, sizeof(unsigned long long), cudaMemcpyDeviceToHost,
@@ -357,12 +357,12 @@ void scatter_entries(std::size_t cols, dtype src_type, const rows_ref& src,
   stream_buffer order(n * sizeof(std::int64_t), stream);
   sort_by_key(idx, keys.as<IndexT>(), order.as<std::int64_t>(), sn,
               dst_rows == 0 ? 0 : dst_rows - 1, stream);
-  drop_duplicates_kernel<<<blocks_for_items(sn), kBlock, 0, stream>>>(keys.as<IndexT>(),
-                                                                      order.as<std::int64_t>(), sn);
+  drop_duplicates_kernel<<<blocks_for_items(sn), block_threads, 0, stream>>>(
+      keys.as<IndexT>(), order.as<std::int64_t>(), sn);
   WM_CUDA_CHECK_LAUNCH(stream);
   if (src_pos != nullptr) {
-    compose_kernel<<<blocks_for_items(sn), kBlock, 0, stream>>>(order.as<std::int64_t>(), src_pos,
-                                                                sn);
+    compose_kernel<<<blocks_for_items(sn), block_threads, 0, stream>>>(order.as<std::int64_t>(),
+                                                                       src_pos, sn);
     WM_CUDA_CHECK_LAUNCH(stream);
   }
   place_entries(cols, src_type, src, order.as<std::int64_t>(), dst_type, dst, keys.as<IndexT>(), n,
@@ -421,13 +421,13 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
                               cudaMemcpyHostToDevice, stream));
   stream_buffer owner(n * sizeof(int), stream);
   if (n > 0) {
-    find_bad_index_kernel<<<blocks_for_items(sn), kBlock, 0, stream>>>(
+    find_bad_index_kernel<<<blocks_for_items(sn), block_threads, 0, stream>>>(
         idx, sn, static_cast<std::int64_t>(rows), result);
     WM_CUDA_CHECK_LAUNCH(stream);
     record_bad_value_kernel<<<1, 1, 0, stream>>>(idx, result);
     WM_CUDA_CHECK_LAUNCH(stream);
-    owner_kernel<<<blocks_for_items(sn), kBlock, ranks * sizeof(unsigned long long), stream>>>(
-        idx, sn, row_begin, ranks, owner.as<int>(), counts);
+    owner_kernel<<<blocks_for_items(sn), block_threads, ranks * sizeof(unsigned long long),
+                   stream>>>(idx, sn, row_begin, ranks, owner.as<int>(), counts);
     WM_CUDA_CHECK_LAUNCH(stream);
   }
   meta_kernel<<<1, 128, 0, stream>>>(counts, result, ranks, meta_send);
@@ -476,7 +476,7 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
     stream_buffer owner_sorted(n * sizeof(int), stream);
     sort_by_key(owner.as<int>(), owner_sorted.as<int>(), x.positions->as<std::int64_t>(), sn,
                 static_cast<std::uint64_t>(ranks - 1), stream);
-    local_rows_kernel<<<blocks_for_items(sn), kBlock, 0, stream>>>(
+    local_rows_kernel<<<blocks_for_items(sn), block_threads, 0, stream>>>(
         idx, x.positions->as<std::int64_t>(), owner_sorted.as<int>(), row_begin, sn,
         send_rows.as<std::int64_t>());
     WM_CUDA_CHECK_LAUNCH(stream);
