@@ -31,9 +31,10 @@ namespace wm = wholememory;
 namespace emb = wholestore::embedding;
 namespace fs = std::filesystem;
 
-constexpr std::size_t kRows = 300;
-constexpr std::size_t kDim = 33;
-constexpr std::size_t kBatch = 240;  // global batch; indices drawn from 60 rows: many duplicates
+constexpr std::size_t table_rows = 300;
+constexpr std::size_t table_dim = 33;
+constexpr std::size_t global_batch =
+    240;  // global batch; indices drawn from 60 rows: many duplicates
 
 std::uint64_t mix(std::uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -57,10 +58,10 @@ struct temp_dir {
 };
 
 emb::table make_table(std::shared_ptr<wm::bootstrap> bs, emb::optimizer_kind opt, wm::dtype dt,
-                      wm::memory_type type, std::uint64_t init_seed, std::size_t dim = kDim) {
+                      wm::memory_type type, std::uint64_t init_seed, std::size_t dim = table_dim) {
   auto comm = wm::make_host_communicator(std::move(bs));
   emb::table_options o;
-  o.rows = kRows;
+  o.rows = table_rows;
   o.dim = dim;
   o.dtype = dt;
   o.type = type;
@@ -75,7 +76,7 @@ emb::table make_table(std::shared_ptr<wm::bootstrap> bs, emb::optimizer_kind opt
 /// Step `step` of the global batch: this rank's contiguous slice of it.
 void train_step(emb::table& t, std::uint64_t step) {
   const int rank = t.comm().rank(), ranks = t.comm().size();
-  const std::size_t first = kBatch * rank / ranks, last = kBatch * (rank + 1) / ranks;
+  const std::size_t first = global_batch * rank / ranks, last = global_batch * (rank + 1) / ranks;
   std::vector<std::int64_t> idx;
   std::vector<float> grads;
   for (std::size_t i = first; i < last; ++i) {
@@ -249,10 +250,10 @@ TEST(CheckpointErrors, DamagedOrForeignCheckpointIsRefusedAndNothingChanges) {
     // One flipped byte in the middle of the second moment.
     std::fstream f(dir / "v.bin", std::ios::in | std::ios::out | std::ios::binary);
     ASSERT_TRUE(f.good());
-    f.seekg(kRows * 8 * 4 / 2);
+    f.seekg(table_rows * 8 * 4 / 2);
     char c = 0;
     f.read(&c, 1);
-    f.seekp(kRows * 8 * 4 / 2);
+    f.seekp(table_rows * 8 * 4 / 2);
     c = static_cast<char>(c ^ 0x40);
     f.write(&c, 1);
   }

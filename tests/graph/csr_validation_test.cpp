@@ -108,13 +108,13 @@ struct hostile_case {
   const char* name;
   const char* array;  // row_offsets (int64) or col_indices (int32)
   std::uint64_t position;
-  std::int64_t value;  // the value to write; kMinusOneBelow: row_offsets[position - 1] - 1
+  std::int64_t value;  // the value to write; minus_one_below: row_offsets[position - 1] - 1
   const char* expect;  // in the message besides the array and position
 };
-constexpr std::int64_t kMinusOneBelow = std::numeric_limits<std::int64_t>::min();
+constexpr std::int64_t minus_one_below = std::numeric_limits<std::int64_t>::min();
 
 const hostile_case hostile_cases[] = {
-    {"DecreasingOffset", "row_offsets", 700, kMinusOneBelow, "never decrease"},
+    {"DecreasingOffset", "row_offsets", 700, minus_one_below, "never decrease"},
     {"HugeOffset", "row_offsets", 300, std::int64_t{1} << 40, "outside [0, num_edges = 9001]"},
     {"NegativeOffset", "row_offsets", 300, -7, "outside [0, num_edges = 9001]"},
     {"FirstOffsetNotZero", "row_offsets", 0, 1, "must be 0"},
@@ -130,7 +130,7 @@ std::int64_t write_hostile(const std::string& dir, const hostile_case& c) {
   write_dataset(dir, g);
   std::int64_t value = c.value;
   if (std::string(c.array) == "row_offsets") {
-    if (value == kMinusOneBelow) value = g.row_offsets[c.position - 1] - 1;
+    if (value == minus_one_below) value = g.row_offsets[c.position - 1] - 1;
     poke<std::int64_t>(dir, c.array, c.position, value);
   } else {
     poke<std::int32_t>(dir, c.array, c.position, static_cast<std::int32_t>(value));
@@ -229,7 +229,7 @@ TEST(HostileHostGraph, MakeGraphRefusesOnEveryRank) {
     host_csr g = small_graph();
     std::int64_t value = c.value;
     if (std::string(c.array) == "row_offsets") {
-      if (value == kMinusOneBelow) value = g.row_offsets[c.position - 1] - 1;
+      if (value == minus_one_below) value = g.row_offsets[c.position - 1] - 1;
       g.row_offsets[c.position] = value;
     } else {
       g.col_indices[c.position] = value;

@@ -2,7 +2,7 @@
 // through them (lookup) and refresh them (after the table changed).
 //
 // Hits and misses go different ways.  The lookup kernel copies every hit from the cache
-// (a warp takes kRowsInFlight consecutive indices, lanes over the columns, all loads of a group
+// (a warp takes rows_in_flight consecutive indices, lanes over the columns, all loads of a group
 // before its stores) and lists the misses (position, row) with one atomic per miss; one small
 // wait brings the miss count to the host, and the misses are read through the table's own
 // lookup (the memory layer's gather, which orders host-memory reads by address and so is not
@@ -30,16 +30,16 @@ namespace wm = ::wholememory;
 
 namespace {
 
-constexpr int kBlock = 256;
-constexpr int kWarps = kBlock / 32;
+constexpr int block_threads = 256;
+constexpr int warps_per_block = block_threads / 32;
 /// Rows a warp reads before it writes any, and columns a lane holds per row and pass.
-constexpr int kRowsInFlight = 8;
-constexpr int kCols = 4;
+constexpr int rows_in_flight = 8;
+constexpr int cols_per_lane = 4;
 
-/// Blocks for n indices, kRowsInFlight per warp.
+/// Blocks for n indices, rows_in_flight per warp.
 int grid_for_warps(std::size_t n) {
-  const std::size_t groups = (n + kRowsInFlight - 1) / kRowsInFlight;
-  const std::size_t blocks = (groups + kWarps - 1) / kWarps;
+  const std::size_t groups = (n + rows_in_flight - 1) / rows_in_flight;
+  const std::size_t blocks = (groups + warps_per_block - 1) / warps_per_block;
   return static_cast<int>(std::max<std::size_t>(1, std::min<std::size_t>(blocks, 65535)));
 }
 
@@ -69,23 +69,23 @@ __global__ void fill_slots(const std::int64_t* __restrict__ cached, std::int64_t
 /// Copies the rows of one warp's group: dst[k][c] = convert(src[k][c]) for the rows whose
 /// source is set, all loads of a pass issued before its stores.
 template <typename T, typename OutT>
-__device__ __forceinline__ void copy_group(const T* const (&src)[kRowsInFlight],
-                                           OutT* const (&dst)[kRowsInFlight], std::size_t dim,
+__device__ __forceinline__ void copy_group(const T* const (&src)[rows_in_flight],
+                                           OutT* const (&dst)[rows_in_flight], std::size_t dim,
                                            int lane) {
-  for (std::size_t c0 = static_cast<std::size_t>(lane); c0 < dim; c0 += 32 * kCols) {
-    T v[kRowsInFlight][kCols];
+  for (std::size_t c0 = static_cast<std::size_t>(lane); c0 < dim; c0 += 32 * cols_per_lane) {
+    T v[rows_in_flight][cols_per_lane];
 #pragma unroll
-    for (int k = 0; k < kRowsInFlight; ++k) {
+    for (int k = 0; k < rows_in_flight; ++k) {
 #pragma unroll
-      for (int j = 0; j < kCols; ++j) {
+      for (int j = 0; j < cols_per_lane; ++j) {
         const std::size_t c = c0 + 32 * j;
         if (src[k] != nullptr && c < dim) v[k][j] = src[k][c];
       }
     }
 #pragma unroll
-    for (int k = 0; k < kRowsInFlight; ++k) {
+    for (int k = 0; k < rows_in_flight; ++k) {
 #pragma unroll
-      for (int j = 0; j < kCols; ++j) {
+      for (int j = 0; j < cols_per_lane; ++j) {
         const std::size_t c = c0 + 32 * j;
         if (src[k] != nullptr && c < dim) dst[k][c] = wm::convert_element<OutT>(v[k][j]);
       }
@@ -96,7 +96,7 @@ __device__ __forceinline__ void copy_group(const T* const (&src)[kRowsInFlight],
 /// out[i] = row idx[i] converted to OutT for every cached row; every miss is listed as
 /// (miss_pos[j], miss_rows[j]) with j from *miss_count.
 template <typename T, typename OutT, typename IndexT>
-__global__ void __launch_bounds__(kBlock)
+__global__ void __launch_bounds__(block_threads)
     lookup_hits_kernel(const T* __restrict__ cache, const std::int32_t* __restrict__ slots,
                        const IndexT* __restrict__ idx, std::int64_t n, std::size_t dim,
                        OutT* __restrict__ out, std::size_t out_stride, unsigned long long* hits,
@@ -106,15 +106,16 @@ __global__ void __launch_bounds__(kBlock)
   if (threadIdx.x == 0) block_hits = 0;
   __syncthreads();
   const int lane = threadIdx.x & 31;
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarps;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * warps_per_block;
   unsigned long long mine = 0;
   for (std::int64_t i0 =
-           (static_cast<std::int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * kRowsInFlight;
-       i0 < n; i0 += warps * kRowsInFlight) {
-    const T* src[kRowsInFlight];
-    OutT* dst[kRowsInFlight];
+           (static_cast<std::int64_t>(blockIdx.x) * warps_per_block + (threadIdx.x >> 5)) *
+           rows_in_flight;
+       i0 < n; i0 += warps * rows_in_flight) {
+    const T* src[rows_in_flight];
+    OutT* dst[rows_in_flight];
 #pragma unroll
-    for (int k = 0; k < kRowsInFlight; ++k) {
+    for (int k = 0; k < rows_in_flight; ++k) {
       const std::int64_t i = i0 + k;
       src[k] = nullptr;
       dst[k] = nullptr;
@@ -159,19 +160,20 @@ __global__ void list_refresh_kernel(const std::int32_t* __restrict__ slots,
 
 /// dst row at[j] (row stride dst_stride) = src row j (dense), for j < n.
 template <typename T>
-__global__ void __launch_bounds__(kBlock)
+__global__ void __launch_bounds__(block_threads)
     spread_rows_kernel(const T* __restrict__ src, std::int64_t n, std::size_t dim,
                        const std::int64_t* __restrict__ at, T* __restrict__ dst,
                        std::size_t dst_stride) {
   const int lane = threadIdx.x & 31;
-  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * kWarps;
+  const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * warps_per_block;
   for (std::int64_t i0 =
-           (static_cast<std::int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * kRowsInFlight;
-       i0 < n; i0 += warps * kRowsInFlight) {
-    const T* s[kRowsInFlight];
-    T* d[kRowsInFlight];
+           (static_cast<std::int64_t>(blockIdx.x) * warps_per_block + (threadIdx.x >> 5)) *
+           rows_in_flight;
+       i0 < n; i0 += warps * rows_in_flight) {
+    const T* s[rows_in_flight];
+    T* d[rows_in_flight];
 #pragma unroll
-    for (int k = 0; k < kRowsInFlight; ++k) {
+    for (int k = 0; k < rows_in_flight; ++k) {
       const std::int64_t j = i0 + k;
       s[k] = j < n ? src + static_cast<std::size_t>(j) * dim : nullptr;
       d[k] = j < n ? dst + static_cast<std::size_t>(at[j]) * dst_stride : nullptr;
@@ -240,11 +242,12 @@ struct cache_impl {
     WM_EXPECTS(indices.data != nullptr, op << ": null index array of " << indices.count);
     WM_CUDA_TRY(cudaMemsetAsync(bad(), 0xff, sizeof(unsigned long long), stream));
     const auto n = static_cast<std::int64_t>(indices.count);
-    const int grid = static_cast<int>(std::min<std::int64_t>((n + kBlock - 1) / kBlock, 4096));
+    const int grid =
+        static_cast<int>(std::min<std::int64_t>((n + block_threads - 1) / block_threads, 4096));
     dispatch_index_type(indices.type, op, [&](auto index_tag) {
       using IndexT = decltype(index_tag);
-      find_bad_index<<<grid, kBlock, 0, stream>>>(static_cast<const IndexT*>(indices.data), n,
-                                                  static_cast<std::int64_t>(rows), bad());
+      find_bad_index<<<grid, block_threads, 0, stream>>>(static_cast<const IndexT*>(indices.data),
+                                                         n, static_cast<std::int64_t>(rows), bad());
     });
     WM_CUDA_CHECK_LAUNCH();
     WM_CUDA_TRY(
@@ -288,7 +291,7 @@ struct cache_impl {
     void* block = scratch.reserve_discard(k * dim * sizeof(OutT), device);
     t->lookup(wm::index_array{list_rows.data(), wm::dtype::int64, k},
               wm::dense_matrix{block, out_type, k, dim, dim}, stream);
-    spread_rows_kernel<<<grid_for_warps(k), kBlock, 0, stream>>>(
+    spread_rows_kernel<<<grid_for_warps(k), block_threads, 0, stream>>>(
         static_cast<const OutT*>(block), static_cast<std::int64_t>(k), dim,
         list_at.data_as<std::int64_t>(), dst, dst_stride);
     WM_CUDA_CHECK_LAUNCH(stream);
@@ -309,9 +312,9 @@ struct cache_impl {
         n, stream, [&](std::int64_t* at, std::int64_t* rows_out, unsigned long long* c) {
           dispatch_index_type(list_type, "device_cache", [&](auto index_tag) {
             using IndexT = decltype(index_tag);
-            const int grid =
-                static_cast<int>(std::min<std::size_t>((n + kBlock - 1) / kBlock, 4096));
-            list_refresh_kernel<<<grid, kBlock, 0, stream>>>(
+            const int grid = static_cast<int>(
+                std::min<std::size_t>((n + block_threads - 1) / block_threads, 4096));
+            list_refresh_kernel<<<grid, block_threads, 0, stream>>>(
                 slots.data_as<std::int32_t>(), static_cast<const IndexT*>(list),
                 static_cast<std::int64_t>(n), marks.data_as<unsigned>(), epoch, at, rows_out, c);
           });
@@ -374,9 +377,10 @@ device_cache::device_cache(table& t, const std::vector<std::int64_t>& rows, int 
     WM_CUDA_TRY(cudaMemcpyAsync(m->cached_rows.data(), rows.data(), rows.size() * 8,
                                 cudaMemcpyHostToDevice, stream));
     const auto n = static_cast<std::int64_t>(rows.size());
-    fill_slots<<<static_cast<int>(std::min<std::int64_t>((n + kBlock - 1) / kBlock, 4096)), kBlock,
-                 0, stream>>>(m->cached_rows.data_as<std::int64_t>(), n,
-                              m->slots.data_as<std::int32_t>());
+    fill_slots<<<static_cast<int>(
+                     std::min<std::int64_t>((n + block_threads - 1) / block_threads, 4096)),
+                 block_threads, 0, stream>>>(m->cached_rows.data_as<std::int64_t>(), n,
+                                             m->slots.data_as<std::int32_t>());
     WM_CUDA_CHECK_LAUNCH();
     m->refresh(m->cached_rows.data(), wm::dtype::int64, rows.size(), stream);
   }
@@ -411,7 +415,7 @@ void device_cache::lookup(const wm::index_array& indices, const wm::dense_matrix
             using T = decltype(tag);
             dispatch_index_type(indices.type, "device_cache::lookup", [&](auto index_tag) {
               using IndexT = decltype(index_tag);
-              lookup_hits_kernel<<<grid_for_warps(n), kBlock, 0, stream>>>(
+              lookup_hits_kernel<<<grid_for_warps(n), block_threads, 0, stream>>>(
                   m.data.data_as<T>(), m.slots.data_as<std::int32_t>(),
                   static_cast<const IndexT*>(indices.data), static_cast<std::int64_t>(n), m.dim,
                   static_cast<OutT*>(out.data), out.row_stride, m.hits(), at, rows_out, c);

@@ -6,7 +6,7 @@
  * bytes, the widest that every row start, row length and base address allow) and is shaped
  * by the row width W in vectors:
  *  - W <= 32: a group of G = next_pow2(W) lanes per row, 32 / G rows per warp, and each
- *    thread loads its vector of kRowsInFlight consecutive list entries before storing any,
+ *    thread loads its vector of rows_in_flight consecutive list entries before storing any,
  *    so every thread has several independent loads in flight;
  *  - W > 32: a warp per row, 4 rows per warp at a time, 2 vectors per row per lane in flight.
  * Grid sized from the SM count and the occupancy, grid-stride, 64-bit indexing.  Conversions
@@ -30,8 +30,8 @@
 
 namespace wholememory::detail {
 
-constexpr int kCopyBlock = 256;
-constexpr int kRowsInFlight = 8;
+constexpr int copy_block_threads = 256;
+constexpr int rows_in_flight = 8;
 
 // A chunked table's view is read for every row (part lookup); the block copies it into shared
 // memory first so the lookups stay off global memory.  Plain generators pass through.
@@ -43,16 +43,16 @@ template <>
 struct block_local<chunked_bytes> {
   __device__ static chunked_bytes bind(const chunked_bytes& gen, chunked_view* shared) {
     static_assert(sizeof(chunked_view) % sizeof(unsigned long long) == 0, "copied in words");
-    constexpr int kWords = sizeof(chunked_view) / sizeof(unsigned long long);
+    constexpr int view_words = sizeof(chunked_view) / sizeof(unsigned long long);
     const auto* from = reinterpret_cast<const unsigned long long*>(gen.view());
     auto* to = reinterpret_cast<unsigned long long*>(shared);
-    for (int w = threadIdx.x; w < kWords; w += blockDim.x) to[w] = from[w];
+    for (int w = threadIdx.x; w < view_words; w += blockDim.x) to[w] = from[w];
     return chunked_bytes(shared);
   }
 };
 
 template <typename VecT, typename SrcGen, typename DstGen, typename SrcIdx, typename DstIdx>
-__global__ void __launch_bounds__(kCopyBlock)
+__global__ void __launch_bounds__(copy_block_threads)
     copy_rows_kernel(row_addresser<SrcGen> src, const SrcIdx* __restrict__ src_idx,
                      row_addresser<DstGen> dst, const DstIdx* __restrict__ dst_idx, std::int64_t n,
                      int vecs_per_row, int group_shift) {
@@ -71,12 +71,12 @@ __global__ void __launch_bounds__(kCopyBlock)
     const int lane = threadIdx.x & ((1 << group_shift) - 1);
     const std::int64_t groups = nthreads >> group_shift;
     const bool active = lane < W;
-    for (std::int64_t r0 = (tid >> group_shift) * kRowsInFlight; r0 < n;
-         r0 += groups * kRowsInFlight) {
-      VecT v[kRowsInFlight];
-      VecT* d[kRowsInFlight];
+    for (std::int64_t r0 = (tid >> group_shift) * rows_in_flight; r0 < n;
+         r0 += groups * rows_in_flight) {
+      VecT v[rows_in_flight];
+      VecT* d[rows_in_flight];
 #pragma unroll
-      for (int k = 0; k < kRowsInFlight; ++k) {
+      for (int k = 0; k < rows_in_flight; ++k) {
         const std::int64_t i = r0 + k;
         d[k] = nullptr;
         if (active && i < n) {
@@ -88,19 +88,19 @@ __global__ void __launch_bounds__(kCopyBlock)
         }
       }
 #pragma unroll
-      for (int k = 0; k < kRowsInFlight; ++k) {
+      for (int k = 0; k < rows_in_flight; ++k) {
         if (d[k] != nullptr) d[k][lane] = v[k];
       }
     }
   } else {
-    constexpr int kRows = 4, kVecs = 2;
+    constexpr int warp_rows = 4, vecs_per_lane = 2;
     const int lane = threadIdx.x & 31;
     const std::int64_t warps = nthreads >> 5;
-    for (std::int64_t r0 = (tid >> 5) * kRows; r0 < n; r0 += warps * kRows) {
-      const VecT* s[kRows];
-      VecT* d[kRows];
+    for (std::int64_t r0 = (tid >> 5) * warp_rows; r0 < n; r0 += warps * warp_rows) {
+      const VecT* s[warp_rows];
+      VecT* d[warp_rows];
 #pragma unroll
-      for (int k = 0; k < kRows; ++k) {
+      for (int k = 0; k < warp_rows; ++k) {
         const std::int64_t i = r0 + k;
         s[k] = nullptr;
         d[k] = nullptr;
@@ -112,20 +112,20 @@ __global__ void __launch_bounds__(kCopyBlock)
           }
         }
       }
-      for (int vb = 0; vb < W; vb += 32 * kVecs) {
-        VecT v[kRows][kVecs];
+      for (int vb = 0; vb < W; vb += 32 * vecs_per_lane) {
+        VecT v[warp_rows][vecs_per_lane];
 #pragma unroll
-        for (int k = 0; k < kRows; ++k) {
+        for (int k = 0; k < warp_rows; ++k) {
 #pragma unroll
-          for (int j = 0; j < kVecs; ++j) {
+          for (int j = 0; j < vecs_per_lane; ++j) {
             const int c = vb + lane + 32 * j;
             if (s[k] != nullptr && c < W) v[k][j] = s[k][c];
           }
         }
 #pragma unroll
-        for (int k = 0; k < kRows; ++k) {
+        for (int k = 0; k < warp_rows; ++k) {
 #pragma unroll
-          for (int j = 0; j < kVecs; ++j) {
+          for (int j = 0; j < vecs_per_lane; ++j) {
             const int c = vb + lane + 32 * j;
             if (d[k] != nullptr && c < W) d[k][c] = v[k][j];
           }
@@ -141,9 +141,10 @@ int blocks_for(Kernel kernel, std::int64_t threads_needed) {
   int device = 0, sms = 0, per_sm = 0;
   WM_CUDA_TRY(cudaGetDevice(&device));
   WM_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  WM_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kCopyBlock, 0));
+  WM_CUDA_TRY(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, copy_block_threads, 0));
   const std::int64_t full = static_cast<std::int64_t>(sms) * std::max(per_sm, 1);
-  const std::int64_t needed = (threads_needed + kCopyBlock - 1) / kCopyBlock;
+  const std::int64_t needed = (threads_needed + copy_block_threads - 1) / copy_block_threads;
   return static_cast<int>(std::max<std::int64_t>(1, std::min(full, needed)));
 }
 
@@ -157,13 +158,13 @@ void launch_copy_rows_vec(row_addresser<SrcGen> src, const SrcIdx* src_idx,
   if (W <= 32) {
     group_shift = 0;
     while ((1 << group_shift) < W) ++group_shift;
-    threads_needed = ((n + kRowsInFlight - 1) / kRowsInFlight) << group_shift;
+    threads_needed = ((n + rows_in_flight - 1) / rows_in_flight) << group_shift;
   } else {
     threads_needed = ((n + 3) / 4) * 32;
   }
   auto kernel = copy_rows_kernel<VecT, SrcGen, DstGen, SrcIdx, DstIdx>;
   const int blocks = blocks_for(kernel, threads_needed);
-  kernel<<<blocks, kCopyBlock, 0, stream>>>(src, src_idx, dst, dst_idx, n, W, group_shift);
+  kernel<<<blocks, copy_block_threads, 0, stream>>>(src, src_idx, dst, dst_idx, n, W, group_shift);
   WM_CUDA_CHECK_LAUNCH(stream);
 }
 
@@ -265,7 +266,7 @@ struct device_index {
 
 /// Warp per row, lanes over columns; converts Src to Dst.
 template <typename Src, typename Dst>
-__global__ void __launch_bounds__(kCopyBlock)
+__global__ void __launch_bounds__(copy_block_threads)
     convert_rows_kernel(device_rows src, device_index src_idx, device_rows dst,
                         device_index dst_idx, std::int64_t n, std::int64_t cols) {
   const int lane = threadIdx.x & 31;
@@ -291,8 +292,8 @@ void launch_convert_rows_typed(const rows_ref& src, index_ref src_idx, const row
   device_index di{dst_idx.data, dst_idx.is64};
   auto kernel = convert_rows_kernel<Src, Dst>;
   const int blocks = blocks_for(kernel, static_cast<std::int64_t>(n) * 32);
-  kernel<<<blocks, kCopyBlock, 0, stream>>>(s, si, d, di, static_cast<std::int64_t>(n),
-                                            static_cast<std::int64_t>(cols));
+  kernel<<<blocks, copy_block_threads, 0, stream>>>(s, si, d, di, static_cast<std::int64_t>(n),
+                                                    static_cast<std::int64_t>(cols));
   WM_CUDA_CHECK_LAUNCH(stream);
 }
 

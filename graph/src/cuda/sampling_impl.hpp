@@ -1,0 +1,346 @@
+/*
+ * The GPU sampler's state and the steps of a call (gpu_sampler::impl), declared for the files
+ * that define them.  Internal; plain C++.  The layout follows the gather's (src/cuda/ of
+ * wholememory): kernels by role in sample_*_kernels.cuh, each expensive instantiation family
+ * in its own small .cu:
+ *   sampling_gpu.cpp     gpu_sampler::sample, the captured CUDA graphs, the checks and counts
+ *                        of a call, device_block::to_host (host code only)
+ *   sampling_counts.cu   step 1 (start, degree, count of every dst node) and 2 (offsets)
+ *   sampling_fill.cu     step 3 (the sampled positions as edge ids)
+ *   sampling_run.cuh     run() and step 4 (relabel), templates on the key width K, compiled
+ *                        once per width in sampling_keys32.cu and sampling_keys64.cu
+ *
+ * A hop runs: dst_info (start, degree and count of positions of every dst node,
+ * detail::max_sample_count), for weighted hops the count of positive weights (a warp per node;
+ * nodes above big_degree edges get several blocks; skipped when every weight of the graph is
+ * positive, the degrees being those counts), an exclusive scan into the block's offsets, fill
+ * (a tile of 4, 8 or 16 lanes per node for small uniform fanouts, else a warp; weighted nodes
+ * above big_degree edges raced in segments of segment_edges edges, a block each, then merged)
+ * writing the global edge ids of the sampled positions, then the relabel:
+ *   entries   = the dst nodes (positions 0..n_dst-1), then the neighbors in edge order;
+ *   insert    = every entry's node id goes into an open-addressing table whose slot keeps the
+ *               smallest position holding that id (atomicMin), so the first occurrence wins
+ *               whatever the thread order; slot[x] remembers where entry x landed;
+ *   scan      = exclusive sum of "x is the first occurrence of a neighbor not among the dst
+ *               nodes" gives new nodes their rank in order of first position;
+ *   assign    = local id of every entry (src_index) and src_nodes, from the table.
+ * The counts of a hop (dst nodes, edges) live on the device; kernels read them there and run
+ * grid-stride loops sized by host-side upper bounds, so hops need no host round trip.
+ */
+#pragma once
+
+#include "sample_shared.hpp"
+
+#include <graph/sampling.hpp>
+#include <wholememory/cuda_check.hpp>
+#include <wholememory/device_buffer.hpp>
+#include <wholememory/error.hpp>
+#include <wholememory/ptr_gen.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace wholestore::graph {
+
+namespace wm = ::wholememory;
+using gpu::warp_size;
+
+namespace gpu {
+
+// The relabel table and its new-node flags (sample_relabel_kernels.cuh).
+template <typename K>
+struct key_table;
+template <typename K>
+struct new_node_flag;
+
+constexpr int block_threads = 256;
+
+/// Bumped whenever a sampler buffer moves: CUDA graphs captured before hold stale pointers.
+inline std::atomic<std::uint64_t> buffer_epoch{0};
+
+/// Grow-only device scratch.  Growing waits for `stream` first: the old buffer may still be
+/// read by work queued before.
+class scratch {
+ public:
+  void* reserve(std::size_t bytes, int device, cudaStream_t stream) {
+    bytes = std::max<std::size_t>(bytes, 16);
+    if (bytes > buffer_.size()) {
+      ++buffer_epoch;
+      const std::size_t want = std::max(bytes, buffer_.size() + buffer_.size() / 2);
+      if (!buffer_.empty()) WM_CUDA_TRY(cudaStreamSynchronize(stream));
+      buffer_.reset();
+      buffer_ = wm::device_buffer(want, device);
+    }
+    return buffer_.data();
+  }
+  template <typename T>
+  T* get(std::size_t count, int device, cudaStream_t stream) {
+    return static_cast<T*>(reserve(count * sizeof(T), device, stream));
+  }
+
+ private:
+  wm::device_buffer buffer_;
+};
+
+}  // namespace gpu
+
+using gpu::block_threads;
+using gpu::scratch;
+
+/// Row offsets read through a PtrGen: continuous (a plain pointer) or chunked memory.
+using ro_direct = wm::PtrGen<const std::int64_t, const std::int64_t>;
+using ro_chunked = wm::PtrGen<const wm::chunked_view, const std::int64_t>;
+
+struct gpu_sampler::impl {
+  const csr_graph* graph = nullptr;
+  int device = 0;
+  int max_blocks = 1;  // grid-stride kernels: resident blocks of block_threads on the device
+  int num_sms = 1;
+  bool distributed = false;
+  bool chunked = false;
+  const void* ro_ptr = nullptr;  // continuous: data(); chunked: device view
+  const void* col_ptr = nullptr;
+  const void* w_ptr = nullptr;
+  bool wide_keys = false;        // 64-bit keys (num_nodes >= 2^32 - 1)
+  std::int64_t max_degree = -1;  // weight_stats, at the first weighted call (not distributed):
+  std::int64_t big_nodes = 0;    // with the number of nodes above gpu::big_degree edges
+  bool all_positive = false;     // and whether every weight is > 0 (no counting pass needed)
+
+  // Per-hop outputs, kept until the next call.
+  struct hop_buffers {
+    scratch src_nodes, offsets, src_index, edge_ids;
+  };
+  std::vector<std::unique_ptr<hop_buffers>> hops;
+  scratch seeds_unique;
+  // Shared scratch.
+  scratch table, slot, new_flags, rank, start, deg, counts, eid, tmp, cub_temp, big_list;
+  scratch seg_base, candidates;
+  scratch ro2, row_idx, wbase, wbuf, widx, gathered_cols, flag;
+  // The call's counts, on the device and (after a fetch) in pinned host memory:
+  // [0] ~first bad seed position (0: none), [1 + h] the dst count of hop h (h = hops: the last
+  // src count), [2 + hops + h] the edge count of hop h, [2 + 2 hops + h] its big-node count,
+  // [2 + 3 hops] and [3 + 3 hops] the graph fault (gpu::record_fault; 0: none).
+  scratch info;
+  long long* host_info = nullptr;
+  std::size_t host_words = 0;
+  scratch seeds_copy;  // the call's seeds, then its random seed: captured graphs read them here
+  std::uint64_t* host_seed = nullptr;  // pinned staging of the random seed
+
+  // Calls whose every hop is sized by bounds issue the same work for the same (batch size,
+  // options): after the first such call the work is captured once as a CUDA graph and
+  // replayed, which saves the launch costs of its ~10 kernels per hop.
+  struct captured {
+    std::size_t count = 0;
+    sample_options options;
+    std::uint64_t epoch = 0;
+    cudaGraphExec_t exec = nullptr;
+    std::vector<device_block> blocks;  // pointers; counts filled per replay
+  };
+  std::vector<captured> graphs;
+  cudaStream_t capture_stream = nullptr;
+
+  /// What the hops of one run share: its options, where the counts live on the device (the
+  /// info words' layout is described at `info`) and whether the seeds were checked yet.
+  struct call_state {
+    const std::int64_t* seeds = nullptr;  // the sampler's copy
+    std::size_t count = 0;
+    const sample_options* options = nullptr;
+    const std::uint64_t* seed_word = nullptr;
+    bool capture = false;  // the stream is capturing a graph
+    bool* bounded = nullptr;
+    std::int64_t num_nodes = 0;
+    std::int64_t num_edges = 0;
+    bool weighted = false;
+    int num_hops = 0;
+    std::size_t words = 0;  // info words
+    long long* d_info = nullptr;
+    long long* level = nullptr;       // d_info + 1: dst counts of the hops, then the src count
+    long long* edge_words = nullptr;  // edge counts of the hops
+    long long* big_words = nullptr;   // big-node counts of the hops
+    long long* fault = nullptr;       // the graph fault (two words)
+    /// The largest degree (weighted, not distributed: weight_stats), else 0.
+    std::int64_t degree_bound = 0;
+    bool checked = false;  // the seeds were checked (check_seeds)
+  };
+
+  /// One hop in flight: its sizes, its per-node arrays and what its steps hand on.
+  struct hop_state {
+    int h = 0;
+    int fanout = 0;
+    hop_buffers* out = nullptr;
+    const std::int64_t* dst = nullptr;  // the dst nodes: the unique seeds or the last src_nodes
+    /// The number of dst nodes: a bound, made exact by take_exact_counts.
+    std::int64_t bound = 0;
+    /// The bound the per-node arrays and the offsets scan are sized by (bound before
+    /// take_exact_counts); the edge total is at offsets[nb].
+    std::size_t nb = 0;
+    bool exact = false;  // the hop fetches its exact counts (take_exact_counts)
+    bool race = false;   // weighted with a fanout: the race of detail::select_weighted
+    /// Race hops of fanout 1..32 spread big nodes over blocks (segments).
+    bool segmentable = false;
+    gpu::device_count n_dst{nullptr, 0};
+    std::int64_t* offsets = nullptr;
+    std::int64_t* st = nullptr;   // start of every dst node's edges
+    std::int64_t* dg = nullptr;   // degree of every dst node
+    std::int64_t* cnt = nullptr;  // positions (weighted: positive weights) of every dst node
+    std::int32_t* big = nullptr;  // race hops: the listed big nodes
+    unsigned long long* big_count = nullptr;
+    const std::int64_t* n_edges = nullptr;  // the edge total, on the device (offsets + nb)
+    // Distributed race hops: the frontier's weights gathered, node i's at wb[wbs[i] + p].
+    const float* wb = nullptr;
+    const std::int64_t* wbs = nullptr;
+    std::int64_t segments = 0;     // a bound of the segments of big nodes (0: none)
+    std::int64_t edge_bound = 0;   // edges: a bound, exact for exact hops
+    std::int64_t* eids = nullptr;  // the sampled edge ids (step 3)
+    std::int64_t* tm = nullptr;    // their positions, for the fills that sort through memory
+  };
+
+  ~impl() {
+    for (captured& c : graphs) WM_CUDA_WARN(cudaGraphExecDestroy(c.exec));
+    if (capture_stream != nullptr) WM_CUDA_WARN(cudaStreamDestroy(capture_stream));
+    if (host_seed != nullptr) WM_CUDA_WARN(cudaFreeHost(host_seed));
+    if (host_info != nullptr) WM_CUDA_WARN(cudaFreeHost(host_info));
+  }
+
+  unsigned grid(std::int64_t items, int per_item = 1) const {
+    const std::int64_t blocks = (items * per_item + block_threads - 1) / block_threads;
+    return static_cast<unsigned>(
+        std::max<std::int64_t>(1, std::min<std::int64_t>(blocks, max_blocks)));
+  }
+
+  void* cub(std::size_t bytes, cudaStream_t stream) {
+    return cub_temp.reserve(bytes, device, stream);
+  }
+
+  long long* device_info(std::size_t words, cudaStream_t stream) {
+    if (words > host_words) {
+      ++gpu::buffer_epoch;
+      WM_CUDA_TRY(cudaStreamSynchronize(stream));
+      if (host_info != nullptr) WM_CUDA_TRY(cudaFreeHost(host_info));
+      host_info = nullptr;
+      host_words = 0;
+      void* host = nullptr;
+      WM_CUDA_TRY(cudaHostAlloc(&host, words * sizeof(long long), cudaHostAllocDefault));
+      host_info = static_cast<long long*>(host);
+      host_words = words;
+    }
+    return info.get<long long>(words, device, stream);
+  }
+
+  /// Copies the first `words` info words to the host and waits for the stream.
+  void fetch_info(std::size_t words, cudaStream_t stream) {
+    WM_CUDA_TRY(cudaMemcpyAsync(host_info, info.get<long long>(words, device, stream),
+                                sizeof(long long) * words, cudaMemcpyDeviceToHost, stream));
+    WM_CUDA_TRY(cudaStreamSynchronize(stream));
+  }
+
+  /// An empty table with room for `entries` keys (load at most 2/3).
+  template <typename K>
+  gpu::key_table<K> fresh_table(std::int64_t entries, cudaStream_t stream) {
+    std::size_t cap = 1024;
+    const std::size_t want =
+        static_cast<std::size_t>(entries) + static_cast<std::size_t>(entries) / 2;
+    while (cap <= want) cap *= 2;
+    const std::size_t bytes = cap * (sizeof(K) + sizeof(unsigned));
+    char* base = static_cast<char*>(table.reserve(bytes, device, stream));
+    WM_CUDA_TRY(cudaMemsetAsync(base, 0xFF, bytes, stream));
+    return {reinterpret_cast<K*>(base), reinterpret_cast<unsigned*>(base + cap * sizeof(K)),
+            static_cast<std::uint32_t>(cap - 1)};
+  }
+
+  /// Throws when host_info[0] names a bad seed (on any rank, for distributed memory).
+  void check_seeds(const std::int64_t* seeds, cudaStream_t stream);
+  /// Distributed graphs: whether any rank reports `mine` true (an allreduce over the graph's
+  /// communicator and one wait), so that no rank is left waiting in a collective.
+  bool any_rank(bool mine, cudaStream_t stream);
+  /// Throws when host_info's fault words name a corrupt row or column index (on every rank,
+  /// for distributed memory).
+  void check_graph(std::size_t num_hops, cudaStream_t stream);
+  /// Scans the new-node flags of `entries_bound` entries and assigns local ids.
+  template <typename K>
+  void relabel(const gpu::new_node_flag<K>& f, std::int64_t entries_bound, std::int32_t* src_index,
+               std::int64_t* src_nodes, long long* num_src, long long* edges_out,
+               cudaStream_t stream);
+  /// rk = the exclusive scan of flags[0, entries_bound] (relabel's new-node ranks; compiled
+  /// once, in sampling_counts.cu).
+  void scan_new_flags(const std::int32_t* flags, std::int32_t* rk, std::int64_t entries_bound,
+                      cudaStream_t stream);
+  /// The sample of `seeds` (count of them).  `capture`: the stream is capturing a graph, so
+  /// the final copy of the counts is queued without a wait and the blocks keep no counts.
+  /// *bounded tells whether every hop was sized by bounds (no wait before the end).
+  /// Compiled once per key width: sampling_keys32.cu, sampling_keys64.cu.
+  template <typename K>
+  std::vector<device_block> run(const std::int64_t* seeds, std::size_t count,
+                                const sample_options& options, const std::uint64_t* seed_word,
+                                cudaStream_t stream, bool capture, bool* bounded);
+  /// Counts of the blocks from host_info, after the final copy; throws for a bad seed.
+  void finish(std::vector<device_block>& blocks, const std::int64_t* seeds, cudaStream_t stream);
+  template <typename K>
+  void capture_graph(const std::int64_t* seeds, std::size_t count, const sample_options& options,
+                     const std::uint64_t* seed_word);
+  template <typename W>
+  void fill(const std::int64_t* dst, gpu::device_count n_dst, std::int64_t bound,
+            const std::int64_t* offsets, const sample_options& options,
+            const std::uint64_t* seed_word, int hop, W w, const std::int32_t* big,
+            const unsigned long long* big_count, std::int64_t segment_bound, std::int64_t* eid_out,
+            std::int64_t* tmp_out, cudaStream_t stream);
+  template <typename W>
+  void count_weighted(gpu::device_count n_dst, std::int64_t bound, std::int64_t degree_bound, W w,
+                      std::int32_t* big, unsigned long long* big_count, cudaStream_t stream);
+  /// The graph's largest degree (returned), its nodes above gpu::big_degree edges and whether
+  /// every weight is positive, found once (one pass over row offsets and weights, one wait).
+  std::int64_t weight_stats(cudaStream_t stream);
+
+  // ---- the steps of run(), in order ----------------------------------------------------------
+
+  /// The call's info words zeroed on the device, and the weight statistics of a weighted call
+  /// (sampling_gpu.cpp).
+  call_state begin_call(const std::int64_t* seeds, std::size_t count, const sample_options& options,
+                        const std::uint64_t* seed_word, cudaStream_t stream, bool capture,
+                        bool* bounded);
+  /// Hop 0's dst nodes: the unique seeds, in order of first occurrence, with their count in
+  /// level[0] (sampling_run.cuh).
+  template <typename K>
+  const std::int64_t* unique_seeds(const call_state& c, cudaStream_t stream);
+  /// Sizes hop h for `bound` dst nodes (distributed: the exact count, fetched) and takes its
+  /// arrays (sampling_gpu.cpp).
+  hop_state begin_hop(call_state& c, int h, const std::int64_t* dst, std::int64_t bound,
+                      cudaStream_t stream);
+  /// Step 1: start, degree and count of every dst node; weighted hops count positive weights
+  /// (sampling_counts.cu).
+  void read_destinations(const call_state& c, hop_state& hop, cudaStream_t stream);
+  /// Step 2: the offsets, the scan of the counts (sampling_counts.cu).
+  void scan_offsets(const call_state& c, hop_state& hop, cudaStream_t stream);
+  /// Exact hops: the dst and edge counts fetched from the device, one wait; checks the seeds
+  /// if not done yet (sampling_gpu.cpp).
+  void take_exact_counts(call_state& c, hop_state& hop, cudaStream_t stream);
+  /// Step 3: the sampled positions as global edge ids (sampling_fill.cu).
+  void sample_edges(const call_state& c, hop_state& hop, cudaStream_t stream);
+  /// Step 4: the relabel, entries the dst nodes, then the neighbors in edge order; returns the
+  /// hop's block (sampling_run.cuh).
+  template <typename K>
+  device_block relabel_hop(const call_state& c, hop_state& hop, cudaStream_t stream);
+  /// Step 4's table insertion of every entry, reading the neighbors through the graph's
+  /// column type and memory (sampling_run.cuh).
+  template <typename K>
+  void insert_entries(const call_state& c, const hop_state& hop, const std::int64_t* gathered,
+                      gpu::key_table<K> t, std::uint32_t* sl, cudaStream_t stream);
+  /// The one wait of a call: every count, and the seed check; a capture only queues the copy
+  /// (sampling_gpu.cpp).
+  void end_call(call_state& c, std::vector<device_block>& blocks, cudaStream_t stream);
+};
+
+// run() is compiled once per key width (sampling_keys32.cu, sampling_keys64.cu).
+extern template std::vector<device_block> gpu_sampler::impl::run<unsigned int>(
+    const std::int64_t*, std::size_t, const sample_options&, const std::uint64_t*, cudaStream_t,
+    bool, bool*);
+extern template std::vector<device_block> gpu_sampler::impl::run<unsigned long long>(
+    const std::int64_t*, std::size_t, const sample_options&, const std::uint64_t*, cudaStream_t,
+    bool, bool*);
+
+}  // namespace wholestore::graph

@@ -1,0 +1,348 @@
+// The distributed path of gather/scatter: indices bucketed by owner rank, rows exchanged over
+// NCCL, the own bucket copied directly (gather_device_common.cuh).
+#include "cuda/gather_device_common.cuh"
+#include "cuda/gather_launch.hpp"
+#include "gather_common.hpp"
+
+#include <wholememory/communicator.hpp>
+#include <wholememory/cuda_check.hpp>
+#include <wholememory/error.hpp>
+#include <wholememory/gather.hpp>
+#include <wholememory/wholememory.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace wholememory::detail {
+namespace {
+
+/// Owner rank of every index, and per-owner counts.  Counting goes through a per-block
+/// histogram in shared memory with one add per warp and owner (__match_any_sync): millions of
+/// global atomics on a handful of counters serialize in L2 and cost more than the pass itself.
+template <typename IndexT>
+__global__ void owner_kernel(const IndexT* __restrict__ idx, std::int64_t n,
+                             const std::int64_t* __restrict__ row_begin, int ranks, int* owner,
+                             unsigned long long* counts) {
+  extern __shared__ unsigned long long block_counts[];
+  for (int r = threadIdx.x; r < ranks; r += blockDim.x) block_counts[r] = 0;
+  __syncthreads();
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const std::int64_t v = static_cast<std::int64_t>(idx[i]);
+    int lo = 0, hi = ranks - 1;  // last rank whose first row is <= v
+    while (lo < hi) {
+      int mid = (lo + hi + 1) / 2;
+      if (row_begin[mid] <= v) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    owner[i] = lo;
+    const bool valid = v >= 0 && v < row_begin[ranks];
+    // Out-of-range indices count nowhere (the call fails before any exchange).
+    const int key = valid ? lo : -1;
+    const unsigned same = __match_any_sync(__activemask(), key);
+    const int leader = __ffs(same) - 1;
+    if (valid && (threadIdx.x & 31) == leader)
+      atomicAdd(block_counts + lo, static_cast<unsigned long long>(__popc(same)));
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < ranks; r += blockDim.x)
+    if (block_counts[r] != 0) atomicAdd(counts + r, block_counts[r]);
+}
+
+// meta[2r] = rows asked of rank r, meta[2r + 1] = whether this rank had a bad index.
+__global__ void meta_kernel(const unsigned long long* counts, const unsigned long long* result,
+                            int ranks, std::int64_t* meta) {
+  for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
+    meta[2 * r] = static_cast<std::int64_t>(counts[r]);
+    meta[2 * r + 1] = result[0] != ~0ull ? 1 : 0;
+  }
+}
+
+template <typename IndexT>
+__global__ void local_rows_kernel(const IndexT* __restrict__ idx,
+                                  const std::int64_t* __restrict__ positions,
+                                  const int* __restrict__ owners,
+                                  const std::int64_t* __restrict__ row_begin, std::int64_t n,
+                                  std::int64_t* local_rows) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t k = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
+       k += stride)
+    local_rows[k] = static_cast<std::int64_t>(idx[positions[k]]) - row_begin[owners[k]];
+}
+
+/// The exchange plan of one distributed call, in device memory, plus host counts.
+struct device_exchange {
+  std::vector<std::size_t> send_counts, send_displs, recv_counts, recv_displs;
+  std::size_t recv_total = 0;
+  std::unique_ptr<stream_buffer> positions;   // caller positions, bucket order (int64)
+  std::unique_ptr<stream_buffer> send_rows;   // owner-local row of every entry, bucket order
+  std::unique_ptr<stream_buffer> local_rows;  // rows of the own part asked for (int64)
+  /// The own bucket [self_begin, self_begin + self_count) when it skips the exchange.
+  std::size_t self_begin = 0, self_count = 0;
+};
+
+communicator& nccl_comm_of(const wholememory& wm, const char* op) {
+  communicator& comm = wm.comm();
+  WM_EXPECTS(comm.get_backend() == backend::nccl,
+             op << " on distributed memory exchanges rows through NCCL; this allocation's "
+                   "communicator is "
+                << backend_name(comm.get_backend()) << " (use " << op
+                << "_host, or create the memory with an NCCL communicator)");
+  return comm;
+}
+
+std::vector<std::size_t> scaled(const std::vector<std::size_t>& v, std::size_t factor) {
+  std::vector<std::size_t> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = v[i] * factor;
+  return out;
+}
+
+/// Checks the indices on every rank, buckets them by owner and sends every owner the rows
+/// asked of it.  With skip_self the own bucket stays out of the exchanges (the caller copies
+/// it directly): self counts are 0, send displacements keep its gap, receive ones do not.
+template <typename IndexT>
+device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std::size_t n,
+                                     const gather_geometry& g, std::size_t rows, const char* op,
+                                     bool skip_self, cudaStream_t stream) {
+  const int ranks = comm.size();
+  const auto sn = static_cast<std::int64_t>(n);
+  // Control block: result[2] | meta_recv[2R] | meta_send[2R] | counts[R] | row_begin[R + 1].
+  const std::size_t words = 2 + 4 * ranks + ranks + ranks + 1;
+  stream_buffer ctl(words * 8, stream);
+  auto* result = ctl.as<unsigned long long>();
+  auto* meta_recv = ctl.as<std::int64_t>() + 2;
+  auto* meta_send = meta_recv + 2 * ranks;
+  auto* counts = reinterpret_cast<unsigned long long*>(meta_send + 2 * ranks);
+  auto* row_begin = reinterpret_cast<std::int64_t*>(counts + ranks);
+  WM_CUDA_TRY(cudaMemsetAsync(ctl.as<void>(), 0, words * 8, stream));
+  WM_CUDA_TRY(cudaMemsetAsync(result, 0xff, 2 * 8, stream));
+  WM_CUDA_TRY(cudaMemcpyAsync(row_begin, g.owner_row_begin.data(), (ranks + 1) * 8,
+                              cudaMemcpyHostToDevice, stream));
+  stream_buffer owner(n * sizeof(int), stream);
+  if (n > 0) {
+    find_bad_index_kernel<<<blocks_for_items(sn), block_threads, 0, stream>>>(
+        idx, sn, static_cast<std::int64_t>(rows), result);
+    WM_CUDA_CHECK_LAUNCH(stream);
+    record_bad_value_kernel<<<1, 1, 0, stream>>>(idx, result);
+    WM_CUDA_CHECK_LAUNCH(stream);
+    owner_kernel<<<blocks_for_items(sn), block_threads, ranks * sizeof(unsigned long long),
+                   stream>>>(idx, sn, row_begin, ranks, owner.as<int>(), counts);
+    WM_CUDA_CHECK_LAUNCH(stream);
+  }
+  meta_kernel<<<1, 128, 0, stream>>>(counts, result, ranks, meta_send);
+  WM_CUDA_CHECK_LAUNCH(stream);
+  std::vector<std::size_t> two(ranks, 2), displs(ranks);
+  for (int r = 0; r < ranks; ++r) displs[r] = 2 * static_cast<std::size_t>(r);
+  comm.alltoallv(meta_send, two.data(), displs.data(), meta_recv, two.data(), displs.data(),
+                 dtype::int64, stream);
+  std::vector<std::int64_t> host(2 + 4 * ranks);
+  WM_CUDA_TRY(cudaMemcpyAsync(host.data(), ctl.as<void>(), host.size() * 8, cudaMemcpyDeviceToHost,
+                              stream));
+  comm.synchronize(stream);
+  WM_CUDA_TRY(cudaStreamSynchronize(stream));
+
+  std::vector<std::int64_t> flags(ranks);
+  for (int r = 0; r < ranks; ++r) flags[r] = host[2 + 2 * r + 1];
+  bad_index mine;
+  if (static_cast<unsigned long long>(host[0]) != ~0ull) mine = bad_index{host[0], host[1]};
+  agree_on_bad_indices(op, flags, comm.rank(), mine, rows);
+
+  device_exchange x;
+  x.send_counts.resize(ranks);
+  x.send_displs.assign(ranks, 0);
+  x.recv_counts.resize(ranks);
+  x.recv_displs.assign(ranks, 0);
+  for (int r = 0; r < ranks; ++r) {
+    x.recv_counts[r] = static_cast<std::size_t>(host[2 + 2 * r]);
+    x.send_counts[r] = static_cast<std::size_t>(host[2 + 2 * ranks + 2 * r]);
+  }
+  for (int r = 1; r < ranks; ++r) x.send_displs[r] = x.send_displs[r - 1] + x.send_counts[r - 1];
+  const int me = comm.rank();
+  if (skip_self) {
+    x.self_begin = x.send_displs[me];
+    x.self_count = x.send_counts[me];
+    x.send_counts[me] = 0;
+    x.recv_counts[me] = 0;
+  }
+  for (int r = 1; r < ranks; ++r) x.recv_displs[r] = x.recv_displs[r - 1] + x.recv_counts[r - 1];
+  x.recv_total = x.recv_displs[ranks - 1] + x.recv_counts[ranks - 1];
+
+  // Bucket by owner (stable), then the rows local to each owner.
+  x.positions = std::make_unique<stream_buffer>(n * 8, stream);
+  x.send_rows = std::make_unique<stream_buffer>(n * 8, stream);
+  stream_buffer& send_rows = *x.send_rows;
+  if (n > 0) {
+    stream_buffer owner_sorted(n * sizeof(int), stream);
+    sort_by_key(owner.as<int>(), owner_sorted.as<int>(), x.positions->as<std::int64_t>(), sn,
+                static_cast<std::uint64_t>(ranks - 1), stream);
+    local_rows_kernel<<<blocks_for_items(sn), block_threads, 0, stream>>>(
+        idx, x.positions->as<std::int64_t>(), owner_sorted.as<int>(), row_begin, sn,
+        send_rows.as<std::int64_t>());
+    WM_CUDA_CHECK_LAUNCH(stream);
+  }
+  x.local_rows = std::make_unique<stream_buffer>(x.recv_total * 8, stream);
+  comm.alltoallv(send_rows.as<std::int64_t>(), x.send_counts.data(), x.send_displs.data(),
+                 x.local_rows->as<std::int64_t>(), x.recv_counts.data(), x.recv_displs.data(),
+                 dtype::int64, stream);
+  return x;
+}
+
+rows_ref own_part_rows(const wholememory& wm, const gather_geometry& g) {
+  part_info mine = wm.local_part();
+  rows_ref r;
+  r.base = static_cast<char*>(mine.ptr);
+  r.stride_bytes = g.stride_bytes;
+  r.col_offset_bytes = g.col_offset_bytes;
+  r.address_bits = reinterpret_cast<std::uintptr_t>(mine.ptr);
+  return r;
+}
+
+}  // namespace
+
+template <typename IndexT>
+void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_matrix& out,
+                        const gather_geometry& g, const gather_options& options,
+                        cudaStream_t stream) {
+  const char* op = "gather";
+  communicator& comm = nccl_comm_of(*table.memory, op);
+  device_exchange x =
+      plan_exchange_device(comm, idx, g.count, g, table.rows, op, /*skip_self=*/true, stream);
+  const std::size_t row_bytes = g.table_row_bytes;
+  const rows_ref own = own_part_rows(*table.memory, g);
+  const rows_ref dense = dense_rows(out, g.dense_stride_bytes);
+  const std::int64_t* positions = x.positions->as<std::int64_t>();
+  // Host-located parts are read in address order when the call is large (as for continuous
+  // memory): the rows land at their packed positions, so only the visiting order changes.
+  const bool sorted_visit = sorts_host(table, g.count, options);
+  const std::uint64_t own_rows_max = static_cast<std::uint64_t>(g.owner_row_begin[comm.rank() + 1] -
+                                                                g.owner_row_begin[comm.rank()]);
+  auto read_own = [&](const std::int64_t* rows, std::size_t n, const rows_ref& packed,
+                      cudaStream_t on) {
+    if (!sorted_visit || n == 0) {
+      gather_entries(table.cols, table.type, own, rows, table.type, packed, nullptr, n, row_bytes,
+                     on);
+      return;
+    }
+    stream_buffer keys(n * sizeof(std::int64_t), on);
+    stream_buffer order(n * sizeof(std::int64_t), on);
+    sort_by_key(rows, keys.as<std::int64_t>(), order.as<std::int64_t>(),
+                static_cast<std::int64_t>(n), own_rows_max, on);
+    gather_entries(table.cols, table.type, own, keys.as<std::int64_t>(), table.type, packed,
+                   order.as<std::int64_t>(), n, row_bytes, on);
+  };
+  // Rows asked of this rank by the others, packed in the table's dtype.
+  stream_buffer send(x.recv_total * row_bytes, stream);
+  read_own(x.local_rows->as<std::int64_t>(), x.recv_total, packed_rows(send.as<void>(), row_bytes),
+           stream);
+  // The own bucket goes from the own part to its caller positions on a side stream, while the
+  // exchange runs (through a packed buffer when the visit is sorted, since the sorted order
+  // scrambles the caller positions).  The positions it writes are disjoint from the received
+  // rows' positions.
+  const cudaStream_t side = side_stream();
+  stream_wait(side, stream);
+  // Joins on every exit, exceptions included, before the buffers above are freed on `stream`.
+  struct join_on_exit {
+    cudaStream_t stream, side;
+    ~join_on_exit() {
+      try {
+        stream_wait(stream, side);
+      } catch (const std::exception&) {
+      }
+    }
+  } join{stream, side};
+  if (!sorted_visit) {
+    gather_entries(table.cols, table.type, own, x.send_rows->as<std::int64_t>() + x.self_begin,
+                   out.type, dense, positions + x.self_begin, x.self_count, row_bytes, side);
+  } else if (x.self_count > 0) {
+    stream_buffer mine(x.self_count * row_bytes, side);
+    read_own(x.send_rows->as<std::int64_t>() + x.self_begin, x.self_count,
+             packed_rows(mine.as<void>(), row_bytes), side);
+    place_entries(table.cols, table.type, packed_rows(mine.as<void>(), row_bytes), nullptr,
+                  out.type, dense, positions + x.self_begin, x.self_count, row_bytes, side);
+  }
+  // Received rows land in bucket order, leaving the own bucket's gap.
+  stream_buffer recv(g.count * row_bytes, stream);
+  comm.alltoallv(send.as<void>(), scaled(x.recv_counts, row_bytes).data(),
+                 scaled(x.recv_displs, row_bytes).data(), recv.as<void>(),
+                 scaled(x.send_counts, row_bytes).data(), scaled(x.send_displs, row_bytes).data(),
+                 dtype::uint8, stream);
+  // Place every received row at its caller position (distinct positions: no duplicates).
+  const std::size_t ranges[2][2] = {{0, x.self_begin}, {x.self_begin + x.self_count, g.count}};
+  for (const auto& range : ranges) {
+    const std::size_t b = range[0], e = range[1];
+    if (e <= b) continue;
+    place_entries(table.cols, table.type, packed_rows(recv.as<char>() + b * row_bytes, row_bytes),
+                  nullptr, out.type, dense, positions + b, e - b, row_bytes, stream);
+  }
+}
+
+template <typename IndexT>
+void scatter_distributed(const dense_matrix& in, const IndexT* idx, const wm_tensor& table,
+                         const gather_geometry& g, const gather_options& options,
+                         cudaStream_t stream) {
+  const char* op = "scatter";
+  communicator& comm = nccl_comm_of(*table.memory, op);
+  device_exchange x =
+      plan_exchange_device(comm, idx, g.count, g, table.rows, op, /*skip_self=*/true, stream);
+  const std::size_t row_bytes = g.table_row_bytes;
+  const rows_ref dense = dense_rows(in, g.dense_stride_bytes);
+  const rows_ref own = own_part_rows(*table.memory, g);
+  const std::int64_t* positions = x.positions->as<std::int64_t>();
+  const std::size_t in_row_bytes = table.cols * g.dense_elem_bytes;
+  // Pack the rows for the other ranks in bucket order, converted to the table's dtype; the own
+  // bucket's gap stays unsent.
+  stream_buffer send(g.count * row_bytes, stream);
+  const std::size_t ranges[2][2] = {{0, x.self_begin}, {x.self_begin + x.self_count, g.count}};
+  for (const auto& range : ranges) {
+    const std::size_t b = range[0], e = range[1];
+    if (e <= b) continue;
+    gather_entries(table.cols, in.type, dense, positions + b, table.type,
+                   packed_rows(send.as<char>() + b * row_bytes, row_bytes), nullptr, e - b,
+                   in_row_bytes, stream);
+  }
+  stream_buffer recv(x.recv_total * row_bytes, stream);
+  comm.alltoallv(send.as<void>(), scaled(x.send_counts, row_bytes).data(),
+                 scaled(x.send_displs, row_bytes).data(), recv.as<void>(),
+                 scaled(x.recv_counts, row_bytes).data(), scaled(x.recv_displs, row_bytes).data(),
+                 dtype::uint8, stream);
+  // Write in rank order (lower ranks' rows, the own rows, higher ranks' rows): the last
+  // occurrence in rank order wins for duplicates.
+  const int me = comm.rank();
+  const auto own_rows = static_cast<std::size_t>(g.owner_row_begin[me + 1] - g.owner_row_begin[me]);
+  const std::size_t before = x.recv_displs[me];
+  const std::int64_t* local_rows = x.local_rows->as<std::int64_t>();
+  const bool sort_rows =
+      !options.unique_indices ||
+      (table.memory->location() == memory_location::host && g.count >= options.sort_host_threshold);
+  scatter_entries(table.cols, table.type, packed_rows(recv.as<void>(), row_bytes), nullptr,
+                  table.type, own, local_rows, before, own_rows, row_bytes, sort_rows, stream);
+  scatter_entries(table.cols, in.type, dense, positions + x.self_begin, table.type, own,
+                  x.send_rows->as<std::int64_t>() + x.self_begin, x.self_count, own_rows,
+                  in_row_bytes, sort_rows, stream);
+  scatter_entries(table.cols, table.type,
+                  packed_rows(recv.as<char>() + before * row_bytes, row_bytes), nullptr, table.type,
+                  own, local_rows + before, x.recv_total - before, own_rows, row_bytes, sort_rows,
+                  stream);
+}
+
+template void gather_distributed<std::int32_t>(const wm_tensor&, const std::int32_t*,
+                                               const dense_matrix&, const gather_geometry&,
+                                               const gather_options&, cudaStream_t);
+template void gather_distributed<std::int64_t>(const wm_tensor&, const std::int64_t*,
+                                               const dense_matrix&, const gather_geometry&,
+                                               const gather_options&, cudaStream_t);
+template void scatter_distributed<std::int32_t>(const dense_matrix&, const std::int32_t*,
+                                                const wm_tensor&, const gather_geometry&,
+                                                const gather_options&, cudaStream_t);
+template void scatter_distributed<std::int64_t>(const dense_matrix&, const std::int64_t*,
+                                                const wm_tensor&, const gather_geometry&,
+                                                const gather_options&, cudaStream_t);
+
+}  // namespace wholememory::detail
