@@ -15,6 +15,9 @@ cd "$(dirname "$0")/.."
 if [ -d .device-shared/data ] && [ ! -e ../shared/data ]; then
   mkdir -p ../shared && cp -r .device-shared/data ../shared/
 fi
+# The device machine cannot reach PyPI: pip fails at once instead of retrying the network
+# (the Python package's tests use the preinstalled nanobind, numpy, pytest, torch).
+export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 what=${1:-all}
 shift || true
 final=${OUT:-/tmp/wholestore-out}
