@@ -119,9 +119,11 @@ echo "==== wholestore --version (log: $log_dir/version.txt) ===="
 echo "==== README test command: scripts/test.sh (log: $log_dir/test.log) ===="
 # Exactly as a user runs it: it re-runs setup and the (no-op) build, then every test.
 set +e
-# ctest with 8 jobs here (16 cores; the GPU tests are small enough to share the GPU): the
-# check must fit one 10-minute device call.
-WHOLESTORE_BUILD_DIR="$build_dir" WHOLESTORE_TEST_JOBS=${WHOLESTORE_TEST_JOBS:-8} \
+# ctest with 4 jobs here (16 cores), so the check fits one 10-minute device call: the GPU
+# tests hold the `gpu` resource lock (one at a time: some compare the GPU's free memory before
+# and after), CPU tests run beside them (more jobs made the peer-fault timing tests miss their
+# one-timeout bound under load).
+WHOLESTORE_BUILD_DIR="$build_dir" WHOLESTORE_TEST_JOBS=${WHOLESTORE_TEST_JOBS:-4} \
   env -u WHOLESTORE_BIG_TEST_GIB scripts/test.sh 2>&1 |
   tee "$log_dir/test.log"
 ctest_rc=${PIPESTATUS[0]}
