@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# One device call after a gpu-check: the GPU tests alone (ctest -L gpu, one at a time), the
+# peer-fault timing tests, the Python package's tests on the GPU, then `wholestore train` on
+# the GPU: ego-Facebook against the CPU path (AUC, the exported embeddings compared byte for
+# byte) and the whole-step pairs/s on a products-shaped R-MAT graph next to
+# scripts/bench-torch-train.py on the same GPU.  Logs and tables in $OUT.
+#   scripts/device-train.sh            # needs an existing build/ (gpu-check made it)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if [ -d .device-shared/data ] && [ ! -e ../shared/data ]; then
+  mkdir -p ../shared && cp -r .device-shared/data ../shared/
+fi
+export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+out=${OUT:-/tmp/wholestore-out}
+mkdir -p "$out"
+b=build/apps/wholestore
+step() { echo "==== $* ($(date +%T))"; }
+
+step build
+cmake --build build -j "$(nproc)" >"$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; exit 1; }
+step "ctest -L gpu"
+timeout "${GPU_TESTS_TIMEOUT:-200}" ctest --test-dir build -L gpu -j 4 --timeout 120 >"$out/gpu-tests.log" 2>&1
+echo "rc=$? $(grep -E 'tests passed|failed out of' "$out/gpu-tests.log")"
+grep -E '\*\*\*(Failed|Timeout|Exception)|Not Run' "$out/gpu-tests.log" | head -20
+step "ctest PeerFaults"
+ctest --test-dir build -R 'PeerFaults|FileIoStore' -j 2 >"$out/peer.log" 2>&1
+echo "rc=$? $(grep -E 'tests passed|failed out of' "$out/peer.log")"
+step pytest
+py=$(command -v python3)
+WHOLESTORE_REQUIRE_GPU=1 PYTHONPATH=build/python PYTHONDONTWRITEBYTECODE=1 timeout 90 \
+  "$py" -m pytest -q -rs -p no:cacheprovider python/tests >"$out/pytest.log" 2>&1
+echo "rc=$?"; tail -n 15 "$out/pytest.log"
+
+fb=../shared/data/facebook_combined.txt
+for dev in cpu gpu; do
+  step "train ego-Facebook $dev"
+  extra=()
+  [ $dev = gpu ] && extra=(--set graph.location=device --set table.location=device)
+  timeout 120 $b train configs/train.yaml --set dataset=$fb --set device=$dev "${extra[@]}" \
+    --export "$out/fb-$dev.npy" >"$out/train-fb-$dev.log" 2>&1
+  echo "rc=$?"; grep -E 'summary|AUC|auc' "$out/train-fb-$dev.log" | tail -n 3
+done
+cmp "$out/fb-cpu.npy" "$out/fb-gpu.npy" && echo "ego-Facebook: GPU embeddings == CPU embeddings (byte for byte)"
+
+step "train products-shaped R-MAT, GPU"
+timeout "${PRODUCTS_TIMEOUT:-150}" $b train configs/train.yaml --set gen.num_nodes=2449029 \
+  --set gen.num_edges=61859140 --set device=gpu --set graph.location=device \
+  --set table.location=device --set batch_size=233472 --set optimizer=adam --set lr=0.01 \
+  --set epochs=1 --set walks_per_node=1 --set holdout=0.01 --set eval_every=0 \
+  >"$out/train-products.log" 2>&1
+echo "rc=$?"; grep -vE '%|#' "$out/train-products.log" | tail -n 12
+step "torch baseline"
+timeout "${TORCH_TIMEOUT:-120}" "$py" scripts/bench-torch-train.py --walks 2048 >"$out/torch-train.log" 2>&1
+echo "rc=$?"; tail -n 12 "$out/torch-train.log"
+step done
