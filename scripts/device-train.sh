@@ -4,7 +4,7 @@
 # the GPU: ego-Facebook against the CPU path (AUC, the exported embeddings compared byte for
 # byte) and the whole-step pairs/s on a products-shaped R-MAT graph next to
 # scripts/bench-torch-train.py on the same GPU.  Logs and tables in $OUT.
-#   scripts/device-train.sh            # needs an existing build/ (gpu-check made it)
+#   scripts/device-train.sh            # configures and builds build/ (with the Python module)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .device-shared/data ] && [ ! -e ../shared/data ]; then
@@ -17,16 +17,18 @@ b=build/apps/wholestore
 step() { echo "==== $* ($(date +%T))"; }
 
 step build
-cmake --build build -j "$(nproc)" >"$out/build.log" 2>&1 || { tail -n 30 "$out/build.log"; exit 1; }
+py=$(scripts/python-env.sh build 2>/dev/null) || py=$(command -v python3)
+{ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DWHOLESTORE_WITH_PYTHON=ON \
+    "-DPython_EXECUTABLE=$py" && cmake --build build -j "$(nproc)"; } >"$out/build.log" 2>&1 ||
+  { tail -n 30 "$out/build.log"; exit 1; }
 step "ctest -L gpu"
-timeout "${GPU_TESTS_TIMEOUT:-200}" ctest --test-dir build -L gpu -j 4 --timeout 120 >"$out/gpu-tests.log" 2>&1
+timeout "${GPU_TESTS_TIMEOUT:-170}" ctest --test-dir build -L gpu -j 4 --timeout 120 >"$out/gpu-tests.log" 2>&1
 echo "rc=$? $(grep -E 'tests passed|failed out of' "$out/gpu-tests.log")"
 grep -E '\*\*\*(Failed|Timeout|Exception)|Not Run' "$out/gpu-tests.log" | head -20
 step "ctest PeerFaults"
 ctest --test-dir build -R 'PeerFaults|FileIoStore' -j 2 >"$out/peer.log" 2>&1
 echo "rc=$? $(grep -E 'tests passed|failed out of' "$out/peer.log")"
 step pytest
-py=$(command -v python3)
 WHOLESTORE_REQUIRE_GPU=1 PYTHONPATH=build/python PYTHONDONTWRITEBYTECODE=1 timeout 90 \
   "$py" -m pytest -q -rs -p no:cacheprovider python/tests >"$out/pytest.log" 2>&1
 echo "rc=$?"; tail -n 15 "$out/pytest.log"
@@ -43,13 +45,13 @@ done
 cmp "$out/fb-cpu.npy" "$out/fb-gpu.npy" && echo "ego-Facebook: GPU embeddings == CPU embeddings (byte for byte)"
 
 step "train products-shaped R-MAT, GPU"
-timeout "${PRODUCTS_TIMEOUT:-150}" $b train configs/train.yaml --set gen.num_nodes=2449029 \
+timeout "${PRODUCTS_TIMEOUT:-110}" $b train configs/train.yaml --set gen.num_nodes=2449029 \
   --set gen.num_edges=61859140 --set device=gpu --set graph.location=device \
   --set table.location=device --set batch_size=233472 --set optimizer=adam --set lr=0.01 \
   --set epochs=1 --set walks_per_node=1 --set holdout=0.01 --set eval_every=0 \
   >"$out/train-products.log" 2>&1
 echo "rc=$?"; grep -vE '%|#' "$out/train-products.log" | tail -n 12
 step "torch baseline"
-timeout "${TORCH_TIMEOUT:-120}" "$py" scripts/bench-torch-train.py --walks 2048 >"$out/torch-train.log" 2>&1
+timeout "${TORCH_TIMEOUT:-90}" "$py" scripts/bench-torch-train.py --walks 2048 >"$out/torch-train.log" 2>&1
 echo "rc=$?"; tail -n 12 "$out/torch-train.log"
 step done
