@@ -1,5 +1,8 @@
 // split_edges (edge_split.hpp): keys per distinct edge, the smallest held out, the training
-// CSR rebuilt without them, and non-edges drawn with a hash set of the input's edges.
+// CSR rebuilt without them, and non-edges drawn against the input's edges.  The distinct
+// edges are kept as a CSR of their own (by first endpoint, each list sorted, no repeats), so
+// that membership is a binary search in one short list: hash sets of every edge took minutes
+// and gigabytes on a products-sized graph.
 #include <graph/detail/sample_select.hpp>
 #include <graph/edge_split.hpp>
 #include <wholememory/error.hpp>
@@ -24,6 +27,60 @@ struct pair_hash {
   }
 };
 
+// The distinct edges of a graph: pair (a, b) (a <= b for an undirected graph) is ends[i] for
+// one i in [offsets[a], offsets[a + 1]), lists sorted, so positions follow (a, b) order.
+struct distinct_edges {
+  std::vector<std::int64_t> offsets, ends;
+
+  distinct_edges(const host_csr& g, bool undirected) {
+    const auto n = static_cast<std::int64_t>(g.num_nodes);
+    auto canonical = [&](std::int64_t u, std::int64_t e) {
+      std::int64_t a = u, b = g.col_indices[e];
+      if (undirected && a > b) std::swap(a, b);
+      return std::make_pair(a, b);
+    };
+    offsets.assign(n + 1, 0);
+    for (std::int64_t u = 0; u < n; ++u)
+      for (std::int64_t e = g.row_offsets[u]; e < g.row_offsets[u + 1]; ++e)
+        ++offsets[canonical(u, e).first + 1];
+    for (std::int64_t a = 0; a < n; ++a) offsets[a + 1] += offsets[a];
+    ends.resize(static_cast<std::size_t>(offsets[n]));
+    std::vector<std::int64_t> next(offsets.begin(), offsets.end() - 1);
+    for (std::int64_t u = 0; u < n; ++u) {
+      for (std::int64_t e = g.row_offsets[u]; e < g.row_offsets[u + 1]; ++e) {
+        const auto [a, b] = canonical(u, e);
+        ends[next[a]++] = b;
+      }
+    }
+    // Sort each list and drop repeats, compacting in place.
+    std::int64_t out = 0;
+    for (std::int64_t a = 0; a < n; ++a) {
+      const auto first = ends.begin() + offsets[a], last = ends.begin() + offsets[a + 1];
+      std::sort(first, last);
+      const auto unique_end = std::unique(first, last);
+      offsets[a] = out;
+      out = std::copy(first, unique_end, ends.begin() + out) - ends.begin();
+    }
+    offsets[n] = out;
+    ends.resize(static_cast<std::size_t>(out));
+    ends.shrink_to_fit();
+  }
+  std::size_t size() const { return ends.size(); }
+  /// Position of (a, b), or size() when it is not an edge.
+  std::size_t find(std::int64_t a, std::int64_t b) const {
+    const auto first = ends.begin() + offsets[a], last = ends.begin() + offsets[a + 1];
+    const auto it = std::lower_bound(first, last, b);
+    return it != last && *it == b ? static_cast<std::size_t>(it - ends.begin()) : size();
+  }
+  /// The first endpoint of the edge at position i.
+  std::int64_t first_of(std::size_t i) const {
+    return static_cast<std::int64_t>(
+               std::upper_bound(offsets.begin(), offsets.end(), static_cast<std::int64_t>(i)) -
+               offsets.begin()) -
+           1;
+  }
+};
+
 }  // namespace
 
 edge_split split_edges(const host_csr& g, double test_fraction, std::uint64_t seed) {
@@ -31,34 +88,36 @@ edge_split split_edges(const host_csr& g, double test_fraction, std::uint64_t se
              "split_edges: the held-out fraction must be in [0, 1), got " << test_fraction);
   const bool undirected = !g.directed;
   const auto n = static_cast<std::int64_t>(g.num_nodes);
-  // Distinct edges (canonical direction for undirected graphs).
-  std::unordered_set<std::pair<std::int64_t, std::int64_t>, pair_hash> edges;
-  for (std::int64_t u = 0; u < n; ++u) {
-    for (std::int64_t e = g.row_offsets[u]; e < g.row_offsets[u + 1]; ++e) {
-      std::int64_t a = u, b = g.col_indices[e];
-      if (undirected && a > b) std::swap(a, b);
-      edges.insert({a, b});
-    }
-  }
+  const distinct_edges edges(g, undirected);
+
+  // Keys; ties go to the smaller (u, v), which is the smaller position.
   struct keyed {
     std::uint64_t key;
-    std::int64_t u, v;
+    std::size_t at;
   };
-  std::vector<keyed> all;
-  all.reserve(edges.size());
+  std::vector<keyed> all(edges.size());
   const std::uint64_t salt = detail::mix64(seed ^ 0x51ed270b5a1ed270ull);
-  for (const auto& [a, b] : edges) all.push_back({pair_code(a, b) ^ salt, a, b});
+  for (std::int64_t a = 0; a < n; ++a) {
+    for (std::int64_t i = edges.offsets[a]; i < edges.offsets[a + 1]; ++i) {
+      const auto at = static_cast<std::size_t>(i);
+      all[at] = {pair_code(a, edges.ends[at]) ^ salt, at};
+    }
+  }
   const auto held = static_cast<std::size_t>(std::llround(test_fraction * all.size()));
   auto order = [](const keyed& x, const keyed& y) {
-    return std::tie(x.key, x.u, x.v) < std::tie(y.key, y.u, y.v);
+    return std::tie(x.key, x.at) < std::tie(y.key, y.at);
   };
-  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(held), all.end(), order);
-  edge_split out;
-  std::unordered_set<std::pair<std::int64_t, std::int64_t>, pair_hash> removed;
-  for (std::size_t i = 0; i < held; ++i) {
-    out.test_edges.emplace_back(all[i].u, all[i].v);
-    removed.insert({all[i].u, all[i].v});
+  if (held < all.size()) {
+    std::nth_element(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(held), all.end(),
+                     order);
   }
+  edge_split out;
+  std::vector<unsigned char> removed(edges.size(), 0);
+  for (std::size_t i = 0; i < held; ++i) {
+    removed[all[i].at] = 1;
+    out.test_edges.emplace_back(edges.first_of(all[i].at), edges.ends[all[i].at]);
+  }
+  all = {};
   std::sort(out.test_edges.begin(), out.test_edges.end());
 
   // Training CSR: the input without the held-out pairs, order and weights kept.
@@ -69,12 +128,15 @@ edge_split split_edges(const host_csr& g, double test_fraction, std::uint64_t se
   t.node_features = g.node_features;
   t.node_ids = g.node_ids;
   t.row_offsets.assign(1, 0);
+  t.row_offsets.reserve(static_cast<std::size_t>(n) + 1);
   const bool weights = !g.edge_weights.empty();
+  t.col_indices.reserve(g.col_indices.size());
+  if (weights) t.edge_weights.reserve(g.edge_weights.size());
   for (std::int64_t u = 0; u < n; ++u) {
     for (std::int64_t e = g.row_offsets[u]; e < g.row_offsets[u + 1]; ++e) {
       std::int64_t a = u, b = g.col_indices[e];
       if (undirected && a > b) std::swap(a, b);
-      if (removed.count({a, b})) continue;
+      if (held != 0 && removed[edges.find(a, b)]) continue;
       t.col_indices.push_back(g.col_indices[e]);
       if (weights) t.edge_weights.push_back(g.edge_weights[e]);
     }
@@ -88,6 +150,7 @@ edge_split split_edges(const host_csr& g, double test_fraction, std::uint64_t se
                  << pairs - static_cast<double>(edges.size()) << ") to draw " << held
                  << " negatives from");
   std::unordered_set<std::pair<std::int64_t, std::int64_t>, pair_hash> drawn;
+  drawn.reserve(held);
   const std::uint64_t key = detail::mix64(seed ^ 0x7f4a7c159e3779b9ull);
   for (std::uint64_t c = 0; out.test_non_edges.size() < held; ++c) {
     std::int64_t a = static_cast<std::int64_t>(
@@ -96,7 +159,7 @@ edge_split split_edges(const host_csr& g, double test_fraction, std::uint64_t se
         detail::rand_below(detail::draw(key, 2 * c + 1), static_cast<std::uint64_t>(n)));
     if (a == b) continue;
     if (undirected && a > b) std::swap(a, b);
-    if (edges.count({a, b})) continue;
+    if (edges.find(a, b) != edges.size()) continue;
     if (!drawn.insert({a, b}).second) continue;
     out.test_non_edges.emplace_back(a, b);
   }
