@@ -112,9 +112,7 @@ edge_split split_edges(const host_csr& g, double test_fraction, std::uint64_t se
                      order);
   }
   edge_split out;
-  std::vector<unsigned char> removed(edges.size(), 0);
   for (std::size_t i = 0; i < held; ++i) {
-    removed[all[i].at] = 1;
     out.test_edges.emplace_back(edges.first_of(all[i].at), edges.ends[all[i].at]);
   }
   all = {};
@@ -132,13 +130,40 @@ edge_split split_edges(const host_csr& g, double test_fraction, std::uint64_t se
   const bool weights = !g.edge_weights.empty();
   t.col_indices.reserve(g.col_indices.size());
   if (weights) t.edge_weights.reserve(g.edge_weights.size());
+  // What each row loses: the other endpoint of its held-out pairs (both rows of an undirected
+  // pair), sorted, as a small CSR; rows that lose nothing are copied whole.
+  std::vector<std::int64_t> lost_at(static_cast<std::size_t>(n) + 1, 0), lost;
+  for (const auto& [a, b] : out.test_edges) {
+    ++lost_at[static_cast<std::size_t>(a) + 1];
+    if (undirected) ++lost_at[static_cast<std::size_t>(b) + 1];
+  }
+  for (std::size_t u = 0; u < static_cast<std::size_t>(n); ++u) lost_at[u + 1] += lost_at[u];
+  lost.resize(static_cast<std::size_t>(lost_at[static_cast<std::size_t>(n)]));
+  {
+    std::vector<std::int64_t> next(lost_at.begin(), lost_at.end() - 1);
+    for (const auto& [a, b] : out.test_edges) {
+      lost[static_cast<std::size_t>(next[static_cast<std::size_t>(a)]++)] = b;
+      if (undirected) lost[static_cast<std::size_t>(next[static_cast<std::size_t>(b)]++)] = a;
+    }
+  }
+  for (std::int64_t u = 0; u < n; ++u)
+    std::sort(lost.begin() + lost_at[u], lost.begin() + lost_at[u + 1]);
   for (std::int64_t u = 0; u < n; ++u) {
-    for (std::int64_t e = g.row_offsets[u]; e < g.row_offsets[u + 1]; ++e) {
-      std::int64_t a = u, b = g.col_indices[e];
-      if (undirected && a > b) std::swap(a, b);
-      if (held != 0 && removed[edges.find(a, b)]) continue;
-      t.col_indices.push_back(g.col_indices[e]);
-      if (weights) t.edge_weights.push_back(g.edge_weights[e]);
+    const std::int64_t begin = g.row_offsets[u], end = g.row_offsets[u + 1];
+    const auto lost_begin = lost.begin() + lost_at[u], lost_end = lost.begin() + lost_at[u + 1];
+    if (lost_begin == lost_end) {
+      t.col_indices.insert(t.col_indices.end(), g.col_indices.begin() + begin,
+                           g.col_indices.begin() + end);
+      if (weights) {
+        t.edge_weights.insert(t.edge_weights.end(), g.edge_weights.begin() + begin,
+                              g.edge_weights.begin() + end);
+      }
+    } else {
+      for (std::int64_t e = begin; e < end; ++e) {
+        if (std::binary_search(lost_begin, lost_end, g.col_indices[e])) continue;
+        t.col_indices.push_back(g.col_indices[e]);
+        if (weights) t.edge_weights.push_back(g.edge_weights[e]);
+      }
     }
     t.row_offsets.push_back(static_cast<std::int64_t>(t.col_indices.size()));
   }
