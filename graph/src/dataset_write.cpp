@@ -322,6 +322,12 @@ manifest write_dataset(const std::string& dir, const host_csr& graph, dtype feat
   // Built beside the destination (the same file system), flushed, then swapped in whole.
   temp_directory temp(target);
   manifest m = write_files(temp.path().string(), graph, features_type);
+  if (exists) {
+    // The replacement keeps the directory's permissions (a group-readable dataset stays so);
+    // a new directory gets the process's default (0777 less the umask).
+    struct stat st {};
+    if (::stat(target.c_str(), &st) == 0) ::chmod(temp.path().c_str(), st.st_mode & 07777);
+  }
   sync_directory(temp.path());
   swap_into_place(temp.path(), target, exists);
   sync_directory(target.parent_path());

@@ -362,6 +362,20 @@ TEST(DatasetDestination, RefusedUpFrontAsWriteDatasetWould) {
   EXPECT_EQ(names_in(dir.file("foreign")), (std::vector<std::string>{"notes.txt"}));
 }
 
+// Replacing a dataset keeps its directory's permissions.
+TEST(DatasetOverwrite, ReplacementKeepsTheDirectoryPermissions) {
+  temp_dir dir;
+  const std::string ds = dir.file("ds");
+  const host_csr g = random_csr(10, 3, false, 0, 31);
+  wholestore::graph::write_dataset(ds, g);
+  for (auto mode : {fs::perms(0750), fs::perms(0705), fs::perms(0755)}) {
+    fs::permissions(ds, mode);
+    wholestore::graph::write_dataset(ds, random_csr(12, 2, false, 0, 32));
+    EXPECT_EQ(fs::status(ds).permissions(), mode);
+    expect_same_graph(wholestore::graph::read_dataset(ds), random_csr(12, 2, false, 0, 32));
+  }
+}
+
 // A directory that holds only dataset files (a previous dataset, also one whose write was
 // interrupted before its manifest) is replaced without asking; so is an empty one.
 TEST(DatasetOverwrite, ReplacesDatasetFilesWithoutAsking) {
