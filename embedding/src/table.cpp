@@ -10,6 +10,7 @@
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
+#include <wholememory/log.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -312,8 +313,8 @@ table& table::operator=(table&& other) noexcept {
     try {
       free();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "wholestore: embedding::table: freeing on assignment failed: %s\n",
-                   e.what());
+      WM_LOG(wholememory::log_level::warn,
+             "embedding::table: freeing on assignment failed: " << e.what());
     }
     impl_ = std::move(other.impl_);
   }
@@ -328,7 +329,7 @@ table::~table() {
     // While another exception unwinds the stack (the collective that failed first), that one
     // is the error to report; the memory is released either way.
     if (std::uncaught_exceptions() == 0) {
-      std::fprintf(stderr, "wholestore: embedding::table: free failed: %s\n", e.what());
+      WM_LOG(wholememory::log_level::warn, "embedding::table: free failed: " << e.what());
     }
   }
 }

@@ -8,6 +8,7 @@
 
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
+#include <wholememory/log.hpp>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -211,8 +212,7 @@ void remove_tree(const std::string& path) {
     fs::remove_all(path, ec);
     if (!fs::exists(fs::symlink_status(path, ec))) return;
   }
-  std::fprintf(stderr, "wholememory: could not remove %s: %s\n", path.c_str(),
-               ec.message().c_str());
+  WM_LOG(log_level::warn, "could not remove " << path << ": " << ec.message());
 }
 
 void prepare_store(const std::string& dir, const std::vector<stored_array>& arrays,

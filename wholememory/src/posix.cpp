@@ -1,6 +1,7 @@
 #include "posix.hpp"
 
 #include <wholememory/error.hpp>
+#include <wholememory/log.hpp>
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -20,7 +21,7 @@ void unique_fd::reset(int fd) {
   // close() may report EINTR after the descriptor is already released (Linux), so it is never
   // retried; a failure here cannot be acted on by the caller and destructors must not throw.
   if (old >= 0 && ::close(old) == -1 && errno != EINTR) {
-    std::fprintf(stderr, "wholememory: close(%d) failed: %s\n", old, errno_text(errno).c_str());
+    WM_LOG(log_level::warn, "close(" << old << ") failed: " << errno_text(errno));
   }
 }
 
@@ -49,8 +50,8 @@ mapping& mapping::operator=(mapping&& other) noexcept {
 
 void mapping::reset() {
   if (addr_ != nullptr && bytes_ > 0 && ::munmap(addr_, bytes_) == -1) {
-    std::fprintf(stderr, "wholememory: munmap(%p, %zu) failed: %s\n", addr_, bytes_,
-                 errno_text(errno).c_str());
+    WM_LOG(log_level::warn,
+           "munmap(" << addr_ << ", " << bytes_ << ") failed: " << errno_text(errno));
   }
   addr_ = nullptr;
   bytes_ = 0;

@@ -3,6 +3,7 @@
 #include "tcp_store.hpp"
 
 #include <wholememory/error.hpp>
+#include <wholememory/log.hpp>
 
 #include "bootstrap_rounds.hpp"
 #include "tcp_wire.hpp"
@@ -78,7 +79,7 @@ class store_server {
       shut_down();
     } catch (const std::exception& e) {
       // Nobody to throw to: closing every connection makes the clients fail at once.
-      std::fprintf(stderr, "wholememory bootstrap store: %s\n", e.what());
+      WM_LOG(log_level::error, "the bootstrap store stopped: " << e.what());
     }
     peers_.clear();
   }

@@ -6,6 +6,7 @@
 
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/error.hpp>
+#include <wholememory/log.hpp>
 #include <wholememory/wholememory.hpp>
 
 #include <unistd.h>
@@ -446,10 +447,10 @@ wholememory::~wholememory() {
     // free() has released this process's part either way.  While another exception unwinds
     // the stack (the collective that failed first), that one is the error to report.
     if (std::uncaught_exceptions() == 0) {
-      std::fprintf(stderr,
-                   "wholememory: the other ranks did not free an allocation together with this "
-                   "one (released here): %s\n",
-                   e.what());
+      WM_LOG(log_level::warn,
+             "the other ranks did not free an allocation together with this "
+             "one (released here): "
+                 << e.what());
     }
   }
 }

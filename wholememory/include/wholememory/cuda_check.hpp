@@ -11,6 +11,7 @@
 #pragma once
 
 #include <wholememory/error.hpp>
+#include <wholememory/log.hpp>
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -141,14 +142,15 @@ class device_guard {
 #endif
 
 /// Like WM_CUDA_TRY but only reports the failure on stderr (destructors, cleanup).
-#define WM_CUDA_WARN(call)                                                                  \
-  do {                                                                                      \
-    cudaError_t wm_cuda_err_ = (call);                                                      \
-    if (wm_cuda_err_ != cudaSuccess) {                                                      \
-      cudaGetLastError();                                                                   \
-      std::fprintf(stderr, "wholestore: %s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
-                   ::wholememory::cuda_error_text(wm_cuda_err_).c_str());                   \
-    }                                                                                       \
+#define WM_CUDA_WARN(call)                                                                         \
+  do {                                                                                             \
+    cudaError_t wm_cuda_err_ = (call);                                                             \
+    if (wm_cuda_err_ != cudaSuccess) {                                                             \
+      cudaGetLastError();                                                                          \
+      WM_LOG(::wholememory::log_level::warn,                                                       \
+             #call " failed: " << ::wholememory::cuda_error_text(wm_cuda_err_) << " (" << __FILE__ \
+                               << ":" << __LINE__ << ")");                                         \
+    }                                                                                              \
   } while (0)
 
 /// Like WM_CU_TRY but only reports the failure on stderr (destructors, cleanup).
@@ -156,7 +158,8 @@ class device_guard {
   do {                                                                                      \
     CUresult wm_cu_res_ = (call);                                                           \
     if (wm_cu_res_ != CUDA_SUCCESS) {                                                       \
-      std::fprintf(stderr, "wholestore: %s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
-                   ::wholememory::detail::cu_result_text(wm_cu_res_).c_str());              \
+      WM_LOG(::wholememory::log_level::warn,                                                \
+             #call " failed: " << ::wholememory::detail::cu_result_text(wm_cu_res_) << " (" \
+                               << __FILE__ << ":" << __LINE__ << ")");                      \
     }                                                                                       \
   } while (0)

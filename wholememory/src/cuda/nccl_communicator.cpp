@@ -22,6 +22,7 @@
 #include <wholememory/cuda_check.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
+#include <wholememory/log.hpp>
 
 #include <nccl.h>
 
@@ -446,7 +447,7 @@ class nccl_communicator final : public communicator {
     cudaSetDevice(device_);
     ncclResult_t res = ncclCommAbort(comm_);
     if (res != ncclSuccess) {
-      std::fprintf(stderr, "wholestore: ncclCommAbort failed: %s\n", ncclGetErrorString(res));
+      WM_LOG(log_level::warn, "ncclCommAbort failed: " << ncclGetErrorString(res));
     }
     comm_ = nullptr;
     aborted_.store(true, std::memory_order_release);
@@ -471,19 +472,20 @@ class nccl_communicator final : public communicator {
       }
       clean = state == ncclSuccess;
       if (!clean) {
-        std::fprintf(stderr,
-                     "wholestore: ncclCommFinalize on rank %d did not finish (%s); "
-                     "aborting the communicator\n",
-                     rank(), state == ncclInProgress ? "timed out" : ncclGetErrorString(state));
+        WM_LOG(log_level::warn,
+               "ncclCommFinalize on rank "
+                   << rank() << " did not finish ("
+                   << (state == ncclInProgress ? "timed out" : ncclGetErrorString(state))
+                   << "); aborting the communicator");
       }
     } else {
-      std::fprintf(stderr, "wholestore: ncclCommFinalize failed: %s; aborting the communicator\n",
-                   ncclGetErrorString(res));
+      WM_LOG(log_level::warn, "ncclCommFinalize failed: " << ncclGetErrorString(res)
+                                                          << "; aborting the communicator");
     }
     if (clean) {
       res = ncclCommDestroy(comm_);
       if (res != ncclSuccess) {
-        std::fprintf(stderr, "wholestore: ncclCommDestroy failed: %s\n", ncclGetErrorString(res));
+        WM_LOG(log_level::warn, "ncclCommDestroy failed: " << ncclGetErrorString(res));
       }
       comm_ = nullptr;
     } else {
