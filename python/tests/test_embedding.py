@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import wholestore as ws
+from conftest import skip_store_where_gpu
 
 HYPER = dict(beta1=0.9, beta2=0.999, eps=1e-8, alpha=0.99)
 
@@ -121,8 +122,7 @@ def test_write_rows_and_local_weights(comm):
     np.testing.assert_array_equal(t.read_state("m", [5]), 0)
 
 
-@pytest.mark.skipif(ws.cuda_built() and ws.device_count() > 0,
-                    reason="Known crash (issue 14): on the H100 device machine (2026-11-23) this test died with SIGSEGV inside store_checkpoint/store of a host table, in isolation and without torch; the same store passes in C++ there (embedding_tests, wholememory_tests) and here. Skipped where a GPU is visible until diagnosed, so the rest of the suite runs.")
+@skip_store_where_gpu
 def test_checkpoint_round_trip(comm, tmp_path):
     rng = np.random.default_rng(12)
     t = make_table(comm, "adam", type="chunked")

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import wholestore as ws
+from conftest import skip_store_where_gpu
 
 TYPES = ["continuous", "chunked", "distributed"]
 DTYPES = ["int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64"]
@@ -120,8 +121,7 @@ def test_dlpack_round_trip(comm):
     np.testing.assert_array_equal(out, ref[[4, 0]])
 
 
-@pytest.mark.skipif(ws.cuda_built() and ws.device_count() > 0,
-                    reason="Known crash (issue 14): on the H100 device machine (2026-11-23) this test died with SIGSEGV inside store_checkpoint/store of a host table, in isolation and without torch; the same store passes in C++ there (embedding_tests, wholememory_tests) and here. Skipped where a GPU is visible until diagnosed, so the rest of the suite runs.")
+@skip_store_where_gpu
 def test_store_and_load(comm, tmp_path):
     a = ws.WholeMemory(comm, (20, 3), "int32", "continuous", "host")
     ref = filled(a, np.random.default_rng(5))
