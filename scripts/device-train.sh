@@ -28,6 +28,48 @@ grep -E '\*\*\*(Failed|Timeout|Exception)|Not Run' "$out/gpu-tests.log" | head -
 step "ctest PeerFaults"
 ctest --test-dir build -R 'PeerFaults|FileIoStore' -j 2 >"$out/peer.log" 2>&1
 echo "rc=$? $(grep -E 'tests passed|failed out of' "$out/peer.log")"
+step "pytest: the known store_checkpoint crash, with a native backtrace"
+# A SIGSEGV handler preloaded into Python prints the native frames (module+offset, resolved
+# later with addr2line against the _core module copied to $OUT); faulthandler the Python ones.
+cat >/tmp/segv_trace.c <<'C'
+#include <execinfo.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+static void on_fault(int sig, siginfo_t* info, void* ctx) {
+  (void)ctx;
+  char msg[96];
+  int n = 0;
+  const char* head = "segv_trace: native frames, fault address ";
+  write(2, head, strlen(head));
+  unsigned long a = (unsigned long)info->si_addr;
+  for (int s = 60; s >= 0; s -= 4) msg[n++] = "0123456789abcdef"[(a >> s) & 15];
+  msg[n++] = '\n';
+  write(2, msg, n);
+  void* frames[64];
+  int count = backtrace(frames, 64);
+  backtrace_symbols_fd(frames, count, 2);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+__attribute__((constructor)) static void install(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = on_fault;
+  sa.sa_flags = SA_SIGINFO;
+  sigaction(SIGSEGV, &sa, 0);
+  sigaction(SIGBUS, &sa, 0);
+  sigaction(SIGABRT, &sa, 0);
+}
+C
+gcc -shared -fPIC -O1 -o /tmp/segv_trace.so /tmp/segv_trace.c
+cp build/python/wholestore/_core*.so "$out/" 2>/dev/null
+grep -m1 '^[^ ]* /.*_core' /proc/self/maps >/dev/null 2>&1 || true
+WHOLESTORE_RUN_KNOWN_CRASH=1 LD_PRELOAD=/tmp/segv_trace.so PYTHONPATH=build/python \
+  PYTHONDONTWRITEBYTECODE=1 timeout 60 "$py" -X faulthandler -m pytest -q -s -p no:cacheprovider \
+  python/tests/test_embedding.py::test_checkpoint_round_trip python/tests/test_memory.py \
+  -k 'checkpoint_round_trip or store' >"$out/pytest-crash.log" 2>&1
+echo "rc=$?"; tail -n 60 "$out/pytest-crash.log"
 step pytest
 WHOLESTORE_REQUIRE_GPU=1 PYTHONPATH=build/python PYTHONDONTWRITEBYTECODE=1 timeout 90 \
   "$py" -m pytest -q -rs -p no:cacheprovider python/tests >"$out/pytest.log" 2>&1
@@ -54,4 +96,21 @@ echo "rc=$?"; grep -vE '%|#' "$out/train-products.log" | tail -n 12
 step "torch baseline"
 timeout "${TORCH_TIMEOUT:-90}" "$py" scripts/bench-torch-train.py --walks 2048 >"$out/torch-train.log" 2>&1
 echo "rc=$?"; tail -n 12 "$out/torch-train.log"
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU [0-9]' || true)
+if [ "$gpus" -ge 2 ]; then
+  export NCCL_NVLS_ENABLE=0
+  step "train ego-Facebook gpu, 2 ranks on 2 GPUs"
+  timeout 150 $b launch -n 2 -- $b train configs/train.yaml --set dataset=$fb --set device=gpu \
+    --set graph.location=device --set table.location=device --export "$out/fb-gpu2.npy" \
+    >"$out/train-fb-gpu2.log" 2>&1
+  echo "rc=$?"; grep -E 'summary|AUC|auc' "$out/train-fb-gpu2.log" | tail -n 3
+  cmp "$out/fb-gpu.npy" "$out/fb-gpu2.npy" && echo "ego-Facebook: 2 GPUs == 1 GPU (byte for byte)"
+  step "train products-shaped R-MAT, 2 ranks on 2 GPUs"
+  timeout "${PRODUCTS_TIMEOUT:-110}" $b launch -n 2 -- $b train configs/train.yaml \
+    --set gen.num_nodes=2449029 --set gen.num_edges=61859140 --set device=gpu \
+    --set graph.location=device --set table.location=device --set batch_size=233472 \
+    --set optimizer=adam --set lr=0.01 --set epochs=1 --set walks_per_node=1 \
+    --set holdout=0.01 --set eval_every=0 >"$out/train-products2.log" 2>&1
+  echo "rc=$?"; grep -vE '%|#' "$out/train-products2.log" | tail -n 12
+fi
 step done

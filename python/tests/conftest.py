@@ -28,7 +28,7 @@ def has_gpu():
 # takes the same path and has not run there.  Skipped where a GPU is visible so that the rest
 # of the suite runs.
 skip_store_where_gpu = pytest.mark.skipif(
-    has_gpu(), reason="known SIGSEGV in store_checkpoint of a host table on the GPU machine "
+    has_gpu() and not os.environ.get("WHOLESTORE_RUN_KNOWN_CRASH"), reason="known SIGSEGV in store_checkpoint of a host table on the GPU machine "
                       "(issue 14, not yet diagnosed)")
 
 
