@@ -397,6 +397,12 @@ int run_train(int argc, char** argv) {
         "  step      %.2f s training (slowest rank); rank 0: %.2f s walks+negatives, "
         "%.2f s lookups+loss+gradients+updates\n",
         r.train_s, r.walk_s, r.step_s);
+    if (s.use_gpu) {
+      std::printf(
+          "  gpu       rank 0's stream: %.2f s lookups, %.2f s loss+gradients, %.2f s input "
+          "update, %.2f s output update\n",
+          r.gpu_lookup_s, r.gpu_sgns_s, r.gpu_input_update_s, r.gpu_output_update_s);
+    }
     std::printf(
         "summary: %d rank(s), %s, %s, %d epoch(s), ROC-AUC %.4f, Hits@%d %.4f, loss %.4f, "
         "%.0f pairs/s (whole step), %.2f s\n",

@@ -220,7 +220,17 @@ class trainer {
 #if defined(WHOLESTORE_HAS_CUDA)
       if (cudaStreamCreate(&stream_) != cudaSuccess) WM_FAIL(wm::cuda_error, "cudaStreamCreate");
 #endif
-      if (s_.table_type == wm::memory_type::distributed) comm_ = wm::make_nccl_communicator(bs_);
+      // One GPU per rank: the tables' exchanges (apply_gradients sends every gradient row to
+      // its owner) go over NCCL, peer to peer.  The host communicator stages them through host
+      // memory, which made two ranks on two GPUs ten times slower than one.  Ranks sharing a
+      // GPU keep the host communicator (NCCL needs a GPU per rank), except for distributed
+      // tables, which need NCCL and say so when they cannot have it.
+      const bool distributed = s_.table_type == wm::memory_type::distributed;
+      if (bs_->size() > 1 && !distributed) {
+        const wm::gpu_sharing sharing = wm::describe_gpu_sharing(*bs_, device_);
+        if (!sharing.shared()) comm_ = wm::make_nccl_communicator(bs_, device_);
+      }
+      if (distributed) comm_ = wm::make_nccl_communicator(bs_);
     }
     graph_ = graph::make_graph(comm_, split.train, s_.graph_type, s_.graph_location);
     graph::negative_options no;
@@ -260,6 +270,8 @@ class trainer {
 
   ~trainer() {
 #if defined(WHOLESTORE_HAS_CUDA)
+    for (cudaEvent_t e : events_)
+      if (e) cudaEventDestroy(e);
     if (stream_) cudaStreamDestroy(stream_);
 #endif
   }
@@ -467,15 +479,44 @@ class trainer {
     auto* cg = static_cast<float*>(d_center_grads_.reserve_discard((n + 1) * dim * 4, device_));
     auto* tg = static_cast<float*>(d_target_grads_.reserve_discard((nt + 1) * dim * 4, device_));
     auto* ls = static_cast<float*>(d_losses_.reserve_discard((n + 1) * 4, device_));
+    mark(0);
     input_.lookup({ci, wm::dtype::int64, n}, {cr, wm::dtype::float32, n, dim, dim}, stream_);
     output_.lookup({ti, wm::dtype::int64, nt}, {tr, wm::dtype::float32, nt, dim, dim}, stream_);
+    mark(1);
     embedding::sgns_gradients({cr, tr, n, s_.negatives, dim, cg, tg, ls}, stream_);
+    mark(2);
     input_.apply_gradients({ci, wm::dtype::int64, n}, {cg, wm::dtype::float32, n, dim, dim}, lr,
                            stream_);
+    mark(3);
     output_.apply_gradients({ti, wm::dtype::int64, nt}, {tg, wm::dtype::float32, nt, dim, dim}, lr,
                             stream_);
+    mark(4);
     sync();
+    add_phase_times();
     if (n) wm::copy_bytes(losses_.data(), ls, n * 4);
+  }
+
+  // CUDA events between the GPU step's phases (train_result::gpu_*_s).
+  void mark(int i) {
+#if defined(WHOLESTORE_HAS_CUDA)
+    if (!events_[i] && cudaEventCreate(&events_[i]) != cudaSuccess)
+      WM_FAIL(wm::cuda_error, "train: cudaEventCreate failed");
+    if (cudaEventRecord(events_[i], stream_) != cudaSuccess)
+      WM_FAIL(wm::cuda_error, "train: cudaEventRecord failed");
+#else
+    (void)i;
+#endif
+  }
+
+  void add_phase_times() {
+#if defined(WHOLESTORE_HAS_CUDA)
+    for (int i = 0; i < phases; ++i) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, events_[i], events_[i + 1]) != cudaSuccess)
+        WM_FAIL(wm::cuda_error, "train: cudaEventElapsedTime failed");
+      phase_s_[i] += ms / 1e3;
+    }
+#endif
   }
 
   void sync() {
@@ -512,6 +553,10 @@ class trainer {
       bs_->barrier();
       result.step_s += seconds_since(ta);
       ++result.steps;
+      result.gpu_lookup_s = phase_s_[0];
+      result.gpu_sgns_s = phase_s_[1];
+      result.gpu_input_update_s = phase_s_[2];
+      result.gpu_output_update_s = phase_s_[3];
       if (cb.step) {
         cb.step(
             epoch + 1, b + 1, steps_per_epoch_,
@@ -625,6 +670,11 @@ class trainer {
   std::shared_ptr<wm::communicator> comm_;
   int device_ = -1;
   cudaStream_t stream_ = nullptr;
+  static constexpr int phases = 4;  // lookups, SGNS, input update, output update
+#if defined(WHOLESTORE_HAS_CUDA)
+  cudaEvent_t events_[phases + 1] = {};
+#endif
+  double phase_s_[phases] = {};
   graph::csr_graph graph_;
   std::unique_ptr<graph::negative_sampler> negatives_;
   std::unique_ptr<graph::gpu_walker> walker_;

@@ -5,14 +5,18 @@
 # byte) and the whole-step pairs/s on a products-shaped R-MAT graph next to
 # scripts/bench-torch-train.py on the same GPU.  Logs and tables in $OUT.
 #   scripts/device-train.sh            # configures and builds build/ (with the Python module)
+#   SKIP_TESTS=1 scripts/device-train.sh  # ... without the tests: the training figures only
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .device-shared/data ] && [ ! -e ../shared/data ]; then
   mkdir -p ../shared && cp -r .device-shared/data ../shared/
 fi
 export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-out=${OUT:-/tmp/wholestore-out}
-mkdir -p "$out"
+final=${OUT:-/tmp/wholestore-out}
+out=$(mktemp -d)
+mkdir -p "$final"
+# Every log and export in one file (the device tool brings back at most 8).
+trap 'tar czf "$final/logs.tgz" -C "$out" . 2>/dev/null' EXIT
 b=build/apps/wholestore
 step() { echo "==== $* ($(date +%T))"; }
 
@@ -21,6 +25,7 @@ py=$(scripts/python-env.sh build 2>/dev/null) || py=$(command -v python3)
 { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DWHOLESTORE_WITH_PYTHON=ON \
     "-DPython_EXECUTABLE=$py" && cmake --build build -j "$(nproc)"; } >"$out/build.log" 2>&1 ||
   { tail -n 30 "$out/build.log"; exit 1; }
+if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: the training figures only
 step "ctest -L gpu"
 timeout "${GPU_TESTS_TIMEOUT:-170}" ctest --test-dir build -L gpu -j 4 --timeout 120 >"$out/gpu-tests.log" 2>&1
 echo "rc=$? $(grep -E 'tests passed|failed out of' "$out/gpu-tests.log")"
@@ -28,9 +33,9 @@ grep -E '\*\*\*(Failed|Timeout|Exception)|Not Run' "$out/gpu-tests.log" | head -
 step "ctest PeerFaults"
 ctest --test-dir build -R 'PeerFaults|FileIoStore' -j 2 >"$out/peer.log" 2>&1
 echo "rc=$? $(grep -E 'tests passed|failed out of' "$out/peer.log")"
-step "pytest: the known store_checkpoint crash, with a native backtrace"
-# A SIGSEGV handler preloaded into Python prints the native frames (module+offset, resolved
-# later with addr2line against the _core module copied to $OUT); faulthandler the Python ones.
+step pytest
+# A SIGSEGV handler preloaded into Python prints the native frames of a crash (module+offset:
+# resolve with addr2line against the _core module copied to $OUT); faulthandler the Python ones.
 cat >/tmp/segv_trace.c <<'C'
 #include <execinfo.h>
 #include <signal.h>
@@ -62,19 +67,15 @@ __attribute__((constructor)) static void install(void) {
   sigaction(SIGABRT, &sa, 0);
 }
 C
-gcc -shared -fPIC -O1 -o /tmp/segv_trace.so /tmp/segv_trace.c
-cp build/python/wholestore/_core*.so "$out/" 2>/dev/null
-grep -m1 '^[^ ]* /.*_core' /proc/self/maps >/dev/null 2>&1 || true
-WHOLESTORE_RUN_KNOWN_CRASH=1 LD_PRELOAD=/tmp/segv_trace.so PYTHONPATH=build/python \
-  PYTHONDONTWRITEBYTECODE=1 timeout 60 "$py" -X faulthandler -m pytest -q -s -p no:cacheprovider \
-  python/tests/test_embedding.py::test_checkpoint_round_trip python/tests/test_memory.py \
-  -k 'checkpoint_round_trip or store' >"$out/pytest-crash.log" 2>&1
-echo "rc=$?"; tail -n 60 "$out/pytest-crash.log"
-step pytest
-WHOLESTORE_REQUIRE_GPU=1 PYTHONPATH=build/python PYTHONDONTWRITEBYTECODE=1 timeout 90 \
-  "$py" -m pytest -q -rs -p no:cacheprovider python/tests >"$out/pytest.log" 2>&1
-echo "rc=$?"; tail -n 15 "$out/pytest.log"
+gcc -shared -fPIC -O1 -Wno-unused-result -o /tmp/segv_trace.so /tmp/segv_trace.c
+WHOLESTORE_REQUIRE_GPU=1 LD_PRELOAD=/tmp/segv_trace.so PYTHONPATH=build/python \
+  PYTHONDONTWRITEBYTECODE=1 timeout 90 "$py" -X faulthandler -m pytest -q -rs -p no:cacheprovider \
+  python/tests >"$out/pytest.log" 2>&1
+rc=$?
+echo "rc=$rc"; tail -n 15 "$out/pytest.log"
+[ $rc -ne 0 ] && cp build/python/wholestore/_core*.so "$final/"
 
+fi
 fb=../shared/data/facebook_combined.txt
 for dev in cpu gpu; do
   step "train ego-Facebook $dev"

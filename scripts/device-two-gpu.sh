@@ -27,7 +27,7 @@ grep -E "static|Python module links" "$out/build.log" | head -5
 readelf -d build/python/wholestore/_core*.so | grep NEEDED | tr -s ' ' | cut -d' ' -f5- | tr '\n' ' '
 echo; echo "exported: $(nm -D --defined-only build/python/wholestore/_core*.so | wc -l) symbols"
 step pytest
-WHOLESTORE_REQUIRE_GPU=1 WHOLESTORE_RUN_KNOWN_CRASH=1 PYTHONPATH=build/python \
+WHOLESTORE_REQUIRE_GPU=1 PYTHONPATH=build/python \
   PYTHONDONTWRITEBYTECODE=1 timeout 120 "$py" -X faulthandler -m pytest -q -rs \
   -p no:cacheprovider python/tests >"$out/pytest.log" 2>&1
 echo "rc=$?"; tail -n 12 "$out/pytest.log"

@@ -22,16 +22,6 @@ def has_gpu():
     return ws.cuda_built() and ws.device_count() > 0
 
 
-# Known crash (issue 14), not yet diagnosed: on the H100 device machine (2026-11-23)
-# EmbeddingTable.store_checkpoint of a host table died with SIGSEGV, also run alone and without
-# torch; the same store passes from C++ there and from Python without a GPU.  WholeMemory.store
-# takes the same path and has not run there.  Skipped where a GPU is visible so that the rest
-# of the suite runs.
-skip_store_where_gpu = pytest.mark.skipif(
-    has_gpu() and not os.environ.get("WHOLESTORE_RUN_KNOWN_CRASH"), reason="known SIGSEGV in store_checkpoint of a host table on the GPU machine "
-                      "(issue 14, not yet diagnosed)")
-
-
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import wholestore as ws
-from conftest import skip_store_where_gpu
 
 HYPER = dict(beta1=0.9, beta2=0.999, eps=1e-8, alpha=0.99)
 
@@ -122,7 +121,6 @@ def test_write_rows_and_local_weights(comm):
     np.testing.assert_array_equal(t.read_state("m", [5]), 0)
 
 
-@skip_store_where_gpu
 def test_checkpoint_round_trip(comm, tmp_path):
     rng = np.random.default_rng(12)
     t = make_table(comm, "adam", type="chunked")

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 import wholestore as ws
-from conftest import skip_store_where_gpu
 
 TYPES = ["continuous", "chunked", "distributed"]
 DTYPES = ["int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64"]
@@ -121,7 +120,6 @@ def test_dlpack_round_trip(comm):
     np.testing.assert_array_equal(out, ref[[4, 0]])
 
 
-@skip_store_where_gpu
 def test_store_and_load(comm, tmp_path):
     a = ws.WholeMemory(comm, (20, 3), "int32", "continuous", "host")
     ref = filled(a, np.random.default_rng(5))
