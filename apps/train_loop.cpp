@@ -438,52 +438,70 @@ class trainer {
 
   // One step on this rank's assembled pairs; returns the sum of their losses in loss units.
   std::int64_t step(float lr) {
+    if (s_.use_gpu) return step_gpu(lr);
     const std::size_t n = n_pairs_, nt = n * (static_cast<std::size_t>(s_.negatives) + 1);
     const std::size_t dim = s_.dim;
-    losses_.resize(n);
-    if (!s_.use_gpu) {
-      center_rows_.resize(n * dim);
-      target_rows_.resize(nt * dim);
-      center_grads_.resize(n * dim);
-      target_grads_.resize(nt * dim);
-      input_.lookup_host({centers_.data(), wm::dtype::int64, n},
-                         {center_rows_.data(), wm::dtype::float32, n, dim, dim}, s_.threads);
-      output_.lookup_host({targets_.data(), wm::dtype::int64, nt},
-                          {target_rows_.data(), wm::dtype::float32, nt, dim, dim}, s_.threads);
-      embedding::sgns_gradients_host(
-          {center_rows_.data(), target_rows_.data(), n, s_.negatives, dim, center_grads_.data(),
-           target_grads_.data(), losses_.data()},
-          s_.threads);
-      input_.apply_gradients_host({centers_.data(), wm::dtype::int64, n},
-                                  {center_grads_.data(), wm::dtype::float32, n, dim, dim}, lr,
-                                  s_.threads);
-      output_.apply_gradients_host({targets_.data(), wm::dtype::int64, nt},
-                                   {target_grads_.data(), wm::dtype::float32, nt, dim, dim}, lr,
-                                   s_.threads);
-    } else {
-      step_gpu(lr);
-    }
-    std::int64_t sum = 0;
-    for (float l : losses_) sum += std::llround(static_cast<double>(l) * loss_unit);
-    return sum;
+    center_rows_.resize(n * dim);
+    target_rows_.resize(nt * dim);
+    center_grads_.resize(n * dim);
+    target_grads_.resize(nt * dim);
+    input_.lookup_host({centers_.data(), wm::dtype::int64, n},
+                       {center_rows_.data(), wm::dtype::float32, n, dim, dim}, s_.threads);
+    output_.lookup_host({targets_.data(), wm::dtype::int64, nt},
+                        {target_rows_.data(), wm::dtype::float32, nt, dim, dim}, s_.threads);
+    long long units = 0;
+    embedding::sgns_batch b{center_rows_.data(), target_rows_.data(), n, s_.negatives, dim,
+                            center_grads_.data(),  target_grads_.data(), nullptr};
+    b.loss_units = &units;
+    b.loss_scale = loss_unit;
+    embedding::sgns_gradients_host(b, s_.threads);
+    input_.apply_gradients_host({centers_.data(), wm::dtype::int64, n},
+                                {center_grads_.data(), wm::dtype::float32, n, dim, dim}, lr,
+                                s_.threads);
+    output_.apply_gradients_host({targets_.data(), wm::dtype::int64, nt},
+                                 {target_grads_.data(), wm::dtype::float32, nt, dim, dim}, lr,
+                                 s_.threads);
+    return units;
   }
 
-  void step_gpu(float lr) {
+  // The GPU step; returns the batch's loss in loss units.  Continuous and chunked tables are
+  // read by the SGNS kernel itself (the lookups fused in); distributed tables are looked up
+  // first (their rows may be on other ranks' GPUs, reached through NCCL).
+  std::int64_t step_gpu(float lr) {
     const std::size_t n = n_pairs_, nt = n * (static_cast<std::size_t>(s_.negatives) + 1);
     const std::size_t dim = s_.dim;
     // assemble() left the indices in d_centers_ and d_targets_.
     auto* ci = d_centers_.data_as<std::int64_t>();
     auto* ti = d_targets_.data_as<std::int64_t>();
-    auto* cr = static_cast<float*>(d_center_rows_.reserve_discard((n + 1) * dim * 4, device_));
-    auto* tr = static_cast<float*>(d_target_rows_.reserve_discard((nt + 1) * dim * 4, device_));
     auto* cg = static_cast<float*>(d_center_grads_.reserve_discard((n + 1) * dim * 4, device_));
     auto* tg = static_cast<float*>(d_target_grads_.reserve_discard((nt + 1) * dim * 4, device_));
-    auto* ls = static_cast<float*>(d_losses_.reserve_discard((n + 1) * 4, device_));
+    // Word 0: the loss units; word 1: the first bad row position (~0: none).
+    auto* totals = static_cast<long long*>(d_totals_.reserve_discard(2 * 8, device_));
+    copy_async(totals, totals_init, sizeof(totals_init));
+    embedding::sgns_batch b{nullptr, nullptr, n, s_.negatives, dim, cg, tg, nullptr};
+    b.loss_units = totals;
+    b.loss_scale = loss_unit;
     mark(0);
-    input_.lookup({ci, wm::dtype::int64, n}, {cr, wm::dtype::float32, n, dim, dim}, stream_);
-    output_.lookup({ti, wm::dtype::int64, nt}, {tr, wm::dtype::float32, nt, dim, dim}, stream_);
-    mark(1);
-    embedding::sgns_gradients({cr, tr, n, s_.negatives, dim, cg, tg, ls}, stream_);
+    if (s_.table_type != wm::memory_type::distributed) {
+      mark(1);
+      embedding::sgns_table_batch tb;
+      tb.input = input_.view(device_);
+      tb.output = output_.view(device_);
+      tb.center_rows = ci;
+      tb.target_rows = ti;
+      tb.out = b;
+      tb.first_bad = reinterpret_cast<unsigned long long*>(totals + 1);
+      embedding::sgns_gradients_from_tables(tb, stream_);
+    } else {
+      auto* cr = static_cast<float*>(d_center_rows_.reserve_discard((n + 1) * dim * 4, device_));
+      auto* tr = static_cast<float*>(d_target_rows_.reserve_discard((nt + 1) * dim * 4, device_));
+      input_.lookup({ci, wm::dtype::int64, n}, {cr, wm::dtype::float32, n, dim, dim}, stream_);
+      output_.lookup({ti, wm::dtype::int64, nt}, {tr, wm::dtype::float32, nt, dim, dim}, stream_);
+      mark(1);
+      b.centers = cr;
+      b.targets = tr;
+      embedding::sgns_gradients(b, stream_);
+    }
     mark(2);
     input_.apply_gradients({ci, wm::dtype::int64, n}, {cg, wm::dtype::float32, n, dim, dim}, lr,
                            stream_);
@@ -491,9 +509,16 @@ class trainer {
     output_.apply_gradients({ti, wm::dtype::int64, nt}, {tg, wm::dtype::float32, nt, dim, dim}, lr,
                             stream_);
     mark(4);
+    long long host_totals[2] = {0, 0};
+    copy_async(host_totals, totals, sizeof(host_totals));
     sync();
     add_phase_times();
-    if (n) wm::copy_bytes(losses_.data(), ls, n * 4);
+    // apply_gradients checked every index before using it, so a bad one has thrown already;
+    // this is the fused read's own account.
+    WM_EXPECTS(host_totals[1] == -1,
+               "train: the SGNS step read a row outside its table at batch position "
+                   << static_cast<unsigned long long>(host_totals[1]));
+    return host_totals[0];
   }
 
   // CUDA events between the GPU step's phases (train_result::gpu_*_s).
@@ -516,6 +541,17 @@ class trainer {
         WM_FAIL(wm::cuda_error, "train: cudaEventElapsedTime failed");
       phase_s_[i] += ms / 1e3;
     }
+#endif
+  }
+
+  // Host <-> device on the stream, for a few bytes of pageable memory (which makes the copy
+  // wait for the stream's earlier work when it reads the device).
+  void copy_async(void* dst, const void* src, std::size_t bytes) {
+#if defined(WHOLESTORE_HAS_CUDA)
+    if (cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_) != cudaSuccess)
+      WM_FAIL(wm::cuda_error, "train: cudaMemcpyAsync of " << bytes << " bytes failed");
+#else
+    wm::copy_bytes(dst, src, bytes);
 #endif
   }
 
@@ -687,9 +723,10 @@ class trainer {
   std::uint64_t slots_ = 1, total_slots_ = 0, steps_per_epoch_ = 0;
   // Per-step buffers.
   std::vector<std::int64_t> draws_, starts_, walks_, centers_, targets_;
-  std::vector<float> center_rows_, target_rows_, center_grads_, target_grads_, losses_;
+  std::vector<float> center_rows_, target_rows_, center_grads_, target_grads_;
   wm::device_buffer d_starts_, d_walks_, d_draws_, d_centers_, d_targets_, d_center_rows_,
-      d_target_rows_, d_center_grads_, d_target_grads_, d_losses_;
+      d_target_rows_, d_center_grads_, d_target_grads_, d_totals_;
+  static constexpr long long totals_init[2] = {0, -1};
 };
 
 }  // namespace

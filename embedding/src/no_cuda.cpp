@@ -26,4 +26,10 @@ void sgns_gradients(const sgns_batch&, cudaStream_t) {
           "sgns_gradients_host");
 }
 
+void sgns_gradients_from_tables(const sgns_table_batch&, cudaStream_t) {
+  WM_FAIL(wholememory::logic_error,
+          "sgns_gradients_from_tables runs on a GPU and wholestore was built without CUDA; use "
+          "table::lookup_host and sgns_gradients_host");
+}
+
 }  // namespace wholestore::embedding

@@ -7,6 +7,8 @@
 #include <embedding/sgns.hpp>
 #include <wholememory/gather.hpp>
 
+#include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <vector>
 
@@ -17,8 +19,10 @@ void sgns_gradients_host(const sgns_batch& b, unsigned threads) {
   if (threads == 0) threads = wholememory::default_host_threads();
   const std::size_t dim = b.dim;
   const std::size_t per_pair = static_cast<std::size_t>(b.negatives) + 1;
+  std::atomic<long long> units{0};
   detail::parallel_ranges(b.pairs, threads, 256, [&](std::size_t begin, std::size_t end) {
     std::vector<float> coef(per_pair);
+    long long my_units = 0;
     for (std::size_t i = begin; i < end; ++i) {
       const float* u = b.centers + i * dim;
       const float* t0 = b.targets + i * per_pair * dim;
@@ -34,6 +38,7 @@ void sgns_gradients_host(const sgns_batch& b, unsigned threads) {
         }
       }
       if (b.losses) b.losses[i] = loss;
+      if (b.loss_units) my_units += std::llround(static_cast<double>(loss) * b.loss_scale);
       float* gu = b.center_grads + i * dim;
       float* g0 = b.target_grads + i * per_pair * dim;
       for (std::size_t c = 0; c < dim; ++c) gu[c] = coef[0] * t0[c];
@@ -46,7 +51,9 @@ void sgns_gradients_host(const sgns_batch& b, unsigned threads) {
         for (std::size_t c = 0; c < dim; ++c) g[c] = coef[j] * u[c];
       }
     }
+    units += my_units;
   });
+  if (b.loss_units) *b.loss_units += units.load();
 }
 
 }  // namespace wholestore::embedding

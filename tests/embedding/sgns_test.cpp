@@ -202,6 +202,27 @@ TEST(SgnsHost, SameBitsForAnyThreadCount) {
   }
 }
 
+// The integer loss sum adds llround(loss * scale) of every pair to what the word holds, the
+// same for any thread count, with or without the losses written.
+TEST(SgnsHost, LossUnitsAreTheRoundedSum) {
+  problem p(3001, 5, 64, 0.4f, 21);
+  const result r = run_host(p, 1);
+  for (double scale : {16777216.0, 1.0, 1000.0}) {
+    long long expected = -3;
+    for (float l : r.losses) expected += std::llround(static_cast<double>(l) * scale);
+    for (unsigned threads : {1u, 2u, 7u}) {
+      std::vector<float> gu(p.centers.size()), gt(p.targets.size());
+      sgns_batch b{p.centers.data(), p.targets.data(), p.pairs, p.k, p.dim, gu.data(), gt.data(),
+                   nullptr};
+      long long units = -3;
+      b.loss_units = &units;
+      b.loss_scale = scale;
+      sgns_gradients_host(b, threads);
+      EXPECT_EQ(units, expected) << "scale " << scale << ", " << threads << " threads";
+    }
+  }
+}
+
 TEST(SgnsHost, LargeScoresStayFinite) {
   problem p(3, 2, 16, 40.0f, 5);  // scores in the thousands: far outside the clamp
   const result r = run_host(p, 1);

@@ -30,9 +30,11 @@
  */
 #pragma once
 
+#include <embedding/table.hpp>
 #include <wholememory/stream.hpp>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace wholestore::embedding {
 
@@ -46,6 +48,26 @@ struct sgns_batch {
   float* center_grads = nullptr;
   float* target_grads = nullptr;
   float* losses = nullptr;  ///< may be nullptr: the losses are not written
+  /// May be nullptr.  Else *loss_units += sum over pairs of llround(loss_i * loss_scale): an
+  /// integer sum, exact in any order (a step's loss without copying every loss back).
+  long long* loss_units = nullptr;
+  double loss_scale = 16777216.0;  ///< 2^24
+};
+
+/// The rows of a batch read straight from two tables (sgns_gradients_from_tables) instead of
+/// from looked-up buffers: center i is row center_rows[i] of `input`; target row
+/// i * (1 + K) + j is row target_rows[i * (1 + K) + j] of `output`.  The views are device
+/// views (table::view(device)) of float32 tables of the batch's dim.  Gradients and losses go
+/// to `out`'s buffers as in sgns_batch (out.centers and out.targets are not used).
+struct sgns_table_batch {
+  table_view input, output;
+  const std::int64_t* center_rows = nullptr;  ///< device memory, pairs entries
+  const std::int64_t* target_rows = nullptr;  ///< device memory, pairs * (1 + K) entries
+  sgns_batch out;
+  /// Device word the caller sets to ~0 before the call: the kernel lowers it to the first
+  /// position (centers first, then targets + pairs) whose row is outside its table; such a
+  /// row reads as zeros.  The caller checks it after waiting and reports the bad index.
+  unsigned long long* first_bad = nullptr;
 };
 
 /// CPU path: host buffers, `threads` threads (0: the hardware's count).  Throws logic_error for
@@ -55,5 +77,12 @@ void sgns_gradients_host(const sgns_batch& batch, unsigned threads = 0);
 /// GPU path, on the current device: buffers the GPU reads and writes, enqueued on `stream`
 /// (does not wait).  Same checks as the CPU path; throws logic_error in a build without CUDA.
 void sgns_gradients(const sgns_batch& batch, cudaStream_t stream);
+
+/// GPU path with the lookups fused in: the same bits as table::lookup of both row lists
+/// followed by sgns_gradients, without writing and reading the looked-up rows.  Throws
+/// logic_error for views that are not float32 of dim out.dim, null index lists or first_bad
+/// with pairs > 0, and in a build without CUDA.  Enqueued on `stream` (does not wait); the
+/// tables must not change until it has run.
+void sgns_gradients_from_tables(const sgns_table_batch& batch, cudaStream_t stream);
 
 }  // namespace wholestore::embedding

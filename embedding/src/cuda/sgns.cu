@@ -1,8 +1,15 @@
-// sgns_gradients: the GPU path of sgns.hpp.  One warp per pair (grid-stride over pairs): lane l
-// holds columns l, l + 32, ... of every row, so each dot product is the 32-lane partial sums
-// and shuffle butterfly that detail/sgns_math.hpp specifies (and the CPU path emulates), and
-// every gradient element is the same float32 sequence as on the CPU (the library compiles
-// its CUDA sources with --fmad=false).
+// sgns_gradients and sgns_gradients_from_tables: the GPU paths of sgns.hpp.  One warp per pair
+// (grid-stride over pairs): lane l holds columns l, l + 32, ... of every row, so each dot
+// product is the 32-lane partial sums and shuffle butterfly that detail/sgns_math.hpp specifies
+// (and the CPU path emulates), and every gradient element is the same float32 sequence as on
+// the CPU (the library compiles its CUDA sources with --fmad=false).
+//
+// Rows of up to 128 columns are held in registers (4 per lane): the center row and its
+// gradient stay there over the pair's 1 + K targets and each target row is read once.  Wider
+// rows take the general loop, which re-reads them from memory.  Where the rows come from is a
+// policy: looked-up buffers, or the tables themselves through their views (the lookups fused
+// in).  Losses are optionally summed as integers (llround(loss * scale)) with one atomic add
+// per pair: exact in any order.
 #include "../sgns_common.hpp"
 
 #include <embedding/detail/sgns_math.hpp>
@@ -22,6 +29,8 @@ constexpr int block_threads = 256;
 constexpr int warps_per_block = block_threads / detail::sgns_lanes;
 constexpr unsigned full_mask = 0xffffffffu;
 constexpr std::size_t max_blocks = std::size_t{1} << 20;
+/// Columns a lane keeps in registers on the register path (dim <= 32 * reg_cols).
+constexpr int reg_cols = 4;
 
 __device__ __forceinline__ float warp_butterfly(float v) {
   for (int off = detail::sgns_lanes / 2; off >= 1; off /= 2)
@@ -29,7 +38,57 @@ __device__ __forceinline__ float warp_butterfly(float v) {
   return v;
 }
 
-__global__ void sgns_kernel(sgns_batch b) {
+/// Rows from looked-up buffers.
+struct buffer_rows {
+  const float* centers;
+  const float* targets;
+  std::size_t dim;
+  __device__ __forceinline__ const float* center(std::size_t i) const { return centers + i * dim; }
+  __device__ __forceinline__ const float* target(std::size_t q) const { return targets + q * dim; }
+};
+
+/// Rows straight from the tables; a row outside its table reads as zeros (nullptr) and
+/// lowers *first_bad to its position.
+struct table_rows {
+  table_view input, output;
+  const std::int64_t* center_rows;
+  const std::int64_t* target_rows;
+  std::size_t pairs;
+  unsigned long long* first_bad;
+  __device__ __forceinline__ const float* pick(const table_view& v, std::int64_t r,
+                                               std::size_t position) const {
+    if (r < 0 || static_cast<std::uint64_t>(r) >= v.rows) {
+      atomicMin(first_bad, static_cast<unsigned long long>(position));
+      return nullptr;
+    }
+    return v.row<float>(static_cast<std::size_t>(r));
+  }
+  __device__ __forceinline__ const float* center(std::size_t i) const {
+    return pick(input, center_rows[i], i);
+  }
+  __device__ __forceinline__ const float* target(std::size_t q) const {
+    return pick(output, target_rows[q], pairs + q);
+  }
+};
+
+__device__ __forceinline__ float read(const float* row, std::size_t c) {
+  return row != nullptr ? row[c] : 0.0f;
+}
+
+__device__ __forceinline__ void add_loss(const sgns_batch& b, std::size_t i, float loss,
+                                         int lane) {
+  if (lane != 0) return;
+  if (b.losses) b.losses[i] = loss;
+  if (b.loss_units) {
+    const long long units = llround(static_cast<double>(loss) * b.loss_scale);
+    atomicAdd(reinterpret_cast<unsigned long long*>(b.loss_units),
+              static_cast<unsigned long long>(units));
+  }
+}
+
+/// dim <= 32 * reg_cols: the center row, its gradient and the current target row in registers.
+template <typename Rows>
+__global__ void sgns_registers(sgns_batch b, Rows rows) {
   const int lane = static_cast<int>(threadIdx.x) % detail::sgns_lanes;
   const std::size_t warp =
       static_cast<std::size_t>(blockIdx.x) * warps_per_block + threadIdx.x / detail::sgns_lanes;
@@ -37,14 +96,77 @@ __global__ void sgns_kernel(sgns_batch b) {
   const std::size_t dim = b.dim;
   const std::size_t per_pair = static_cast<std::size_t>(b.negatives) + 1;
   for (std::size_t i = warp; i < b.pairs; i += warps) {
-    const float* u = b.centers + i * dim;
-    const float* t0 = b.targets + i * per_pair * dim;
+    float u[reg_cols], gu[reg_cols], t[reg_cols];
+    const float* urow = rows.center(i);
+#pragma unroll
+    for (int v = 0; v < reg_cols; ++v) {
+      const std::size_t c = static_cast<std::size_t>(lane + detail::sgns_lanes * v);
+      u[v] = c < dim ? read(urow, c) : 0.0f;
+      gu[v] = 0.0f;
+    }
+    float* g0 = b.target_grads + i * per_pair * dim;
+    float loss = 0.0f;
+    for (std::size_t j = 0; j < per_pair; ++j) {
+      const float* trow = rows.target(i * per_pair + j);
+      // lane_dot's order: columns lane, lane + 32, ... added to a partial from 0.
+      float partial = 0.0f;
+#pragma unroll
+      for (int v = 0; v < reg_cols; ++v) {
+        const std::size_t c = static_cast<std::size_t>(lane + detail::sgns_lanes * v);
+        if (c < dim) {
+          t[v] = read(trow, c);
+          partial = partial + u[v] * t[v];
+        }
+      }
+      const float s = warp_butterfly(partial);
+      float coef;
+      if (j == 0) {
+        coef = detail::context_coefficient(s);
+        loss = detail::softplus(-s);
+      } else {
+        coef = detail::negative_coefficient(s);
+        loss = loss + detail::softplus(s);
+      }
+      float* g = g0 + j * dim;
+#pragma unroll
+      for (int v = 0; v < reg_cols; ++v) {
+        const std::size_t c = static_cast<std::size_t>(lane + detail::sgns_lanes * v);
+        if (c < dim) {
+          g[c] = coef * u[v];
+          gu[v] = j == 0 ? coef * t[v] : gu[v] + coef * t[v];
+        }
+      }
+    }
+    float* gurow = b.center_grads + i * dim;
+#pragma unroll
+    for (int v = 0; v < reg_cols; ++v) {
+      const std::size_t c = static_cast<std::size_t>(lane + detail::sgns_lanes * v);
+      if (c < dim) gurow[c] = gu[v];
+    }
+    add_loss(b, i, loss, lane);
+  }
+}
+
+/// Any dim: rows read from memory as often as the arithmetic needs them.
+template <typename Rows>
+__global__ void sgns_general(sgns_batch b, Rows rows) {
+  const int lane = static_cast<int>(threadIdx.x) % detail::sgns_lanes;
+  const std::size_t warp =
+      static_cast<std::size_t>(blockIdx.x) * warps_per_block + threadIdx.x / detail::sgns_lanes;
+  const std::size_t warps = static_cast<std::size_t>(gridDim.x) * warps_per_block;
+  const std::size_t dim = b.dim;
+  const std::size_t per_pair = static_cast<std::size_t>(b.negatives) + 1;
+  for (std::size_t i = warp; i < b.pairs; i += warps) {
+    const float* u = rows.center(i);
     float* gu = b.center_grads + i * dim;
     float* g0 = b.target_grads + i * per_pair * dim;
     float loss = 0.0f;
     for (std::size_t j = 0; j < per_pair; ++j) {
-      const float* t = t0 + j * dim;
-      const float s = warp_butterfly(detail::lane_dot(u, t, dim, lane));
+      const float* t = rows.target(i * per_pair + j);
+      float partial = 0.0f;
+      for (std::size_t c = static_cast<std::size_t>(lane); c < dim; c += detail::sgns_lanes)
+        partial = partial + read(u, c) * read(t, c);
+      const float s = warp_butterfly(partial);
       float coef;
       if (j == 0) {
         coef = detail::context_coefficient(s);
@@ -56,14 +178,26 @@ __global__ void sgns_kernel(sgns_batch b) {
       float* g = g0 + j * dim;
       // The center's gradient accumulates target by target, as on the CPU.
       for (std::size_t c = static_cast<std::size_t>(lane); c < dim; c += detail::sgns_lanes) {
-        const float uc = u[c];
-        const float tc = t[c];
+        const float uc = read(u, c);
+        const float tc = read(t, c);
         g[c] = coef * uc;
         gu[c] = j == 0 ? coef * tc : gu[c] + coef * tc;
       }
     }
-    if (lane == 0 && b.losses) b.losses[i] = loss;
+    add_loss(b, i, loss, lane);
   }
+}
+
+template <typename Rows>
+void launch(const sgns_batch& b, const Rows& rows, cudaStream_t stream) {
+  const std::size_t blocks =
+      std::clamp<std::size_t>((b.pairs + warps_per_block - 1) / warps_per_block, 1, max_blocks);
+  if (b.dim <= static_cast<std::size_t>(detail::sgns_lanes * reg_cols)) {
+    sgns_registers<Rows><<<static_cast<unsigned>(blocks), block_threads, 0, stream>>>(b, rows);
+  } else {
+    sgns_general<Rows><<<static_cast<unsigned>(blocks), block_threads, 0, stream>>>(b, rows);
+  }
+  WM_CUDA_CHECK_LAUNCH(stream);
 }
 
 }  // namespace
@@ -71,10 +205,16 @@ __global__ void sgns_kernel(sgns_batch b) {
 void sgns_gradients(const sgns_batch& b, cudaStream_t stream) {
   detail::check_sgns_batch(b, "sgns_gradients");
   if (b.pairs == 0) return;
-  const std::size_t blocks =
-      std::clamp<std::size_t>((b.pairs + warps_per_block - 1) / warps_per_block, 1, max_blocks);
-  sgns_kernel<<<static_cast<unsigned>(blocks), block_threads, 0, stream>>>(b);
-  WM_CUDA_CHECK_LAUNCH(stream);
+  launch(b, buffer_rows{b.centers, b.targets, b.dim}, stream);
+}
+
+void sgns_gradients_from_tables(const sgns_table_batch& tb, cudaStream_t stream) {
+  detail::check_sgns_table_batch(tb);
+  if (tb.out.pairs == 0) return;
+  launch(tb.out,
+         table_rows{tb.input, tb.output, tb.center_rows, tb.target_rows, tb.out.pairs,
+                    tb.first_bad},
+         stream);
 }
 
 }  // namespace wholestore::embedding
