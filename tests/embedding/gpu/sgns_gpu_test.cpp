@@ -124,11 +124,10 @@ wholestore::embedding::table make_table(std::shared_ptr<wholememory::communicato
   return table::create(std::move(comm), o);
 }
 
-std::vector<std::int64_t> on_device(const std::vector<std::int64_t>& v,
-                                    wholememory::device_buffer& b, int device) {
-  b = wholememory::device_buffer(std::max<std::size_t>(v.size(), 1) * 8, device);
+wholememory::device_buffer upload_indices(const std::vector<std::int64_t>& v, int device) {
+  wholememory::device_buffer b(std::max<std::size_t>(v.size(), 1) * 8, device);
   if (!v.empty()) wholememory::copy_bytes(b.data(), v.data(), v.size() * 8);
-  return v;
+  return b;
 }
 
 // The fused path for one shape: gradients and losses equal the CPU path's on looked-up rows
@@ -141,23 +140,27 @@ void compare_fused(std::shared_ptr<wholememory::communicator> comm, wholememory:
   table output = make_table(comm, rows, dim, type, dim + 2);
   std::vector<std::int64_t> ci = random_rows(pairs, rows, dim + k);
   std::vector<std::int64_t> ti = random_rows(pairs * per, rows, dim + k + 7);
-  // CPU reference on the rows the tables hold.
-  std::vector<float> centers(pairs * dim), targets(pairs * per * dim);
-  input.lookup_host({ci.data(), wholememory::dtype::int64, pairs},
-                    {centers.data(), wholememory::dtype::float32, pairs, dim, dim});
-  output.lookup_host({ti.data(), wholememory::dtype::int64, ti.size()},
-                     {targets.data(), wholememory::dtype::float32, ti.size(), dim, dim});
+  const int device = wholememory::current_device();
+  wholememory::device_buffer d_ci = upload_indices(ci, device), d_ti = upload_indices(ti, device);
+  // CPU reference on the rows the tables hold (looked up on the GPU, then brought back).
+  wholememory::device_buffer d_centers(std::max<std::size_t>(pairs * dim, 1) * 4, device);
+  wholememory::device_buffer d_targets(std::max<std::size_t>(ti.size() * dim, 1) * 4, device);
+  input.lookup({d_ci.data(), wholememory::dtype::int64, pairs},
+               {d_centers.data(), wholememory::dtype::float32, pairs, dim, dim}, nullptr);
+  output.lookup({d_ti.data(), wholememory::dtype::int64, ti.size()},
+                {d_targets.data(), wholememory::dtype::float32, ti.size(), dim, dim}, nullptr);
+  WM_CUDA_TRY(cudaDeviceSynchronize());
+  const std::vector<float> centers = download(d_centers, pairs * dim);
+  const std::vector<float> targets = download(d_targets, ti.size() * dim);
   std::vector<float> gu(centers.size()), gt(targets.size()), loss(pairs);
   sgns_gradients_host(
       {centers.data(), targets.data(), pairs, k, dim, gu.data(), gt.data(), loss.data()}, 2);
   long long expected_units = 0;
   for (float l : loss) expected_units += std::llround(static_cast<double>(l) * 16777216.0);
-  if (bad >= 0) ti[static_cast<std::size_t>(bad)] = static_cast<std::int64_t>(rows);
-
-  const int device = wholememory::current_device();
-  wholememory::device_buffer d_ci, d_ti;
-  on_device(ci, d_ci, device);
-  on_device(ti, d_ti, device);
+  if (bad >= 0) {
+    ti[static_cast<std::size_t>(bad)] = static_cast<std::int64_t>(rows);
+    d_ti = upload_indices(ti, device);
+  }
   wholememory::device_buffer d_gu(std::max<std::size_t>(gu.size(), 1) * 4, device);
   wholememory::device_buffer d_gt(std::max<std::size_t>(gt.size(), 1) * 4, device);
   wholememory::device_buffer d_loss(std::max<std::size_t>(pairs, 1) * 4, device);
