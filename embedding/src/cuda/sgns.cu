@@ -4,9 +4,10 @@
 // (and the CPU path emulates), and every gradient element is the same float32 sequence as on
 // the CPU (the library compiles its CUDA sources with --fmad=false).
 //
-// Rows of up to 128 columns are held in registers (4 per lane): the center row and its
-// gradient stay there over the pair's 1 + K targets and each target row is read once.  Wider
-// rows take the general loop, which re-reads them from memory.  Where the rows come from is a
+// Rows of up to 128 columns with up to 7 negatives are held in registers (4 columns per lane):
+// the center row, its gradient and every target row of the pair, each row read once and all
+// of a pair's reads in flight together.  Wider rows or more negatives take the general loop,
+// which re-reads them from memory.  Where the rows come from is a
 // policy: looked-up buffers, or the tables themselves through their views (the lookups fused
 // in).  Losses are optionally summed as integers (llround(loss * scale)) with one atomic add
 // per pair: exact in any order.
@@ -29,8 +30,10 @@ constexpr int block_threads = 256;
 constexpr int warps_per_block = block_threads / detail::sgns_lanes;
 constexpr unsigned full_mask = 0xffffffffu;
 constexpr std::size_t max_blocks = std::size_t{1} << 20;
-/// Columns a lane keeps in registers on the register path (dim <= 32 * reg_cols).
+/// Columns a lane keeps in registers on the register path (dim <= 32 * reg_cols), and the
+/// most target rows per pair it holds (1 + K <= reg_targets).
 constexpr int reg_cols = 4;
+constexpr int reg_targets = 8;
 
 __device__ __forceinline__ float warp_butterfly(float v) {
   for (int off = detail::sgns_lanes / 2; off >= 1; off /= 2)
@@ -86,17 +89,20 @@ __device__ __forceinline__ void add_loss(const sgns_batch& b, std::size_t i, flo
   }
 }
 
-/// dim <= 32 * reg_cols: the center row, its gradient and the current target row in registers.
+/// dim <= 32 * reg_cols and 1 + K <= reg_targets: the center row, its gradient and all the
+/// pair's target rows in registers.  Every target row is loaded before the first dot product,
+/// so a warp has the pair's 1 + K row reads in flight at once (the loads, not the arithmetic,
+/// bound this kernel); the arithmetic is the general loop's, in the same order.
 template <typename Rows>
-__global__ void sgns_registers(sgns_batch b, Rows rows) {
+__global__ void __launch_bounds__(block_threads) sgns_registers(sgns_batch b, Rows rows) {
   const int lane = static_cast<int>(threadIdx.x) % detail::sgns_lanes;
   const std::size_t warp =
       static_cast<std::size_t>(blockIdx.x) * warps_per_block + threadIdx.x / detail::sgns_lanes;
   const std::size_t warps = static_cast<std::size_t>(gridDim.x) * warps_per_block;
   const std::size_t dim = b.dim;
-  const std::size_t per_pair = static_cast<std::size_t>(b.negatives) + 1;
+  const int per_pair = b.negatives + 1;
   for (std::size_t i = warp; i < b.pairs; i += warps) {
-    float u[reg_cols], gu[reg_cols], t[reg_cols];
+    float u[reg_cols], gu[reg_cols], t[reg_targets][reg_cols];
     const float* urow = rows.center(i);
 #pragma unroll
     for (int v = 0; v < reg_cols; ++v) {
@@ -104,19 +110,29 @@ __global__ void sgns_registers(sgns_batch b, Rows rows) {
       u[v] = c < dim ? read(urow, c) : 0.0f;
       gu[v] = 0.0f;
     }
-    float* g0 = b.target_grads + i * per_pair * dim;
+    const std::size_t q0 = i * static_cast<std::size_t>(per_pair);
+#pragma unroll
+    for (int j = 0; j < reg_targets; ++j) {
+      if (j < per_pair) {
+        const float* trow = rows.target(q0 + static_cast<std::size_t>(j));
+#pragma unroll
+        for (int v = 0; v < reg_cols; ++v) {
+          const std::size_t c = static_cast<std::size_t>(lane + detail::sgns_lanes * v);
+          t[j][v] = c < dim ? read(trow, c) : 0.0f;
+        }
+      }
+    }
+    float* g0 = b.target_grads + q0 * dim;
     float loss = 0.0f;
-    for (std::size_t j = 0; j < per_pair; ++j) {
-      const float* trow = rows.target(i * per_pair + j);
+#pragma unroll
+    for (int j = 0; j < reg_targets; ++j) {
+      if (j >= per_pair) break;
       // lane_dot's order: columns lane, lane + 32, ... added to a partial from 0.
       float partial = 0.0f;
 #pragma unroll
       for (int v = 0; v < reg_cols; ++v) {
         const std::size_t c = static_cast<std::size_t>(lane + detail::sgns_lanes * v);
-        if (c < dim) {
-          t[v] = read(trow, c);
-          partial = partial + u[v] * t[v];
-        }
+        if (c < dim) partial = partial + u[v] * t[j][v];
       }
       const float s = warp_butterfly(partial);
       float coef;
@@ -127,13 +143,13 @@ __global__ void sgns_registers(sgns_batch b, Rows rows) {
         coef = detail::negative_coefficient(s);
         loss = loss + detail::softplus(s);
       }
-      float* g = g0 + j * dim;
+      float* g = g0 + static_cast<std::size_t>(j) * dim;
 #pragma unroll
       for (int v = 0; v < reg_cols; ++v) {
         const std::size_t c = static_cast<std::size_t>(lane + detail::sgns_lanes * v);
         if (c < dim) {
           g[c] = coef * u[v];
-          gu[v] = j == 0 ? coef * t[v] : gu[v] + coef * t[v];
+          gu[v] = j == 0 ? coef * t[j][v] : gu[v] + coef * t[j][v];
         }
       }
     }
@@ -192,7 +208,8 @@ template <typename Rows>
 void launch(const sgns_batch& b, const Rows& rows, cudaStream_t stream) {
   const std::size_t blocks =
       std::clamp<std::size_t>((b.pairs + warps_per_block - 1) / warps_per_block, 1, max_blocks);
-  if (b.dim <= static_cast<std::size_t>(detail::sgns_lanes * reg_cols)) {
+  if (b.dim <= static_cast<std::size_t>(detail::sgns_lanes * reg_cols) &&
+      b.negatives + 1 <= reg_targets) {
     sgns_registers<Rows><<<static_cast<unsigned>(blocks), block_threads, 0, stream>>>(b, rows);
   } else {
     sgns_general<Rows><<<static_cast<unsigned>(blocks), block_threads, 0, stream>>>(b, rows);
