@@ -50,8 +50,10 @@ const std::vector<std::pair<std::string, std::string>> environment = {
      "the job's token (printable ASCII, no blanks, at most 128 bytes), the same on every rank: "
      "the bootstrap store refuses processes with another token, so a second job on the same "
      "`MASTER_PORT` fails alone. `wholestore launch` sets a fresh one; set it yourself when "
-     "starting ranks by hand or with mpirun (`-x WHOLESTORE_JOB_TOKEN`). Without it a running "
-     "job still refuses newcomers once all its ranks have connected"},
+     "starting ranks by hand. Without it, ranks started by torchrun take `torchrun-` + "
+     "`TORCHELASTIC_RUN_ID` (unless `none`) and ranks started by mpirun `mpirun-` + "
+     "`PMIX_NAMESPACE` (or `OMPI_MCA_ess_base_jobid`); without any, a running job still refuses "
+     "newcomers once all its ranks have connected"},
     {"`WHOLESTORE_RANKS`", "ranks `scripts/run.sh` starts (default: one per GPU, 2 without)"},
     {"`WHOLESTORE_TIMEOUT`",
      "collective timeout in seconds, in (0, 31536000]: when set, it replaces the `timeout_s` of "

@@ -774,6 +774,7 @@ class env_guard {
   env_guard(const env_guard&) = delete;
   env_guard& operator=(const env_guard&) = delete;
   void set(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
+  void unset(const char* name) { ::unsetenv(name); }
 
  private:
   static constexpr const char* names_[] = {"RANK",
@@ -787,7 +788,10 @@ class env_guard {
                                            "OMPI_COMM_WORLD_LOCAL_RANK",
                                            "OMPI_COMM_WORLD_LOCAL_SIZE",
                                            "WHOLESTORE_TIMEOUT",
-                                           "WHOLESTORE_JOB_TOKEN"};
+                                           "WHOLESTORE_JOB_TOKEN",
+                                           "TORCHELASTIC_RUN_ID",
+                                           "PMIX_NAMESPACE",
+                                           "OMPI_MCA_ess_base_jobid"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -959,6 +963,42 @@ TEST(BootstrapEnv, JobToken) {
       EXPECT_NE(std::string(e.what()).find("WHOLESTORE_JOB_TOKEN"), std::string::npos) << e.what();
     }
   }
+}
+
+// Without WHOLESTORE_JOB_TOKEN, torchrun's and mpirun's own job ids become the token, the same
+// on every rank of a job and different between jobs; an explicit token wins.
+TEST(BootstrapEnv, JobTokenFromTheLauncher) {
+  env_guard env;  // every variable below starts unset
+  env.set("RANK", "1");
+  env.set("WORLD_SIZE", "2");
+  EXPECT_EQ(wholememory::read_launch_env()->job_token, "");  // a torch environment, no id
+  env.set("TORCHELASTIC_RUN_ID", "none");                   // torchrun's default: no id
+  EXPECT_EQ(wholememory::read_launch_env()->job_token, "");
+  env.set("TORCHELASTIC_RUN_ID", "5d9c2c1e-job");
+  EXPECT_EQ(wholememory::read_launch_env()->job_token, "torchrun-5d9c2c1e-job");
+  env.set("TORCHELASTIC_RUN_ID", "a b\tc");
+  EXPECT_EQ(wholememory::read_launch_env()->job_token, "torchrun-a_b_c");
+  env.set("TORCHELASTIC_RUN_ID", std::string(300, 'r'));
+  const std::string hashed = wholememory::read_launch_env()->job_token;
+  EXPECT_EQ(hashed.size(), std::string("torchrun-").size() + 16) << hashed;
+  env.set("TORCHELASTIC_RUN_ID", std::string(299, 'r') + "s");
+  EXPECT_NE(wholememory::read_launch_env()->job_token, hashed);  // another long id, another token
+  env.set("WHOLESTORE_JOB_TOKEN", "explicit");
+  EXPECT_EQ(wholememory::read_launch_env()->job_token, "explicit");
+  env.unset("WHOLESTORE_JOB_TOKEN");
+
+  env.unset("RANK");
+  env.unset("WORLD_SIZE");
+  env.set("OMPI_COMM_WORLD_RANK", "0");
+  env.set("OMPI_COMM_WORLD_SIZE", "2");
+  EXPECT_EQ(wholememory::read_launch_env()->job_token, "");  // TORCHELASTIC_RUN_ID is torch's
+  env.set("OMPI_MCA_ess_base_jobid", "1234567");
+  EXPECT_EQ(wholememory::read_launch_env()->job_token, "mpirun-1234567");
+  env.set("PMIX_NAMESPACE", "prterun-node7-4242@1");
+  EXPECT_EQ(wholememory::read_launch_env()->job_token, "mpirun-prterun-node7-4242@1");
+  // Two jobs' tokens differ, so a store refuses the other job's processes (BootstrapTcp tests).
+  env.set("PMIX_NAMESPACE", "prterun-node7-4243@1");
+  EXPECT_EQ(wholememory::read_launch_env()->job_token, "mpirun-prterun-node7-4243@1");
 }
 
 TEST(BootstrapEnv, DefaultTimeout) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -324,7 +325,47 @@ std::optional<launch_env> read_launch_env() {
 
   std::tie(env.master_addr, env.master_port) = master_address_from_env();
   env.job_token = job_token_from_env();
+  if (env.job_token.empty()) env.job_token = launcher_job_token(has_torch);
   return env;
+}
+
+namespace {
+
+// A token from a launcher's id of the job: printable characters kept, others replaced, and an
+// id too long for a token replaced by its hash (the same on every rank, which is all a token
+// needs).
+std::string token_from_id(const std::string& launcher, const std::string& id) {
+  std::string token = launcher + "-";
+  for (char c : id) token += (c > ' ' && c <= '~') ? c : '_';
+  if (token.size() > max_job_token_bytes) {
+    std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
+    for (char c : id) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+    char hex[17];
+    std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+    token = launcher + "-" + hex;
+  }
+  return token;
+}
+
+}  // namespace
+
+std::string launcher_job_token(bool torch_environment) {
+  auto value = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v != nullptr ? std::string(v) : std::string();
+  };
+  if (torch_environment) {
+    // torchrun's rendezvous id: the same on every worker of a job; "none" when not given.
+    const std::string id = value("TORCHELASTIC_RUN_ID");
+    if (!id.empty() && id != "none") return token_from_id("torchrun", id);
+    return {};
+  }
+  // Open MPI: the PMIx namespace (v5) or the job id (v4), the same on every process of a job.
+  for (const char* name : {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"}) {
+    const std::string id = value(name);
+    if (!id.empty()) return token_from_id("mpirun", id);
+  }
+  return {};
 }
 
 std::string job_token_from_env() {

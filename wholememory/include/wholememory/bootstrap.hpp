@@ -148,13 +148,21 @@ struct launch_env {
   int local_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  std::string job_token;  ///< job_token_from_env(); empty when none
+  std::string job_token;  ///< job_token_from_env(), else launcher_job_token(); empty when none
 };
+
+/// A job token from the launcher's own id of the job, for ranks started by torchrun or mpirun
+/// without WHOLESTORE_JOB_TOKEN: "torchrun-" + $TORCHELASTIC_RUN_ID (torchrun's rendezvous id,
+/// ignored when it is "none", torchrun's default without --rdzv-id) for a torch-style
+/// environment, "mpirun-" + $PMIX_NAMESPACE or $OMPI_MCA_ess_base_jobid (Open MPI 5 and 4) for
+/// an mpirun one.  Characters a token cannot hold become '_'; an id too long for a token is
+/// replaced by its 64-bit FNV-1a hash in hex.  Empty when the launcher gives no id.
+std::string launcher_job_token(bool torch_environment);
 
 /// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT (set by
 /// `wholestore launch` and torchrun), else OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK,
 /// _LOCAL_SIZE (mpirun; address defaults to 127.0.0.1:29500 unless MASTER_* are set), and
-/// WHOLESTORE_JOB_TOKEN.
+/// WHOLESTORE_JOB_TOKEN (else the launcher's job id: launcher_job_token).
 /// Returns nullopt when neither set is present; throws logic_error on malformed values.
 std::optional<launch_env> read_launch_env();
 
