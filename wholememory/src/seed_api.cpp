@@ -375,9 +375,13 @@ WmStatus WmmpInit(int group_rank, int group_size, CollectiveCommunicator* collec
     } else {
       // The caller gives rank and size; only the meeting point comes from the environment.
       auto [addr, port] = wholememory::master_address_from_env();
+      std::string token = wholememory::job_token_from_env();
+      if (token.empty()) {
+        token = wholememory::launcher_job_token(std::getenv("RANK") != nullptr ||
+                                                std::getenv("WORLD_SIZE") != nullptr);
+      }
       bs = wholememory::make_tcp_bootstrap(group_rank, group_size, addr, port,
-                                           wholememory::default_timeout(),
-                                           wholememory::job_token_from_env());
+                                           wholememory::default_timeout(), token);
     }
     s.wmmp_comm = wholememory::make_host_communicator(bs);
   });
