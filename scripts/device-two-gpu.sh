@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# One device call on a machine with two GPUs (kind nvidia-h200-x2): build with the Python module,
-# the Python tests with a GPU visible, the GPU tests (ctest -L gpu; FROM=N starts at test number
-# N), the README's main job with one rank per GPU, and two-rank GPU training next to one rank.
-# Logs packed in $OUT/logs.tgz.
-#   scripts/device-two-gpu.sh
+# One device call on a machine with two GPUs (kind nvidia-h200-x2; most steps also run on one
+# GPU): build with the Python module, the Python tests with a GPU visible, GPU tests, the
+# README's main job with one rank per GPU, two-rank GPU training next to one rank, and the
+# benchmarks that need two GPUs.  Logs packed in $OUT/logs.tgz.
+#   scripts/device-two-gpu.sh                     # every step, ctest -L gpu
+#   TESTS='Sgns|FileIoGpu' REPEAT=3 scripts/device-two-gpu.sh   # those tests, each 3 times
+#   STEPS='build pytest tests' scripts/device-two-gpu.sh         # only these steps
+# Steps: build pytest tests run train symmetric embedding
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .device-shared/data ] && [ ! -e ../shared/data ]; then
@@ -14,39 +17,64 @@ final=${OUT:-/tmp/wholestore-out}
 out=$(mktemp -d)
 mkdir -p "$final"
 trap 'tar czf "$final/logs.tgz" -C "$out" . 2>/dev/null' EXIT
+steps=" ${STEPS:-build pytest tests run train symmetric embedding} "
+want() { [[ "$steps" == *" $1 "* ]]; }
 b=build/apps/wholestore
 step() { echo "==== $* ($(date +%T))"; }
 nvidia-smi -L
-step build
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU [0-9]' || true)
 py=$(scripts/python-env.sh build 2>/dev/null) || py=$(command -v python3)
-{ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DWHOLESTORE_WITH_PYTHON=ON \
-    "-DPython_EXECUTABLE=$py" && cmake --build build -j "$(nproc)"; } >"$out/build.log" 2>&1 ||
-  { tail -n 30 "$out/build.log"; exit 1; }
-echo "LDFLAGS=${LDFLAGS-unset} CXXFLAGS=${CXXFLAGS-unset}"
-grep -E "static|Python module links" "$out/build.log" | head -5
-readelf -d build/python/wholestore/_core*.so | grep NEEDED | tr -s ' ' | cut -d' ' -f5- | tr '\n' ' '
-echo; echo "exported: $(nm -D --defined-only build/python/wholestore/_core*.so | wc -l) symbols"
-step pytest
-WHOLESTORE_REQUIRE_GPU=1 PYTHONPATH=build/python \
-  PYTHONDONTWRITEBYTECODE=1 timeout 120 "$py" -X faulthandler -m pytest -q -rs \
-  -p no:cacheprovider python/tests >"$out/pytest.log" 2>&1
-echo "rc=$?"; tail -n 12 "$out/pytest.log"
-step "ctest -L gpu from ${FROM:-1}"
-timeout "${GPU_TESTS_TIMEOUT:-300}" ctest --test-dir build -L gpu -I "${FROM:-1},100000" -j 4 \
-  --timeout 120 >"$out/gpu-tests.log" 2>&1
-echo "rc=$? $(grep -E 'tests passed|failed out of' "$out/gpu-tests.log")"
-grep -E '\*\*\*(Failed|Timeout|Exception)|Not Run' "$out/gpu-tests.log" | head -20
-tail -n 2 "$out/gpu-tests.log"
-step "run.sh, one rank per GPU"
-timeout 120 scripts/run.sh >"$out/run.log" 2>&1
-echo "rc=$?"; grep -vE '%|#' "$out/run.log" | tail -n 6
+if want build; then
+  step build
+  { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DWHOLESTORE_WITH_PYTHON=ON \
+      "-DPython_EXECUTABLE=$py" && cmake --build build -j "$(nproc)"; } >"$out/build.log" 2>&1 ||
+    { tail -n 30 "$out/build.log"; exit 1; }
+fi
+if want pytest; then
+  step pytest
+  WHOLESTORE_REQUIRE_GPU=1 PYTHONPATH=build/python PYTHONDONTWRITEBYTECODE=1 timeout 150 \
+    "$py" -X faulthandler -m pytest -q -rs -p no:cacheprovider python/tests >"$out/pytest.log" 2>&1
+  echo "rc=$?"; tail -n 12 "$out/pytest.log"
+fi
+if want tests; then
+  sel=(-L gpu)
+  [ -n "${TESTS:-}" ] && sel=(-R "$TESTS")
+  step "ctest ${sel[*]} x${REPEAT:-1}"
+  timeout "${GPU_TESTS_TIMEOUT:-300}" ctest --test-dir build "${sel[@]}" -j 4 --timeout 120 \
+    --repeat "until-fail:${REPEAT:-1}" --output-on-failure >"$out/gpu-tests.log" 2>&1
+  echo "rc=$? $(grep -E 'tests passed|failed out of' "$out/gpu-tests.log")"
+  grep -E '\*\*\*(Failed|Timeout|Exception)|Not Run' "$out/gpu-tests.log" | head -20
+fi
+if want run; then
+  step "run.sh, one rank per GPU"
+  timeout 120 scripts/run.sh >"$out/run.log" 2>&1
+  echo "rc=$?"; grep -E 'summary' "$out/run.log" | tail -n 2
+fi
 fb=../shared/data/facebook_combined.txt
-for n in 1 2; do
-  step "train ego-Facebook gpu, $n rank(s)"
-  timeout 150 $b launch -n $n -- $b train configs/train.yaml --set dataset=$fb --set device=gpu \
-    --set graph.location=device --set table.location=device --export "$out/fb-gpu$n.npy" \
-    >"$out/train-fb-gpu$n.log" 2>&1
-  echo "rc=$?"; grep -vE '%|#' "$out/train-fb-gpu$n.log" | tail -n 8
-done
-cmp "$out/fb-gpu1.npy" "$out/fb-gpu2.npy" && echo "ego-Facebook: 2 GPUs == 1 GPU (byte for byte)"
+if want train; then
+  for n in 1 2; do
+    [ "$n" -gt "$gpus" ] && continue
+    step "train ego-Facebook gpu, $n rank(s)"
+    timeout 150 $b launch -n $n -- $b train configs/train.yaml --set dataset=$fb \
+      --set device=gpu --set graph.location=device --set table.location=device \
+      --export "$out/fb-gpu$n.npy" >"$out/train-fb-gpu$n.log" 2>&1
+    echo "rc=$?"; grep -E 'summary' "$out/train-fb-gpu$n.log" | tail -n 1
+  done
+  [ -f "$out/fb-gpu2.npy" ] && cmp "$out/fb-gpu1.npy" "$out/fb-gpu2.npy" &&
+    echo "ego-Facebook: 2 GPUs == 1 GPU (byte for byte)"
+fi
+if want symmetric && [ -f configs/bench_symmetric.yaml ]; then
+  step "symmetric put/get, 2 ranks"
+  timeout 120 $b launch -n 2 -- $b bench configs/bench_symmetric.yaml >"$out/bench-symmetric.txt" 2>&1
+  echo "rc=$?"; grep -vE '^\[rank 1\]' "$out/bench-symmetric.txt" | tail -n 30
+  cp "$out/bench-symmetric.txt" "$final/"
+fi
+if want embedding; then
+  step "embedding lookup, continuous vs distributed, 1 rank"
+  timeout 150 $b bench configs/bench_embedding.yaml --set types=continuous,distributed \
+    --set optimizers=sgd --set streams=uniform --set batches=262144,1048576 --set cache=false \
+    --set repeats=5 >"$out/bench-embedding.txt" 2>&1
+  echo "rc=$?"; tail -n 14 "$out/bench-embedding.txt"
+  cp "$out/bench-embedding.txt" "$final/"
+fi
 step done
