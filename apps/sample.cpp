@@ -427,187 +427,258 @@ void write_sample_report(const std::string& path, const sample_outcome& o, const
   write_report(path, report.str(), &cfg);
 }
 
-}  // namespace
+// The job as this run sees it: the ranks met, agreed on the config and have their
+// communicator (and, on the GPU path, their device).
+struct sample_job {
+  std::shared_ptr<wm::bootstrap> bs;
+  std::shared_ptr<wm::communicator> comm;
+  wm::gpu_sharing sharing;
+  int rank = 0, ranks = 1;
+  bool lead = true;
+};
 
-int run_sample(int argc, char** argv) {
-  command_args args = parse_command_args(argc, argv);
-  config cfg = load_config(sample_schema, args.config_file, args.overrides);
-
-  const sample_settings set = read_settings(cfg);
-
-  // Join the job.  The host communicator serves continuous and chunked memory, also for ranks
-  // that share a GPU; only distributed memory on the GPU path needs NCCL (its sampler and
-  // gather exchange rows through it), and NCCL needs a GPU per rank: refused here, before any
-  // work, with the ways out.
-  std::shared_ptr<wm::bootstrap> bs = wm::make_job_bootstrap(set.timeout);
+// Joins the job.  The host communicator serves continuous and chunked memory, also for ranks
+// that share a GPU; only distributed memory on the GPU path needs NCCL (its sampler and gather
+// exchange rows through it), and NCCL needs a GPU per rank: refused here, before any work,
+// with the ways out.  Rank 0 prints what runs.
+sample_job join_job(const config& cfg, const sample_settings& set) {
+  sample_job job;
+  job.bs = wm::make_job_bootstrap(set.timeout);
   // Every rank runs the same job: a rank with other values would build or sample a different
   // graph, or wait in a collective the others never call.
-  wm::agree_on_values(*bs, "the config of every rank must match", shared_settings(cfg, set));
-  std::shared_ptr<wm::communicator> comm = wm::make_host_communicator(bs);
-  wm::gpu_sharing sharing;
+  wm::agree_on_values(*job.bs, "the config of every rank must match", shared_settings(cfg, set));
+  job.comm = wm::make_host_communicator(job.bs);
   if (set.use_gpu) {
-    wm::set_device(wm::default_device(*comm));
-    sharing = wm::describe_gpu_sharing(*bs, wm::current_device());
+    wm::set_device(wm::default_device(*job.comm));
+    job.sharing = wm::describe_gpu_sharing(*job.bs, wm::current_device());
     const bool distributed = set.graph_type == wm::memory_type::distributed ||
                              set.features_type == wm::memory_type::distributed;
-    if (distributed && sharing.shared()) {
+    if (distributed && job.sharing.shared()) {
       throw config_error(
           "distributed memory on the GPU sampler needs one GPU per rank (NCCL), and " +
-          sharing.description + " (" + std::to_string(sharing.ranks) + " ranks, " +
-          std::to_string(sharing.gpus) +
+          job.sharing.description + " (" + std::to_string(job.sharing.ranks) + " ranks, " +
+          std::to_string(job.sharing.gpus) +
           " GPU(s)); use graph.type/features.type continuous or chunked (ranks may share a "
           "GPU), run as many ranks as GPUs (WHOLESTORE_RANKS or launch -n), give each rank its "
           "own GPU (CUDA_VISIBLE_DEVICES), or sampler=cpu");
     }
-    if (distributed) comm = wm::make_nccl_communicator(bs);
+    if (distributed) job.comm = wm::make_nccl_communicator(job.bs);
   }
-  const int rank = comm->rank(), ranks = comm->size();
-  const bool lead = rank == 0;
-  if (lead) {
-    std::printf("wholestore sample: %d rank(s), %s sampler, graph %s %s, features %s %s\n", ranks,
-                set.use_gpu ? "gpu" : "cpu", wm::memory_type_name(set.graph_type),
+  job.rank = job.comm->rank();
+  job.ranks = job.comm->size();
+  job.lead = job.rank == 0;
+  if (job.lead) {
+    std::printf("wholestore sample: %d rank(s), %s sampler, graph %s %s, features %s %s\n",
+                job.ranks, set.use_gpu ? "gpu" : "cpu", wm::memory_type_name(set.graph_type),
                 wm::memory_location_name(set.graph_location),
                 wm::memory_type_name(set.features_type),
                 wm::memory_location_name(set.features_location));
     if (set.use_gpu) {
-      std::printf("  %d GPU(s) in use, %d rank(s) per GPU at most, %s communicator\n", sharing.gpus,
-                  sharing.max_ranks_per_gpu, wm::backend_name(comm->get_backend()));
+      std::printf("  %d GPU(s) in use, %d rank(s) per GPU at most, %s communicator\n",
+                  job.sharing.gpus, job.sharing.max_ranks_per_gpu,
+                  wm::backend_name(job.comm->get_backend()));
     }
     std::fflush(stdout);
   }
+  return job;
+}
 
-  loaded_graph loaded = load_or_generate(cfg, set, comm, *bs, lead);
-  graph::csr_graph& g = loaded.g;
+// This rank's seeds per epoch ([first, last) of every epoch's shuffled order) and how many
+// sampling calls it makes per epoch.
+struct batch_plan {
+  std::uint64_t first = 0, last = 0;
+  std::uint64_t local_batches = 0;  // batches with seeds
+  std::uint64_t calls = 0;          // local_batches, or the most of any rank when collective
+};
 
-  // This rank's seeds per epoch, and the batch count every rank will run.
+// Collective over job.bs.
+batch_plan plan_batches(const sample_job& job, const sample_settings& set,
+                        const graph::csr_graph& g) {
+  batch_plan p;
   const std::uint64_t n = g.num_nodes;
-  const std::uint64_t first = n * static_cast<std::uint64_t>(rank) / ranks;
-  const std::uint64_t last = n * static_cast<std::uint64_t>(rank + 1) / ranks;
-  std::uint64_t local_batches = (last - first + set.batch_size - 1) / set.batch_size;
-  if (set.max_batches > 0) local_batches = std::min(local_batches, set.max_batches);
-  std::vector<std::uint64_t> all_batches(static_cast<std::size_t>(ranks));
-  bs->allgather(&local_batches, all_batches.data(), sizeof(std::uint64_t));
-  const std::uint64_t max_rank_batches = *std::max_element(all_batches.begin(), all_batches.end());
+  p.first = n * static_cast<std::uint64_t>(job.rank) / job.ranks;
+  p.last = n * static_cast<std::uint64_t>(job.rank + 1) / job.ranks;
+  p.local_batches = (p.last - p.first + set.batch_size - 1) / set.batch_size;
+  if (set.max_batches > 0) p.local_batches = std::min(p.local_batches, set.max_batches);
+  std::vector<std::uint64_t> all_batches(static_cast<std::size_t>(job.ranks));
+  job.bs->allgather(&p.local_batches, all_batches.data(), sizeof(std::uint64_t));
+  const std::uint64_t most = *std::max_element(all_batches.begin(), all_batches.end());
   // Distributed memory makes sampling and gathering collective: every rank calls equally often.
   const bool collective = set.graph_type == wm::memory_type::distributed ||
                           (g.has_features() && set.features_type == wm::memory_type::distributed);
-  const std::uint64_t calls = collective ? max_rank_batches : local_batches;
+  p.calls = collective ? most : p.local_batches;
+  return p;
+}
 
+// One batch at a time: sample the seeds' neighborhoods, gather the input nodes' features, add
+// the counts and times to `mine`.  The CPU path on host buffers; the GPU path with its sampler,
+// stream and device buffers, kept across batches.
+class batch_runner {
+ public:
+  batch_runner(const sample_settings& set, graph::csr_graph& g)
+      : set_(set),
+        g_(g),
+        row_bytes_(g.has_features() ? g.feature_dim * wm::dtype_size(g.feature_type) : 0) {
+#if defined(WHOLESTORE_HAS_CUDA)
+    if (set_.use_gpu) {
+      gs_ = std::make_unique<graph::gpu_sampler>(g_);
+      if (cudaStreamCreate(&stream_) != cudaSuccess)
+        WM_FAIL(wm::cuda_error, "cudaStreamCreate failed");
+      d_seeds_ = wm::device_buffer(set_.batch_size * sizeof(std::int64_t), wm::current_device());
+    }
+#endif
+  }
+  batch_runner(const batch_runner&) = delete;
+  batch_runner& operator=(const batch_runner&) = delete;
+  ~batch_runner() {
+#if defined(WHOLESTORE_HAS_CUDA)
+    gs_.reset();
+    if (stream_) cudaStreamDestroy(stream_);
+#endif
+  }
+
+  // Returns the rows gathered (the batch's input nodes).
+  std::size_t run(const std::int64_t* seeds, std::size_t count, const graph::sample_options& so,
+                  rank_figures& mine) {
+    return set_.use_gpu ? run_gpu(seeds, count, so, mine) : run_cpu(seeds, count, so, mine);
+  }
+
+  std::size_t row_bytes() const { return row_bytes_; }
+
+ private:
+  std::size_t run_cpu(const std::int64_t* seeds, std::size_t count, const graph::sample_options& so,
+                      rank_figures& mine) {
+    auto t0 = std::chrono::steady_clock::now();
+    graph::sample_result r = graph::sample_host(g_, seeds, count, so, set_.threads);
+    for (const auto& blk : r.blocks)
+      mine.sampled_edges += static_cast<std::uint64_t>(blk.num_edges());
+    mine.sample_s += seconds_since(t0);
+    if (!g_.has_features()) return 0;
+    const std::vector<std::int64_t> empty;
+    const std::vector<std::int64_t>& input = r.blocks.empty() ? empty : r.input_nodes();
+    const std::size_t rows = input.size();
+    if (host_out_.size() < rows * row_bytes_) host_out_.resize(rows * row_bytes_);
+    t0 = std::chrono::steady_clock::now();
+    wm::index_array idx{input.data(), wm::dtype::int64, rows};
+    wm::dense_matrix out{host_out_.data(), g_.feature_type, rows, g_.feature_dim, g_.feature_dim};
+    wm::gather_host(g_.features_tensor(), idx, out, set_.threads);
+    mine.gather_s += seconds_since(t0);
+    return rows;
+  }
+
+  std::size_t run_gpu(const std::int64_t* seeds, std::size_t count, const graph::sample_options& so,
+                      rank_figures& mine) {
+#if defined(WHOLESTORE_HAS_CUDA)
+    auto t0 = std::chrono::steady_clock::now();
+    if (count) wm::copy_bytes(d_seeds_.data(), seeds, count * sizeof(std::int64_t));
+    std::vector<graph::device_block> blocks =
+        gs_->sample(d_seeds_.data_as<const std::int64_t>(), count, so, stream_);
+    if (cudaStreamSynchronize(stream_) != cudaSuccess)
+      WM_FAIL(wm::cuda_error, "sampling stream failed");
+    for (const auto& blk : blocks) mine.sampled_edges += static_cast<std::uint64_t>(blk.num_edges);
+    mine.sample_s += seconds_since(t0);
+    if (!g_.has_features()) return 0;
+    const std::size_t rows = blocks.empty() ? 0 : static_cast<std::size_t>(blocks.back().num_src);
+    if (rows * row_bytes_ > d_out_bytes_) {
+      d_out_.reset();
+      d_out_bytes_ = std::max(rows * row_bytes_, d_out_bytes_ * 2);
+      d_out_ = wm::device_buffer(d_out_bytes_, wm::current_device());
+    }
+    t0 = std::chrono::steady_clock::now();
+    wm::index_array idx{blocks.empty() ? nullptr : blocks.back().src_nodes, wm::dtype::int64, rows};
+    wm::dense_matrix out{d_out_.data(), g_.feature_type, rows, g_.feature_dim, g_.feature_dim};
+    wm::gather(g_.features_tensor(), idx, out, stream_);
+    if (cudaStreamSynchronize(stream_) != cudaSuccess)
+      WM_FAIL(wm::cuda_error, "gather stream failed");
+    mine.gather_s += seconds_since(t0);
+    return rows;
+#else
+    (void)seeds;
+    (void)count;
+    (void)so;
+    (void)mine;
+    WM_FAIL(wm::logic_error, "the GPU sampler needs a build with CUDA");
+#endif
+  }
+
+  const sample_settings& set_;
+  graph::csr_graph& g_;
+  const std::size_t row_bytes_;
+  std::vector<unsigned char> host_out_;
+#if defined(WHOLESTORE_HAS_CUDA)
+  std::unique_ptr<graph::gpu_sampler> gs_;
+  cudaStream_t stream_ = nullptr;
+  wm::device_buffer d_seeds_, d_out_;
+  std::size_t d_out_bytes_ = 0;
+#endif
+};
+
+// Every epoch's batches on this rank; returns its figures.  Collective over job.bs (and over
+// the communicator for distributed memory).
+rank_figures run_epochs(const sample_job& job, const sample_settings& set, const config& cfg,
+                        graph::csr_graph& g, const batch_plan& plan) {
   graph::sample_options so;
   so.fanouts = set.fanouts;
   so.method = set.method;
   so.edge_ids = cfg.get_bool("edge_ids");
-  const std::size_t row_bytes =
-      g.has_features() ? g.feature_dim * wm::dtype_size(g.feature_type) : 0;
-
   rank_figures mine;
-  std::vector<unsigned char> host_out;
-#if defined(WHOLESTORE_HAS_CUDA)
-  std::unique_ptr<graph::gpu_sampler> gs;
-  cudaStream_t stream = nullptr;
-  wm::device_buffer d_seeds, d_out;
-  std::size_t d_out_bytes = 0;
-  if (set.use_gpu) {
-    gs = std::make_unique<graph::gpu_sampler>(g);
-    if (cudaStreamCreate(&stream) != cudaSuccess)
-      WM_FAIL(wm::cuda_error, "cudaStreamCreate failed");
-    d_seeds = wm::device_buffer(set.batch_size * sizeof(std::int64_t), wm::current_device());
-  }
-#endif
-
-  progress_display bar(lead, "sample");
-  const std::uint64_t total_calls = calls * set.epochs;
-  bs->barrier();
+  batch_runner runner(set, g);
+  progress_display bar(job.lead, "sample");
+  const std::uint64_t total_calls = plan.calls * set.epochs;
+  job.bs->barrier();
   const auto loop_t0 = std::chrono::steady_clock::now();
   for (std::uint64_t epoch = 0; epoch < set.epochs; ++epoch) {
-    const std::vector<std::int64_t> order = shuffled_nodes(n, set.random_seed, epoch);
-    for (std::uint64_t b = 0; b < calls; ++b) {
-      const std::uint64_t begin = std::min(last, first + b * set.batch_size);
-      const std::uint64_t end =
-          b < local_batches ? std::min(last, begin + set.batch_size) : begin;  // padding: empty
-      const std::int64_t* seeds = order.data() + begin;
+    const std::vector<std::int64_t> order = shuffled_nodes(g.num_nodes, set.random_seed, epoch);
+    // The sampler's randomness differs per epoch only: a node's sample in an epoch is then the
+    // same whichever rank or batch takes it, for any rank count and batch size.
+    so.random_seed = mix64(set.random_seed ^ mix64(epoch));
+    for (std::uint64_t b = 0; b < plan.calls; ++b) {
+      const std::uint64_t begin = std::min(plan.last, plan.first + b * set.batch_size);
+      const std::uint64_t end = b < plan.local_batches ? std::min(plan.last, begin + set.batch_size)
+                                                       : begin;  // padding: empty
       const std::size_t count = static_cast<std::size_t>(end - begin);
-      // The sampler's randomness differs per epoch only: a node's sample in an epoch is then
-      // the same whichever rank or batch takes it, for any rank count and batch size.
-      so.random_seed = mix64(set.random_seed ^ mix64(epoch));
-      std::size_t rows = 0;
-      auto t0 = std::chrono::steady_clock::now();
-      if (set.use_gpu) {
-#if defined(WHOLESTORE_HAS_CUDA)
-        if (count) wm::copy_bytes(d_seeds.data(), seeds, count * sizeof(std::int64_t));
-        std::vector<graph::device_block> blocks =
-            gs->sample(d_seeds.data_as<const std::int64_t>(), count, so, stream);
-        if (cudaStreamSynchronize(stream) != cudaSuccess)
-          WM_FAIL(wm::cuda_error, "sampling stream failed");
-        for (const auto& blk : blocks)
-          mine.sampled_edges += static_cast<std::uint64_t>(blk.num_edges);
-        mine.sample_s += seconds_since(t0);
-        if (g.has_features()) {
-          rows = blocks.empty() ? 0 : static_cast<std::size_t>(blocks.back().num_src);
-          if (rows * row_bytes > d_out_bytes) {
-            d_out.reset();
-            d_out_bytes = std::max(rows * row_bytes, d_out_bytes * 2);
-            d_out = wm::device_buffer(d_out_bytes, wm::current_device());
-          }
-          t0 = std::chrono::steady_clock::now();
-          wm::index_array idx{blocks.empty() ? nullptr : blocks.back().src_nodes, wm::dtype::int64,
-                              rows};
-          wm::dense_matrix out{d_out.data(), g.feature_type, rows, g.feature_dim, g.feature_dim};
-          wm::gather(g.features_tensor(), idx, out, stream);
-          if (cudaStreamSynchronize(stream) != cudaSuccess)
-            WM_FAIL(wm::cuda_error, "gather stream failed");
-          mine.gather_s += seconds_since(t0);
-        }
-#endif
-      } else {
-        graph::sample_result r = graph::sample_host(g, seeds, count, so, set.threads);
-        for (const auto& blk : r.blocks)
-          mine.sampled_edges += static_cast<std::uint64_t>(blk.num_edges());
-        mine.sample_s += seconds_since(t0);
-        if (g.has_features()) {
-          const std::vector<std::int64_t> empty;
-          const std::vector<std::int64_t>& input = r.blocks.empty() ? empty : r.input_nodes();
-          rows = input.size();
-          if (host_out.size() < rows * row_bytes) host_out.resize(rows * row_bytes);
-          t0 = std::chrono::steady_clock::now();
-          wm::index_array idx{input.data(), wm::dtype::int64, rows};
-          wm::dense_matrix out{host_out.data(), g.feature_type, rows, g.feature_dim, g.feature_dim};
-          wm::gather_host(g.features_tensor(), idx, out, set.threads);
-          mine.gather_s += seconds_since(t0);
-        }
-      }
+      const std::size_t rows = runner.run(order.data() + begin, count, so, mine);
       if (count) {
         ++mine.batches;
         mine.seeds += count;
       }
       mine.gathered_rows += rows;
-      mine.gathered_bytes += rows * row_bytes;
-      bar.update(epoch * calls + b + 1, total_calls);
+      mine.gathered_bytes += rows * runner.row_bytes();
+      bar.update(epoch * plan.calls + b + 1, total_calls);
     }
   }
   mine.loop_s = seconds_since(loop_t0);
   mine.rss_mib = peak_rss_mib();
   mine.gpu_mib = set.use_gpu ? gpu_used_mib() : 0.0;
-#if defined(WHOLESTORE_HAS_CUDA)
-  gs.reset();
-  if (stream) cudaStreamDestroy(stream);
-#endif
+  return mine;
+}
+
+}  // namespace
+
+int run_sample(int argc, char** argv) {
+  command_args args = parse_command_args(argc, argv);
+  config cfg = load_config(sample_schema, args.config_file, args.overrides);
+  const sample_settings set = read_settings(cfg);
+  const sample_job job = join_job(cfg, set);
+  loaded_graph loaded = load_or_generate(cfg, set, job.comm, *job.bs, job.lead);
+  const batch_plan plan = plan_batches(job, set, loaded.g);
+  const rank_figures mine = run_epochs(job, set, cfg, loaded.g, plan);
 
   sample_outcome outcome;
-  outcome.ranks = ranks;
+  outcome.ranks = job.ranks;
   outcome.use_gpu = set.use_gpu;
   outcome.source = loaded.source;
   outcome.generated = set.generate;
-  outcome.num_nodes = g.num_nodes;
-  outcome.num_edges = g.num_edges;
-  outcome.feature_dim = g.feature_dim;
+  outcome.num_nodes = loaded.g.num_nodes;
+  outcome.num_edges = loaded.g.num_edges;
+  outcome.feature_dim = loaded.g.feature_dim;
   outcome.epochs = set.epochs;
   outcome.gen_s = loaded.gen_s;
   outcome.load_s = loaded.load_s;
   outcome.check_s = loaded.check_s;
   outcome.load_bytes = loaded.load_bytes;
-  outcome.totals = all_ranks(*bs, mine);
-  if (lead) {
+  outcome.totals = all_ranks(*job.bs, mine);
+  if (job.lead) {
     print_summary(outcome);
     if (!args.report_file.empty()) write_sample_report(args.report_file, outcome, cfg);
   }

@@ -450,8 +450,8 @@ class trainer {
     output_.lookup_host({targets_.data(), wm::dtype::int64, nt},
                         {target_rows_.data(), wm::dtype::float32, nt, dim, dim}, s_.threads);
     long long units = 0;
-    embedding::sgns_batch b{center_rows_.data(), target_rows_.data(), n, s_.negatives, dim,
-                            center_grads_.data(),  target_grads_.data(), nullptr};
+    embedding::sgns_batch b{center_rows_.data(),  target_rows_.data(),  n,      s_.negatives, dim,
+                            center_grads_.data(), target_grads_.data(), nullptr};
     b.loss_units = &units;
     b.loss_scale = loss_unit;
     embedding::sgns_gradients_host(b, s_.threads);

@@ -20,9 +20,9 @@ inline void check_sgns_table_batch(const sgns_table_batch& b) {
   WM_EXPECTS(b.out.negatives >= 0, who << ": negatives must be >= 0, got " << b.out.negatives);
   for (const table_view* v : {&b.input, &b.output}) {
     const char* name = v == &b.input ? "input" : "output";
-    WM_EXPECTS(v->dtype == wholememory::dtype::float32,
-               who << ": the " << name << " table must be float32, it is "
-                   << wholememory::dtype_name(v->dtype));
+    WM_EXPECTS(v->dtype == wholememory::dtype::float32, who << ": the " << name
+                                                            << " table must be float32, it is "
+                                                            << wholememory::dtype_name(v->dtype));
     WM_EXPECTS(v->dim == b.out.dim, who << ": the " << name << " table has dim " << v->dim
                                         << ", the batch " << b.out.dim);
     WM_EXPECTS(b.out.pairs == 0 || v->parts != nullptr,
@@ -36,4 +36,3 @@ inline void check_sgns_table_batch(const sgns_table_batch& b) {
 }
 
 }  // namespace wholestore::embedding::detail
-

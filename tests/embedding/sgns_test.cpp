@@ -212,8 +212,8 @@ TEST(SgnsHost, LossUnitsAreTheRoundedSum) {
     for (float l : r.losses) expected += std::llround(static_cast<double>(l) * scale);
     for (unsigned threads : {1u, 2u, 7u}) {
       std::vector<float> gu(p.centers.size()), gt(p.targets.size());
-      sgns_batch b{p.centers.data(), p.targets.data(), p.pairs, p.k, p.dim, gu.data(), gt.data(),
-                   nullptr};
+      sgns_batch b{p.centers.data(), p.targets.data(), p.pairs, p.k, p.dim,
+                   gu.data(),        gt.data(),        nullptr};
       long long units = -3;
       b.loss_units = &units;
       b.loss_scale = scale;

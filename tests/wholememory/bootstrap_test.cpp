@@ -972,7 +972,7 @@ TEST(BootstrapEnv, JobTokenFromTheLauncher) {
   env.set("RANK", "1");
   env.set("WORLD_SIZE", "2");
   EXPECT_EQ(wholememory::read_launch_env()->job_token, "");  // a torch environment, no id
-  env.set("TORCHELASTIC_RUN_ID", "none");                   // torchrun's default: no id
+  env.set("TORCHELASTIC_RUN_ID", "none");                    // torchrun's default: no id
   EXPECT_EQ(wholememory::read_launch_env()->job_token, "");
   env.set("TORCHELASTIC_RUN_ID", "5d9c2c1e-job");
   EXPECT_EQ(wholememory::read_launch_env()->job_token, "torchrun-5d9c2c1e-job");

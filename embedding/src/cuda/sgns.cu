@@ -78,8 +78,7 @@ __device__ __forceinline__ float read(const float* row, std::size_t c) {
   return row != nullptr ? row[c] : 0.0f;
 }
 
-__device__ __forceinline__ void add_loss(const sgns_batch& b, std::size_t i, float loss,
-                                         int lane) {
+__device__ __forceinline__ void add_loss(const sgns_batch& b, std::size_t i, float loss, int lane) {
   if (lane != 0) return;
   if (b.losses) b.losses[i] = loss;
   if (b.loss_units) {
@@ -228,10 +227,10 @@ void sgns_gradients(const sgns_batch& b, cudaStream_t stream) {
 void sgns_gradients_from_tables(const sgns_table_batch& tb, cudaStream_t stream) {
   detail::check_sgns_table_batch(tb);
   if (tb.out.pairs == 0) return;
-  launch(tb.out,
-         table_rows{tb.input, tb.output, tb.center_rows, tb.target_rows, tb.out.pairs,
-                    tb.first_bad},
-         stream);
+  launch(
+      tb.out,
+      table_rows{tb.input, tb.output, tb.center_rows, tb.target_rows, tb.out.pairs, tb.first_bad},
+      stream);
 }
 
 }  // namespace wholestore::embedding

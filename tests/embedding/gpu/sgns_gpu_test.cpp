@@ -10,9 +10,9 @@
 #include <embedding/table.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/cuda_check.hpp>
-#include <wholememory/error.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/device_buffer.hpp>
+#include <wholememory/error.hpp>
 
 #include <gtest/gtest.h>
 
@@ -103,8 +103,8 @@ std::vector<std::int64_t> random_rows(std::size_t n, std::size_t rows, std::uint
     // Half the entries from the first 8 rows: duplicates inside and across pairs.
     const float x = value(seed, i, 1.0f) * 0.5f + 0.5f;
     const std::size_t span = i % 2 == 0 ? std::min<std::size_t>(rows, 8) : rows;
-    v[i] = static_cast<std::int64_t>(std::min<std::size_t>(
-        static_cast<std::size_t>(x * static_cast<float>(span)), span - 1));
+    v[i] = static_cast<std::int64_t>(
+        std::min<std::size_t>(static_cast<std::size_t>(x * static_cast<float>(span)), span - 1));
   }
   return v;
 }
@@ -172,16 +172,22 @@ void compare_fused(std::shared_ptr<wholememory::communicator> comm, wholememory:
   tb.output = output.view(device);
   tb.center_rows = static_cast<const std::int64_t*>(d_ci.data());
   tb.target_rows = static_cast<const std::int64_t*>(d_ti.data());
-  tb.out = sgns_batch{nullptr, nullptr, pairs, k, dim, static_cast<float*>(d_gu.data()),
-                      static_cast<float*>(d_gt.data()), static_cast<float*>(d_loss.data())};
+  tb.out = sgns_batch{nullptr,
+                      nullptr,
+                      pairs,
+                      k,
+                      dim,
+                      static_cast<float*>(d_gu.data()),
+                      static_cast<float*>(d_gt.data()),
+                      static_cast<float*>(d_loss.data())};
   tb.out.loss_units = static_cast<long long*>(d_totals.data());
   tb.first_bad = static_cast<unsigned long long*>(d_totals.data()) + 1;
   sgns_gradients_from_tables(tb, nullptr);
   WM_CUDA_TRY(cudaDeviceSynchronize());
   long long totals[2];
   wholememory::copy_bytes(totals, d_totals.data(), sizeof(totals));
-  const std::string shape = "pairs " + std::to_string(pairs) + " K " + std::to_string(k) +
-                            " dim " + std::to_string(dim);
+  const std::string shape =
+      "pairs " + std::to_string(pairs) + " K " + std::to_string(k) + " dim " + std::to_string(dim);
   if (bad >= 0) {
     EXPECT_EQ(totals[1], static_cast<long long>(pairs) + bad) << shape;
     return;
@@ -200,26 +206,26 @@ void compare_fused(std::shared_ptr<wholememory::communicator> comm, wholememory:
 
 TEST(SgnsGpu, FromTablesSameBitsAsLookupsThenCpu) {
   if (gpu_count() < 1) GTEST_SKIP() << "needs 1 CUDA device, 0 visible";
-  const auto result =
-      wholestore_test::fork_ranks(1, [](std::shared_ptr<wholememory::bootstrap> bs) {
-        wholememory::set_device(0);
-        auto comm = wholememory::make_host_communicator(std::move(bs));
-        for (auto type : {wholememory::memory_type::continuous, wholememory::memory_type::chunked}) {
-          compare_fused(comm, type, 0, 5, 128);
-          for (std::size_t dim : {1, 33, 128, 300})
-            for (int k : {0, 5}) compare_fused(comm, type, 700, k, dim);
-          compare_fused(comm, type, 50000, 5, 128);
-          compare_fused(comm, type, 300, 5, 128, 3 * 6 + 4);  // a negative past the table
-        }
-        // A view of the wrong dim is refused before anything runs.
-        table a = make_table(comm, 10, 16, wholememory::memory_type::continuous, 1);
-        table c = make_table(comm, 10, 32, wholememory::memory_type::continuous, 2);
-        sgns_table_batch tb;
-        tb.input = a.view(0);
-        tb.output = c.view(0);
-        tb.out.dim = 16;
-        EXPECT_THROW(sgns_gradients_from_tables(tb, nullptr), wholememory::logic_error);
-      });
+  const auto result = wholestore_test::fork_ranks(1, [](std::shared_ptr<wholememory::bootstrap>
+                                                            bs) {
+    wholememory::set_device(0);
+    auto comm = wholememory::make_host_communicator(std::move(bs));
+    for (auto type : {wholememory::memory_type::continuous, wholememory::memory_type::chunked}) {
+      compare_fused(comm, type, 0, 5, 128);
+      for (std::size_t dim : {1, 33, 128, 300})
+        for (int k : {0, 5}) compare_fused(comm, type, 700, k, dim);
+      compare_fused(comm, type, 50000, 5, 128);
+      compare_fused(comm, type, 300, 5, 128, 3 * 6 + 4);  // a negative past the table
+    }
+    // A view of the wrong dim is refused before anything runs.
+    table a = make_table(comm, 10, 16, wholememory::memory_type::continuous, 1);
+    table c = make_table(comm, 10, 32, wholememory::memory_type::continuous, 2);
+    sgns_table_batch tb;
+    tb.input = a.view(0);
+    tb.output = c.view(0);
+    tb.out.dim = 16;
+    EXPECT_THROW(sgns_gradients_from_tables(tb, nullptr), wholememory::logic_error);
+  });
   EXPECT_TRUE(result.all_ok()) << "the GPU child failed";
 }
 
