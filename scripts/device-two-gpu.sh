@@ -70,11 +70,16 @@ if want symmetric && [ -f configs/bench_symmetric.yaml ]; then
   cp "$out/bench-symmetric.txt" "$final/"
 fi
 if want embedding; then
-  step "embedding lookup, continuous vs distributed, 1 rank"
-  timeout 150 $b bench configs/bench_embedding.yaml --set types=continuous,distributed \
-    --set optimizers=sgd --set streams=uniform --set batches=262144,1048576 --set cache=false \
-    --set repeats=5 >"$out/bench-embedding.txt" 2>&1
-  echo "rc=$?"; tail -n 14 "$out/bench-embedding.txt"
-  cp "$out/bench-embedding.txt" "$final/"
+  # 1 rank, then one rank per GPU: every type, SGD and Adam, both streams, 1M indices.
+  for n in 1 2; do
+    [ "$n" -gt "$gpus" ] && continue
+    step "embedding bench, $n rank(s)"
+    timeout 200 $b launch -n $n -- $b bench configs/bench_embedding.yaml \
+      --set types=continuous,chunked,distributed --set optimizers=sgd,adam \
+      --set streams=uniform,powerlaw --set batches=1048576 --set cache=false --set repeats=5 \
+      >"$out/bench-embedding-$n.txt" 2>&1
+    echo "rc=$?"; grep -vE '^\[rank 1\]' "$out/bench-embedding-$n.txt" | tail -n 16
+    cp "$out/bench-embedding-$n.txt" "$final/"
+  done
 fi
 step done
