@@ -6,7 +6,7 @@
 #   scripts/device-two-gpu.sh                     # every step, ctest -L gpu
 #   TESTS='Sgns|FileIoGpu' REPEAT=3 scripts/device-two-gpu.sh   # those tests, each 3 times
 #   STEPS='build pytest tests' scripts/device-two-gpu.sh         # only these steps
-# Steps: build pytest tests run train symmetric embedding
+# Steps: build pytest tests run train symmetric embedding sanitize (the last not by default)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .device-shared/data ] && [ ! -e ../shared/data ]; then
@@ -81,5 +81,10 @@ if want embedding; then
     echo "rc=$?"; grep -vE '^\[rank 1\]' "$out/bench-embedding-$n.txt" | tail -n 16
     cp "$out/bench-embedding-$n.txt" "$final/"
   done
+fi
+if want sanitize; then
+  step "compute-sanitizer memcheck"
+  OUT="$out" CASE_TIMEOUT=${CASE_TIMEOUT:-60} scripts/gpu-sanitize.sh
+  echo "rc=$?"
 fi
 step done
