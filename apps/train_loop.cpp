@@ -237,13 +237,16 @@ class trainer {
     no.by_degree = s_.negatives_by_degree;
     // The GPU path draws walk-mode negatives on the device: the alias table there too (random
     // reads of host memory would bound it).  LINE draws on the host on either path.
-    if (s_.use_gpu && s_.mode != train_mode::line) no.location = wm::memory_location::device;
+    if (line_on_gpu() || (s_.use_gpu && s_.mode != train_mode::line))
+      no.location = wm::memory_location::device;
     negatives_ = std::make_unique<graph::negative_sampler>(comm_, split.train.row_offsets, no);
     if (s_.mode == train_mode::line) {
-      edge_src_.resize(split.train.num_edges());
-      for (std::uint64_t u = 0; u < nodes_; ++u)
-        for (std::int64_t e = split.train.row_offsets[u]; e < split.train.row_offsets[u + 1]; ++e)
-          edge_src_[static_cast<std::size_t>(e)] = static_cast<std::int64_t>(u);
+      if (!line_on_gpu()) {  // the host builds the pairs: every edge's source, once
+        edge_src_.resize(split.train.num_edges());
+        for (std::uint64_t u = 0; u < nodes_; ++u)
+          for (std::int64_t e = split.train.row_offsets[u]; e < split.train.row_offsets[u + 1]; ++e)
+            edge_src_[static_cast<std::size_t>(e)] = static_cast<std::int64_t>(u);
+      }
       slots_ = 1;
     } else {
       slots_ = graph::window_slots(s_.walk_length, s_.window);
@@ -347,8 +350,25 @@ class trainer {
     const std::uint64_t k = static_cast<std::uint64_t>(s_.negatives);
     const std::uint64_t draw_key = epoch_key(s_.seed, epoch, 2);
     const std::size_t slots = static_cast<std::size_t>(hi - lo);
+    if (line_on_gpu()) {
+      // Edges as pairs on the device: the negatives drawn there, then one thread per slot.
+      auto* d_draws = static_cast<std::int64_t*>(
+          d_draws_.reserve_discard(std::max<std::size_t>(slots * k, 1) * 8, device_));
+      if (k) negatives_->sample(draw_key, lo * k, slots * k, d_draws, stream_);
+      graph::edge_pairs_args ea;
+      ea.key = epoch_key(s_.seed, epoch, 3);
+      ea.lo = lo;
+      ea.hi = hi;
+      ea.negatives = d_draws;
+      ea.negatives_per_pair = s_.negatives;
+      ea.centers = device_indices(d_centers_, slots);
+      ea.targets = device_indices(d_targets_, slots * (k + 1));
+      graph::edge_pairs(graph_, ea, stream_);
+      n_pairs_ = slots;
+      return;
+    }
     if (s_.mode == train_mode::line) {
-      // Edges as pairs: cheap enough on the host for either path.
+      // Edges as pairs on the host: the CPU path, and a distributed graph on the GPU path.
       draws_.resize(slots * k);
       negatives_->sample_host(draw_key, lo * k, draws_.size(), draws_.data(), s_.threads);
       centers_.resize(slots);
@@ -429,6 +449,12 @@ class trainer {
     pa.centers = centers_.data();
     pa.targets = targets_.data();
     n_pairs_ = graph::window_pairs_host(pa);
+  }
+
+  // LINE's pairs on the device: the GPU path with a graph it can read in place.
+  bool line_on_gpu() const {
+    return s_.use_gpu && s_.mode == train_mode::line &&
+           s_.graph_type != wm::memory_type::distributed;
   }
 
   std::int64_t* device_indices(wm::device_buffer& b, std::size_t count) {

@@ -10,4 +10,9 @@ std::size_t gpu_window_pairs::build(const window_pairs_args&, cudaStream_t) {
           "window_pairs_host");
 }
 
+void edge_pairs(const csr_graph&, const edge_pairs_args&, cudaStream_t) {
+  WM_FAIL(wholememory::logic_error,
+          "edge_pairs runs on a GPU and wholestore was built without CUDA");
+}
+
 }  // namespace wholestore::graph

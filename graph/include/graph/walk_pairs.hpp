@@ -15,6 +15,7 @@
  */
 #pragma once
 
+#include <graph/csr_graph.hpp>
 #include <wholememory/device_buffer.hpp>
 #include <wholememory/stream.hpp>
 
@@ -55,5 +56,24 @@ class gpu_window_pairs {
   int table_length_ = 0, table_window_ = 0;
   wholememory::device_buffer flags_, positions_, temp_, count_;
 };
+
+/// LINE's pairs (one per edge slot): slot s of [lo, hi) takes directed edge
+/// e = rand_below(draw(key, s), num_edges) of the graph's CSR (detail/sample_select.hpp) and
+/// gives the pair (the row holding e, col_indices[e]) followed by negatives[(s - lo) * K ..
+/// + K): hi - lo pairs in slot order, in embedding/sgns.hpp's layout.
+struct edge_pairs_args {
+  std::uint64_t key = 0;
+  std::uint64_t lo = 0, hi = 0;
+  const std::int64_t* negatives = nullptr;  ///< (hi - lo) * K draws (may be null when K == 0)
+  int negatives_per_pair = 0;               ///< K >= 0
+  std::int64_t* centers = nullptr;          ///< out: hi - lo
+  std::int64_t* targets = nullptr;          ///< out: (hi - lo) * (1 + K)
+};
+
+/// GPU path for a continuous or chunked graph (the row of edge e found by binary search over
+/// the row offsets, so nothing per edge is kept), buffers the GPU reads and writes, enqueued
+/// on `stream` (does not wait).  Throws logic_error for a distributed graph, a graph without
+/// edges, K < 0 or lo > hi, and in a build without CUDA.
+void edge_pairs(const csr_graph& g, const edge_pairs_args& args, cudaStream_t stream);
 
 }  // namespace wholestore::graph

@@ -1,13 +1,20 @@
 // gpu_window_pairs against window_pairs_host (walk_pairs_test.cpp checks that against the slot
 // rules): the same pairs and negatives in the same order, bit for bit, for walks with dead ends,
 // ranges that start and end inside walks, K = 0 and 5, and the shape changing between calls
-// (the slot table is rebuilt).  The body runs in a forked child (gpu_test_util.hpp).
+// (the slot table is rebuilt).  edge_pairs (LINE) against the rule computed here from the host
+// CSR, on an R-MAT graph with many empty rows.  Bodies run in a forked child
+// (gpu_test_util.hpp).
 #include "common/multiprocess.hpp"
 #include "wholememory/gpu/gpu_test_util.hpp"
 
+#include <graph/csr_graph.hpp>
+#include <graph/detail/sample_select.hpp>
+#include <graph/generate.hpp>
 #include <graph/walk_pairs.hpp>
+#include <wholememory/communicator.hpp>
 #include <wholememory/cuda_check.hpp>
 #include <wholememory/device.hpp>
+#include <wholememory/error.hpp>
 
 #include <gtest/gtest.h>
 
@@ -75,6 +82,69 @@ TEST(GpuWindowPairs, EqualToTheCpuPath) {
           EXPECT_EQ(gc, c) << length << " " << window << " " << k;
           EXPECT_EQ(gt, t) << length << " " << window << " " << k;
         }
+  });
+  EXPECT_EQ(r.status[0], 0) << "the child failed";
+}
+
+// LINE's pairs: slot s's edge by the documented draw, its source row, its target and the slot's
+// negatives, for every memory type the GPU path reads and both locations; a distributed graph
+// is refused.
+TEST(GpuEdgePairs, EqualToTheRuleOnTheHostCsr) {
+  WHOLESTORE_REQUIRE_GPUS(1);
+  fork_result r = fork_ranks(1, [](std::shared_ptr<wm::bootstrap> bs) {
+    wm::set_device(0);
+    auto comm = wm::make_host_communicator(bs);
+    generate_options go;
+    go.num_nodes = 3000;  // R-MAT leaves many rows empty, also first and last ones
+    go.num_edges = 20000;
+    go.seed = 9;
+    const host_csr g = generate_graph(go);
+    std::vector<std::int64_t> source(g.num_edges());
+    for (std::uint64_t u = 0; u < g.num_nodes; ++u)
+      for (std::int64_t e = g.row_offsets[u]; e < g.row_offsets[u + 1]; ++e)
+        source[static_cast<std::size_t>(e)] = static_cast<std::int64_t>(u);
+    cuda_stream stream;
+    const std::uint64_t key = 0x1234abcdull, lo = 777, hi = 777 + 50001;
+    const std::size_t n = hi - lo;
+    for (int k : {0, 5}) {
+      std::vector<std::int64_t> neg(n * k);
+      for (std::size_t i = 0; i < neg.size(); ++i) neg[i] = static_cast<std::int64_t>(i * 7 + 1);
+      std::vector<std::int64_t> c(n), t(n * (k + 1));
+      for (std::size_t x = 0; x < n; ++x) {
+        const auto e = detail::rand_below(detail::draw(key, lo + x), g.num_edges());
+        c[x] = source[e];
+        t[x * (k + 1)] = g.col_indices[e];
+        for (int q = 0; q < k; ++q) t[x * (k + 1) + 1 + q] = neg[x * k + q];
+      }
+      device_buffer d_neg(neg.size() * 8 + 8, 0), d_c(n * 8, 0), d_t(t.size() * 8, 0);
+      if (!neg.empty())
+        WM_CUDA_TRY(copy_and_wait(d_neg.get(), neg.data(), neg.size() * 8, cudaMemcpyHostToDevice));
+      edge_pairs_args a;
+      a.key = key;
+      a.lo = lo;
+      a.hi = hi;
+      a.negatives = static_cast<const std::int64_t*>(d_neg.get());
+      a.negatives_per_pair = k;
+      a.centers = static_cast<std::int64_t*>(d_c.get());
+      a.targets = static_cast<std::int64_t*>(d_t.get());
+      for (auto type : {wm::memory_type::continuous, wm::memory_type::chunked})
+        for (auto loc : {wm::memory_location::device, wm::memory_location::host}) {
+          const csr_graph wg = make_graph(comm, g, type, loc);
+          const std::string what = std::string(wm::memory_type_name(type)) + " " +
+                                   wm::memory_location_name(loc) + ", K " + std::to_string(k);
+          WM_CUDA_TRY(cudaMemset(d_c.get(), 0xff, n * 8));
+          edge_pairs(wg, a, stream.get());
+          WM_CUDA_TRY(cudaStreamSynchronize(stream.get()));
+          std::vector<std::int64_t> gc(n), gt(t.size());
+          WM_CUDA_TRY(copy_and_wait(gc.data(), d_c.get(), n * 8, cudaMemcpyDeviceToHost));
+          WM_CUDA_TRY(copy_and_wait(gt.data(), d_t.get(), gt.size() * 8, cudaMemcpyDeviceToHost));
+          EXPECT_EQ(gc, c) << what;
+          EXPECT_EQ(gt, t) << what;
+        }
+    }
+    const csr_graph dist =
+        make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
+    EXPECT_THROW(edge_pairs(dist, edge_pairs_args{}, stream.get()), wm::logic_error);
   });
   EXPECT_EQ(r.status[0], 0) << "the child failed";
 }
