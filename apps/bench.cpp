@@ -40,7 +40,8 @@ namespace {
 
 const std::vector<config_key> bench_schema = {
     {"suite", value_kind::string, "gather",
-     "`gather` (this suite; also when the key is absent), `sample` or `embedding`"},
+     "`gather` (this suite; also when the key is absent), `sample`, `embedding` or "
+     "`symmetric`"},
     {"row_bytes", value_kind::string, "64,128,256,512,1024,4096",
      "row sizes in bytes, comma-separated (multiples of the dtype size)"},
     {"table_gib", value_kind::number, "8", "table size over all ranks, GiB (GPU runs)"},
@@ -184,8 +185,9 @@ int run_bench(int argc, char** argv) {
   const std::string suite = bench_suite(argc, argv);
   if (suite == "sample") return run_bench_sample(argc, argv);
   if (suite == "embedding") return run_bench_embedding(argc, argv);
+  if (suite == "symmetric") return run_bench_symmetric(argc, argv);
   if (suite != "gather")
-    throw config_error("suite must be gather, sample or embedding, got '" + suite + "'");
+    throw config_error("suite must be gather, sample, embedding or symmetric, got '" + suite + "'");
   command_args args = parse_command_args(argc, argv);
   config cfg = load_config(bench_schema, args.config_file, args.overrides);
   auto timeout = collective_timeout(cfg);
@@ -526,8 +528,9 @@ const command_info& bench_command() {
       "bench",
       "gather/scatter bandwidth, sampler or embedding throughput",
       "",
-      "Three suites, chosen by the config's `suite` key (or `--set suite=...`): `gather` (the "
-      "default), `sample` and `embedding`, each with its own keys, below. Every suite runs on "
+      "Four suites, chosen by the config's `suite` key (or `--set suite=...`): `gather` (the "
+      "default), `sample`, `embedding` and `symmetric`, each with its own keys, below. Every suite "
+      "runs on "
       "the ranks present (one GPU per rank; without a GPU, the CPU paths at the `cpu_*` sizes) "
       "and prints each case next to a ceiling or target measured or stated in the same run; "
       "rank 0 prints the all-rank figures and writes `--report`. Measured figures are in "
@@ -560,11 +563,22 @@ const command_info& bench_command() {
         "Ideal traffic for N indices, U unique rows, dim D, element size E and S float32 state "
         "values per element (SGD 0, AdaGrad and RMSProp 1, Adam 2, row-wise AdaGrad 1/D): "
         "lookup = N (8 + 2 E D) (index, row read, output write); update = N (8 + 4 D) + "
-        "U D (2 E + 8 S) (index and gradient read; row and state read and written)."}},
+        "U D (2 E + 8 S) (index and gradient read; row and state read and written)."},
+       {"suite `symmetric`", "configs/bench_symmetric.yaml",
+        "A config with `suite: symmetric` times put and get between rank 0 and rank 1 through "
+        "the symmetric heap (`wholememory/symmetric.hpp`), per size: `copy` is cudaMemcpyAsync "
+        "between the two blocks' addresses, `kernel` the library's row-copy kernel (4 KiB rows) "
+        "loading or storing the peer's block; next to cudaMemcpyPeerAsync between private "
+        "buffers on the two GPUs of the same size, measured in the same run. Every copy is "
+        "checked byte for byte afterwards. Needs two ranks, each with its own GPU; without a "
+        "GPU the heap is in shared host memory (memcpy and gather_host against host memcpy, "
+        "`cpu_sizes_kib`). One rank, or ranks sharing a GPU: a note, nothing measured.",
+        &bench_symmetric_keys(), ""}},
       {"wholestore bench configs/bench_gather.yaml --set types=continuous",
        "wholestore launch -n 2 -- wholestore bench configs/bench_sample.yaml",
        "wholestore bench configs/bench_embedding.yaml --set dims=32,64,128 "
-       "--set optimizers=sgd,adam"},
+       "--set optimizers=sgd,adam",
+       "wholestore launch -n 2 -- wholestore bench configs/bench_symmetric.yaml"},
       run_bench};
   return info;
 }

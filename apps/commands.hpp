@@ -73,9 +73,14 @@ int run_bench_sample(int argc, char** argv);
 /// lookup and training-step throughput; run_bench dispatches here.
 int run_bench_embedding(int argc, char** argv);
 
-/// The schemas of bench's sample and embedding suites (bench_command lists them).
+/// `wholestore bench configs/bench_symmetric.yaml` (`suite: symmetric`): put/get between two
+/// ranks through the symmetric heap; run_bench dispatches here.
+int run_bench_symmetric(int argc, char** argv);
+
+/// The schemas of bench's sample, embedding and symmetric suites (bench_command lists them).
 const std::vector<config_key>& bench_sample_keys();
 const std::vector<config_key>& bench_embedding_keys();
+const std::vector<config_key>& bench_symmetric_keys();
 
 /// The `suite` a bench invocation asks for (config file's `suite:` or `--set suite=`), "gather"
 /// when none.
