@@ -10,7 +10,9 @@
 #include <graph/csr_graph.hpp>
 #include <graph/dataset.hpp>
 #include <graph/generate.hpp>
+#include <graph/negatives.hpp>
 #include <graph/sampling.hpp>
+#include <graph/walks.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/gather.hpp>
 
@@ -37,6 +39,11 @@ struct py_graph {
   void check_alive() const {
     if (!g.row_offsets) throw nb::value_error("this graph was freed");
   }
+};
+
+struct py_negatives {
+  std::unique_ptr<gr::negative_sampler> sampler;
+  nb::object comm;  // keeps the communicator alive while the table lives
 };
 
 struct py_gpu_sampler {
@@ -344,6 +351,46 @@ void bind_graph(nb::module_& m) {
           },
           nb::arg("seeds"), nb::arg("fanouts"), nb::arg("method"), nb::arg("random_seed"),
           nb::arg("edge_ids"), nb::arg("threads"))
+      .def(
+          "random_walks",
+          [](const py_graph& g, const in_array& starts, const out_array& out, int length, double p,
+             double q, std::uint64_t seed, std::uint64_t first_walk, std::uintptr_t stream,
+             unsigned threads) {
+            g.check_alive();
+            std::size_t count = 0;
+            const std::int64_t* s = seeds_of(starts, &count);
+            if (length < 0) throw nb::value_error("length must be >= 0");
+            const std::size_t width = static_cast<std::size_t>(length) + 1;
+            const wm::dense_matrix dst = as_matrix(out, count, width, false, "out");
+            if (dst.type != wm::dtype::int64 || dst.row_stride != width) {
+              throw nb::value_error(
+                  "out must be a contiguous int64 array of [len(starts), "
+                  "length + 1]");
+            }
+            gr::walk_options o;
+            o.length = length;
+            o.p = p;
+            o.q = q;
+            o.seed = seed;
+            o.first_walk = first_walk;
+            auto* w = static_cast<std::int64_t*>(dst.data);
+            const bool cpu = g.g.row_offsets.location() == wm::memory_location::host &&
+                             cpu_reachable(starts.device_type()) &&
+                             cpu_reachable(out.device_type());
+            if (!cpu) {
+              require_gpu_reachable({{"starts", starts.device_type()}, {"out", out.device_type()}},
+                                    "random_walks on a device graph or with CUDA arrays");
+            }
+            nb::gil_scoped_release release;
+            if (cpu) {
+              gr::random_walks_host(g.g, s, count, o, w, threads);
+            } else {
+              gr::gpu_walker walker(g.g);
+              walker.walk(s, count, o, w, to_stream(stream));
+            }
+          },
+          nb::arg("starts"), nb::arg("out"), nb::arg("length"), nb::arg("p"), nb::arg("q"),
+          nb::arg("seed"), nb::arg("first_walk"), nb::arg("stream"), nb::arg("threads"))
       .def("free", [](py_graph& g) {
         nb::gil_scoped_release release;
         g.g.node_features.free();
@@ -385,6 +432,56 @@ void bind_graph(nb::module_& m) {
       nb::arg("load_features"), nb::arg("feature_dtype"));
 
   // ---- the GPU sampler ----
+  nb::class_<py_negatives>(m, "NegativeSampler",
+                           "Negative draws from degree^power (or uniform) over a graph's nodes.")
+      .def(
+          "__init__",
+          [](py_negatives* self, nb::object comm_obj, const py_graph& g, bool by_degree,
+             double power, const std::string& type, const std::string& location) {
+            g.check_alive();
+            py_comm& comm = nb::cast<py_comm&>(comm_obj);
+            gr::negative_options o;
+            o.by_degree = by_degree;
+            o.power = power;
+            o.type = wm::parse_memory_type(type);
+            o.location = wm::parse_memory_location(location);
+            new (self) py_negatives();
+            self->comm = comm_obj;
+            nb::gil_scoped_release release;
+            self->sampler = std::make_unique<gr::negative_sampler>(comm.comm, g.g, o);
+          },
+          nb::arg("comm"), nb::arg("graph"), nb::arg("by_degree"), nb::arg("power"),
+          nb::arg("type"), nb::arg("location"))
+      .def_prop_ro("num_nodes", [](const py_negatives& n) { return n.sampler->num_nodes(); })
+      .def(
+          "probability",
+          [](const py_negatives& n, std::int64_t node) { return n.sampler->probability(node); },
+          nb::arg("node"))
+      .def(
+          "sample",
+          [](const py_negatives& n, std::uint64_t seed, std::uint64_t first_draw,
+             const out_array& out, std::uintptr_t stream, unsigned threads) {
+            const wm::dense_matrix dst = as_matrix(out, SIZE_MAX, 1, true, "out");
+            if (dst.type != wm::dtype::int64 || (dst.rows > 1 && dst.row_stride != 1)) {
+              throw nb::value_error("out must be a contiguous 1-D int64 array");
+            }
+            auto* o = static_cast<std::int64_t*>(dst.data);
+            const bool cpu = n.sampler->table().location() == wm::memory_location::host &&
+                             cpu_reachable(out.device_type());
+            if (!cpu) {
+              require_gpu_reachable({{"out", out.device_type()}},
+                                    "NegativeSampler.sample with a device table or CUDA arrays");
+            }
+            nb::gil_scoped_release release;
+            if (cpu) {
+              n.sampler->sample_host(seed, first_draw, dst.rows, o, threads);
+            } else {
+              n.sampler->sample(seed, first_draw, dst.rows, o, to_stream(stream));
+            }
+          },
+          nb::arg("seed"), nb::arg("first_draw"), nb::arg("out"), nb::arg("stream"),
+          nb::arg("threads"));
+
   nb::class_<py_gpu_sampler>(m, "GpuSampler", "The GPU sampler over one graph.")
       .def(
           "__init__",

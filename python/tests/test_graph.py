@@ -111,3 +111,98 @@ def test_sample_errors(comm, host_graph):
         g.sample([1], [2], method="sideways")
     with pytest.raises(ws.LogicError, match="index 300"):
         g.gather_features([300])
+
+
+def test_pyg_and_dgl_shapes(comm, host_graph):
+    """to_pyg: n_id and one adj per layer (first layer first) whose local ids, mapped through
+    n_id, are edges of the graph from a sampled neighbor (row 0) to its destination (row 1);
+    to_dgl_blocks_args: the same edges as (src, dst) with the node counts."""
+    g = ws.make_graph(comm, host_graph)
+    seeds = np.array([3, 17, 250])
+    blocks = g.sample(seeds, [5, 4, 3], random_seed=2, edge_ids=True)
+    n_id, adjs = ws.to_pyg(blocks)
+    np.testing.assert_array_equal(n_id, blocks[-1].src_nodes)
+    assert len(adjs) == 3
+    edges = set(zip(np.repeat(np.arange(300), np.diff(host_graph.row_offsets)).tolist(),
+                    host_graph.col_indices.tolist()))
+    for layer, (edge_index, e_id, (num_src, num_dst)) in enumerate(adjs):
+        b = blocks[len(blocks) - 1 - layer]
+        assert (num_src, num_dst) == (b.num_src, b.num_dst)
+        assert edge_index.shape == (2, b.num_edges) and edge_index.dtype == np.int64
+        assert edge_index[0].max() < num_src and edge_index[1].max() < num_dst
+        # Local ids are ids into n_id (each block's nodes are a prefix of the next hop's).
+        src, dst = n_id[edge_index[0]], n_id[edge_index[1]]
+        assert all((d, s) in edges for s, d in zip(src.tolist(), dst.tolist()))
+        np.testing.assert_array_equal(host_graph.col_indices[e_id], src)
+    assert adjs[-1][2][1] == len(seeds)  # the last layer's targets are the seeds
+    dgl_args, src_ids = ws.to_dgl_blocks_args(blocks)
+    np.testing.assert_array_equal(src_ids, n_id)
+    for (edge_index, _, (num_src, num_dst)), ((s, d), ns, nd) in zip(adjs, dgl_args):
+        np.testing.assert_array_equal(s, edge_index[0])
+        np.testing.assert_array_equal(d, edge_index[1])
+        assert (ns, nd) == (num_src, num_dst)
+    with pytest.raises(ValueError, match="no blocks"):
+        ws.to_pyg([])
+
+
+@pytest.mark.parametrize("type", TYPES[:2])
+def test_random_walks(comm, type):
+    """Walks are paths of the graph (every step an edge), padded with -1 exactly after a node
+    without out-edges, a function of (start, walk index, seed): any threads, any memory type,
+    and a walk's row does not depend on the batch it came in."""
+    hg = ws.HostGraph(np.array([0, 2, 3, 3, 5]), np.array([1, 2, 2, 0, 1]))  # node 2: no edges
+    g = ws.make_graph(comm, hg, type, "host")
+    starts = np.array([0, 3, 2, 1, 0, 3] * 50)
+    walks = g.random_walks(starts, length=6, seed=4)
+    assert walks.shape == (300, 7) and walks.dtype == np.int64
+    nbrs = {u: set(hg.col_indices[hg.row_offsets[u]:hg.row_offsets[u + 1]].tolist())
+            for u in range(4)}
+    for row, s in zip(walks, starts):
+        assert row[0] == s
+        for a, b in zip(row[:-1], row[1:]):
+            if a == -1 or (a != -1 and not nbrs[a]):
+                assert b == -1  # dead end, then padding
+            else:
+                assert b in nbrs[a]
+    np.testing.assert_array_equal(walks, g.random_walks(starts, length=6, seed=4, threads=1))
+    tail = g.random_walks(starts[100:], length=6, seed=4, first_walk=100)
+    np.testing.assert_array_equal(tail, walks[100:])
+    assert not np.array_equal(walks, g.random_walks(starts, length=6, seed=5))
+    # node2vec on a triangle with p = 0.01: after 0 -> 1, stepping back to 0 weighs 1/p = 100
+    # against 1 for node 2 (a neighbor of 0): 100/101 of the second steps go back.
+    tri = ws.make_graph(comm, ws.HostGraph(np.array([0, 2, 4, 6]), np.array([1, 2, 0, 2, 0, 1])),
+                        type, "host")
+    back = tri.random_walks(np.zeros(4000, np.int64), length=2, p=0.01, q=1.0, seed=1)
+    ones = back[back[:, 1] == 1]
+    assert len(ones) > 1500 and (ones[:, 2] == 0).mean() > 0.97
+    with pytest.raises(ws.LogicError, match="start"):
+        g.random_walks([7], length=3)
+    with pytest.raises(ws.LogicError, match="p"):
+        g.random_walks([0], length=3, p=0)
+    with pytest.raises(ValueError, match="length"):
+        g.random_walks([0], length=-1)
+
+
+def test_negative_sampler(comm, host_graph):
+    """Draws follow out-degree^0.75 (chi-square against probability(), itself checked against
+    the degrees), never a node without out-edges, a function of (seed, draw index)."""
+    g = ws.make_graph(comm, host_graph)
+    neg = ws.NegativeSampler(comm, g)
+    degrees = np.diff(host_graph.row_offsets).astype(np.float64)
+    expected = degrees ** 0.75 / (degrees ** 0.75).sum()
+    p = np.array([neg.probability(v) for v in range(300)])
+    np.testing.assert_allclose(p, expected, rtol=1e-6, atol=1e-9)
+    draws = neg.sample(200000, seed=3)
+    assert draws.min() >= 0 and draws.max() < 300
+    assert np.all(degrees[draws] > 0)
+    counts = np.bincount(draws, minlength=300)
+    keep = expected * len(draws) >= 5
+    chi2 = (((counts[keep] - expected[keep] * len(draws)) ** 2) /
+            (expected[keep] * len(draws))).sum()
+    dof = keep.sum() - 1
+    assert chi2 < dof + 6 * np.sqrt(2 * dof), (chi2, dof)
+    np.testing.assert_array_equal(neg.sample(1000, seed=3, first_draw=500), draws[500:1500])
+    uniform = ws.NegativeSampler(comm, g, by_degree=False)
+    assert uniform.probability(0) == pytest.approx(1 / 300)
+    with pytest.raises(ValueError, match="count or out"):
+        neg.sample()

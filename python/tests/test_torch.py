@@ -161,3 +161,29 @@ def test_gpu_sampler_matches_cpu_sampler(comm, location):
     features = graph.gather_features(got[-1].src_nodes)
     torch.testing.assert_close(features.cpu(),
                                torch.from_numpy(host.node_features[expected[-1].src_nodes]))
+
+
+@gpu
+@pytest.mark.parametrize("location", ["device", "host"])
+def test_gpu_walks_and_negatives_match_cpu(comm, location):
+    """The GPU walker and a device alias table give the CPU path's walks and draws bit for bit,
+    into torch tensors on the GPU; the PyG view of a GPU sample stays on the GPU."""
+    ws.set_device(0)
+    host = ws.generate_graph(500, 5000, seed=4, symmetrize=True)
+    cpu_graph = ws.make_graph(comm, host, "continuous", "host")
+    graph = ws.make_graph(comm, host, "chunked", location)
+    starts = torch.arange(0, 500, 3, device="cuda")
+    for p, q in [(1.0, 1.0), (0.5, 2.0)]:
+        expected = cpu_graph.random_walks(starts.cpu().numpy(), length=10, p=p, q=q, seed=9)
+        got = graph.random_walks(starts, length=10, p=p, q=q, seed=9)
+        assert got.device.type == "cuda"
+        np.testing.assert_array_equal(got.cpu().numpy(), expected)
+    cpu_neg = ws.NegativeSampler(comm, cpu_graph)
+    gpu_neg = ws.NegativeSampler(comm, graph, location="device")
+    out = torch.empty(10000, dtype=torch.int64, device="cuda")
+    gpu_neg.sample(seed=2, first_draw=7, out=out)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(out.cpu().numpy(), cpu_neg.sample(10000, seed=2, first_draw=7))
+    blocks = ws.GpuSampler(graph).sample(starts, [4, 2], random_seed=1)
+    n_id, adjs = ws.to_pyg(blocks)
+    assert n_id.device.type == "cuda" and adjs[0][0].device.type == "cuda"

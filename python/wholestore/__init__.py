@@ -36,12 +36,15 @@ from .graph import (  # noqa: F401
     Block,
     GpuSampler,
     Graph,
+    NegativeSampler,
     convert_edge_list,
     generate_graph,
     load_graph,
     make_graph,
     read_dataset,
     read_manifest,
+    to_dgl_blocks_args,
+    to_pyg,
     write_dataset,
 )
 from .memory import LOCATIONS, TYPES, WholeMemory, init  # noqa: F401

@@ -2,6 +2,9 @@
 WholeMemory shared by the ranks (load_graph, make_graph), feature gathers and neighbor
 sampling into blocks (the CPU sampler; the GPU sampler in GpuSampler).
 
+Also random walks (Graph.random_walks), negative draws (NegativeSampler), and a sample in the
+shapes PyG's and DGL's GNN code consume (to_pyg, to_dgl_blocks_args; neither is imported).
+
 A sample is a list of Blocks in sampling order: blocks[0] has the seeds as destinations, and a
 GNN's first layer consumes blocks[-1] (docs/architecture.md, "Graphs in WholeMemory and
 neighbor sampling").  The result depends only on (graph, seeds, fanouts, method, random_seed),
@@ -58,6 +61,37 @@ class Block:
             torch = __import__("torch")
             return torch.stack([self.src_index.to(torch.int64), self.dst_index()])
         return np.stack([np.asarray(self.src_index, dtype=np.int64), self.dst_index()])
+
+    def to_pyg_adj(self):
+        """(edge_index, e_id, (num_src, num_dst)): one entry of the ``adjs`` list that PyG's
+        hop-wise GraphSAGE code consumes (``x_target = x[:size[1]]``; ``conv((x, x_target),
+        edge_index)``).  ``e_id`` is ``edge_ids`` (None unless the sample asked for them)."""
+        return self.edge_index(), self.edge_ids, (self.num_src, self.num_dst)
+
+    def dgl_block_args(self):
+        """((src, dst), num_src_nodes, num_dst_nodes): what ``dgl.create_block((src, dst),
+        num_src_nodes=..., num_dst_nodes=...)`` takes, with src and dst local ids (src into
+        src_nodes, dst into the destination nodes).  DGL itself is not imported."""
+        edge_index = self.edge_index()
+        return (edge_index[0], edge_index[1]), self.num_src, self.num_dst
+
+
+def to_pyg(blocks):
+    """A sample as PyG's hop-wise loaders give it: ``(n_id, adjs)`` with ``n_id`` the global ids
+    of every node the first layer reads (its features are ``x[n_id]``) and ``adjs`` one
+    ``to_pyg_adj()`` per layer, first layer first.  Every block's src_nodes is a prefix of the
+    next hop's, so each layer's local ids index ``n_id`` directly."""
+    if not blocks:
+        raise ValueError("to_pyg: the sample has no blocks")
+    return blocks[-1].src_nodes, [b.to_pyg_adj() for b in reversed(blocks)]
+
+
+def to_dgl_blocks_args(blocks):
+    """``dgl_block_args()`` of every block, first layer first (DGL's order for ``blocks``), and
+    the global ids of the first layer's source nodes (``blocks[0].srcdata[dgl.NID]``)."""
+    if not blocks:
+        raise ValueError("to_dgl_blocks_args: the sample has no blocks")
+    return [b.dgl_block_args() for b in reversed(blocks)], blocks[-1].src_nodes
 
 
 def _blocks(dicts):
@@ -138,9 +172,59 @@ class Graph:
         self._g.gather_features(nodes, out, _arrays.stream_of(stream, nodes, out))
         return out
 
+    def random_walks(self, starts, length=80, p=1.0, q=1.0, seed=0, first_walk=0, out=None,
+                     stream=None, threads=0):
+        """Random walks (DeepWalk; node2vec with return ``p`` and in-out ``q``) from int64
+        ``starts``: ``[len(starts), length + 1]`` int64, row i starting at starts[i], padded
+        with -1 after a node without out-edges.  Walk i is a function of (graph, starts[i],
+        first_walk + i, seed): the same on the CPU and the GPU.  The CPU walker for host graphs
+        and CPU arrays; the GPU walker (on ``stream``) for device graphs or CUDA arrays (the
+        output then allocated like ``starts``)."""
+        starts = _arrays.as_indices(starts)
+        if _arrays.framework(starts) == "numpy":
+            starts = np.ascontiguousarray(starts, dtype=np.int64)
+        if int(length) < 0:
+            raise ValueError(f"length must be >= 0, got {length}")
+        if out is None:
+            out = _arrays.empty(starts, (_arrays.length(starts), int(length) + 1), "int64")
+        self._g.random_walks(starts, out, int(length), float(p), float(q), int(seed),
+                             int(first_walk), _arrays.stream_of(stream, starts, out),
+                             int(threads))
+        return out
+
     def free(self):
         """Frees the graph's memory now.  Collective."""
         self._g.free()
+
+
+class NegativeSampler:
+    """Negative nodes for link prediction and SGNS: draws from out-degree^power (``by_degree``,
+    word2vec's 0.75 by default) or uniform over the graph's nodes, O(1) per draw from an alias
+    table in WholeMemory (``type`` continuous or chunked, ``location`` host or device).  Draw j
+    of a seed is a function of (table, seed, j) only.  Collective to build."""
+
+    def __init__(self, comm, graph, by_degree=True, power=0.75, type="continuous",
+                 location="host"):
+        self._graph = graph
+        self._n = _core.NegativeSampler(comm, graph._g, bool(by_degree), float(power), type,
+                                        location)
+
+    num_nodes = property(lambda self: self._n.num_nodes)
+
+    def probability(self, node):
+        """The exact probability of drawing ``node``."""
+        return self._n.probability(int(node))
+
+    def sample(self, count=None, seed=0, first_draw=0, out=None, stream=None, threads=0):
+        """Draws first_draw .. first_draw + count - 1 into ``out`` (int64; numpy of ``count``
+        when None; pass a CUDA array for a device table)."""
+        if out is None:
+            if count is None:
+                raise ValueError("pass count or out")
+            out = np.empty(int(count), dtype=np.int64)
+        self._n.sample(int(seed), int(first_draw), out, _arrays.stream_of(stream, out),
+                       int(threads))
+        return out
 
 
 def load_graph(comm, dir, type="continuous", location="host", *, features_type=None,
