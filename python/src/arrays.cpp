@@ -1,5 +1,8 @@
 #include "arrays.hpp"
 
+#include <nanobind/stl/string.h>
+
+#include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
 
 #include <sstream>
@@ -245,6 +248,107 @@ nb::object make_view(void* data, std::size_t rows, std::size_t cols, wholememory
   return nb::cast(
       nb::ndarray<>(data, ndim, shape, owner, nullptr, dt, nb::device::cuda::value, device),
       nb::rv_policy::reference);
+}
+
+namespace {
+
+nb::dlpack::dtype dlpack_dtype_of_typestr(const std::string& typestr) {
+  if (typestr.size() < 3 || (typestr[0] != '<' && typestr[0] != '|' && typestr[0] != '=')) {
+    throw nb::value_error(("__cuda_array_interface__: typestr '" + typestr +
+                           "' is not a little-endian '<kN' type string")
+                              .c_str());
+  }
+  const char kind = typestr[1];
+  int bytes = 0;
+  try {
+    bytes = std::stoi(typestr.substr(2));
+  } catch (const std::exception&) {
+    bytes = 0;
+  }
+  nb::dlpack::dtype t{};
+  t.lanes = 1;
+  t.bits = static_cast<std::uint8_t>(8 * bytes);
+  const bool int_size = bytes == 1 || bytes == 2 || bytes == 4 || bytes == 8;
+  if ((kind == 'i' || kind == 'u') && int_size) {
+    t.code = static_cast<std::uint8_t>(kind == 'i' ? nb::dlpack::dtype_code::Int
+                                                   : nb::dlpack::dtype_code::UInt);
+  } else if (kind == 'f' && (bytes == 2 || bytes == 4 || bytes == 8)) {
+    t.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float);
+  } else {
+    throw nb::value_error(("__cuda_array_interface__: typestr '" + typestr +
+                           "' is not a supported type (signed or unsigned integers of 1, 2, 4 "
+                           "or 8 bytes, floats of 2, 4 or 8)")
+                              .c_str());
+  }
+  return t;
+}
+
+}  // namespace
+
+nb::object cuda_array_view(nb::handle obj) {
+  if (!nb::hasattr(obj, "__cuda_array_interface__"))
+    throw nb::value_error("the object has no __cuda_array_interface__");
+  nb::object iface = obj.attr("__cuda_array_interface__");
+  if (!nb::isinstance<nb::dict>(iface))
+    throw nb::value_error("__cuda_array_interface__ is not a dict");
+  nb::dict d = nb::borrow<nb::dict>(iface);
+  for (const char* key : {"shape", "typestr", "data", "version"}) {
+    if (!d.contains(key)) {
+      throw nb::value_error(
+          (std::string("__cuda_array_interface__ has no '") + key + "' key").c_str());
+    }
+  }
+  const int version = nb::cast<int>(nb::object(d["version"]));
+  if (version < 2 || version > 3) {
+    throw nb::value_error(("__cuda_array_interface__ version " + std::to_string(version) +
+                           " is not supported (2 or 3)")
+                              .c_str());
+  }
+  std::vector<std::size_t> shape;
+  for (nb::handle h : nb::object(d["shape"])) shape.push_back(nb::cast<std::size_t>(h));
+  const nb::dlpack::dtype dt =
+      dlpack_dtype_of_typestr(nb::cast<std::string>(nb::object(d["typestr"])));
+  nb::object data = d["data"];
+  if (nb::len(data) != 2)
+    throw nb::value_error("__cuda_array_interface__: 'data' must be (pointer, read_only)");
+  const auto address = nb::cast<std::uintptr_t>(nb::object(data[0]));
+  const std::size_t item = dt.bits / 8;
+  if (d.contains("strides") && !nb::object(d["strides"]).is_none()) {
+    std::size_t expected = item;
+    std::vector<std::size_t> strides;
+    for (nb::handle h : nb::object(d["strides"])) strides.push_back(nb::cast<std::size_t>(h));
+    if (strides.size() != shape.size())
+      throw nb::value_error("__cuda_array_interface__: 'strides' and 'shape' differ in length");
+    for (std::size_t i = shape.size(); i-- > 0;) {
+      if (shape[i] > 1 && strides[i] != expected) {
+        throw nb::value_error(
+            "__cuda_array_interface__: the array is not C-contiguous (pass a contiguous copy)");
+      }
+      expected *= shape[i];
+    }
+  }
+  std::size_t elements = 1;
+  for (std::size_t n : shape) elements *= n;
+  if (address == 0 && elements > 0)
+    throw nb::value_error("__cuda_array_interface__: a null data pointer for a non-empty array");
+  if (version >= 3 && d.contains("stream") && !nb::object(d["stream"]).is_none()) {
+    const auto stream = nb::cast<std::uintptr_t>(nb::object(d["stream"]));
+    if (stream == 0) throw nb::value_error("__cuda_array_interface__: stream 0 is disallowed");
+    nb::gil_scoped_release release;
+    wholememory::synchronize_stream(reinterpret_cast<cudaStream_t>(stream));
+  }
+  void* ptr = reinterpret_cast<void*>(address);
+  // Where the memory is decides what may read it: a kernel reads device and pinned memory,
+  // the CPU paths host memory; pageable memory is never handed to a kernel.
+  const int device = wholememory::device_of_pointer(ptr);
+  const int device_type = device >= 0                                 ? nb::device::cuda::value
+                          : device == wholememory::pinned_host_memory ? nb::device::cuda_host::value
+                                                                      : nb::device::cpu::value;
+  // An array-API object (__dlpack__, __dlpack_device__, shape): the library's entry points
+  // and the Python modules' helpers take it like any framework's array.
+  return nb::cast(nb::ndarray<nb::array_api>(ptr, shape.size(), shape.data(), obj, nullptr, dt,
+                                             device_type, device >= 0 ? device : 0),
+                  nb::rv_policy::reference);
 }
 
 }  // namespace wholestore::python

@@ -61,6 +61,13 @@ wholememory::dense_matrix as_matrix(const in_array& a, std::size_t rows, std::si
 wholememory::dense_matrix as_matrix(const out_array& a, std::size_t rows, std::size_t cols,
                                     bool allow_1d, const char* what);
 
+/// A DLPack-capable view of an object exposing __cuda_array_interface__ (version 2 or 3): its
+/// shape, typestr (one of the library's dtypes but bfloat16, which has no typestr), data
+/// pointer and strides, which must be absent or C-contiguous.  A version-3 `stream` (an int
+/// other than 0) is waited for before the view is returned, so the producer's work is done.
+/// ValueError naming the key for a malformed interface.  The view keeps `obj` alive.
+nb::object cuda_array_view(nb::handle obj);
+
 /// A CUDA stream from its integer value (0: the legacy default stream).
 inline cudaStream_t to_stream(std::uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
 

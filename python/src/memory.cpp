@@ -166,6 +166,11 @@ void bind_memory(nb::module_& m) {
   m.def(
       "cuda_built", [] { return wm::describe_cuda_environment().cuda_built; },
       "True when the library was built with CUDA and NCCL.");
+  m.def(
+      "cuda_array_view", [](nb::object obj) { return cuda_array_view(obj); }, nb::arg("obj"),
+      "An array view (DLPack-capable) of an object that exposes only "
+      "__cuda_array_interface__ (v2 or v3; C-contiguous); its stream, when given, is waited for "
+      "first.  The view keeps `obj` alive.");
 
   // ---- launch environment ----
   m.def(

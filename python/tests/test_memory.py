@@ -223,3 +223,48 @@ def test_init_arguments():
         ws.init(timeout=-1)
     with pytest.raises(ValueError, match="master_addr/master_port need rank and size"):
         ws.init(master_port=1234)
+
+
+class InterfaceOnly:
+    """An array that offers only __cuda_array_interface__ (as Numba's device arrays do), here
+    over a numpy buffer: without a GPU (or with pageable memory) the library treats it as host
+    memory and the CPU paths read and write it in place."""
+
+    def __init__(self, array, version=3, **override):
+        self.array = array
+        iface = {"shape": array.shape, "typestr": array.dtype.str,
+                 "data": (array.ctypes.data, False), "version": version, "strides": None}
+        if version >= 3:
+            iface["stream"] = None
+        iface.update(override)
+        self.__cuda_array_interface__ = iface
+
+
+def test_cuda_array_interface_import(comm):
+    m = ws.WholeMemory(comm, (40, 3), "float32", "chunked", "host")
+    values = np.arange(120, dtype=np.float32).reshape(40, 3)
+    m.scatter(InterfaceOnly(values), InterfaceOnly(np.arange(40, dtype=np.int64)))
+    out = np.zeros((3, 3), np.float32)
+    got = m.gather(InterfaceOnly(np.array([39, 0, 7], np.int64)), out=InterfaceOnly(out))
+    np.testing.assert_array_equal(out, values[[39, 0, 7]])  # written in place
+    assert isinstance(got, InterfaceOnly)  # the caller's object comes back
+    # Without out=, the output is allocated like the indices: numpy for host memory.
+    host_out = m.gather(InterfaceOnly(np.array([5], np.int64)))
+    np.testing.assert_array_equal(host_out, values[[5]])
+    v2 = InterfaceOnly(np.array([1, 2], np.int32), version=2)
+    np.testing.assert_array_equal(m.gather(v2, out=np.zeros((2, 3), np.float32)), values[[1, 2]])
+    idx = np.array([1, 2], np.int64)
+    for override, message in [({"typestr": ">i8"}, "little-endian"),
+                              ({"typestr": "<c8"}, "not a supported type"),
+                              ({"strides": (16,)}, "not C-contiguous"),
+                              ({"version": 1}, "version 1"),
+                              ({"stream": 0}, "stream 0")]:
+        with pytest.raises(ValueError, match=message):
+            m.gather(InterfaceOnly(idx, **override), out=np.zeros((2, 3), np.float32))
+    broken = InterfaceOnly(idx)
+    del broken.__cuda_array_interface__["data"]
+    with pytest.raises(ValueError, match="'data'"):
+        m.gather(broken, out=np.zeros((2, 3), np.float32))
+    with pytest.raises(ValueError, match="read-only"):
+        m.gather(idx, out=InterfaceOnly(np.zeros((2, 3), np.float32),
+                                        data=(np.zeros(6, np.float32).ctypes.data, True)))

@@ -187,3 +187,25 @@ def test_gpu_walks_and_negatives_match_cpu(comm, location):
     blocks = ws.GpuSampler(graph).sample(starts, [4, 2], random_seed=1)
     n_id, adjs = ws.to_pyg(blocks)
     assert n_id.device.type == "cuda" and adjs[0][0].device.type == "cuda"
+
+
+class CudaInterfaceOnly:
+    """A CUDA tensor seen only through __cuda_array_interface__ (as Numba's device arrays)."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+        self.__cuda_array_interface__ = tensor.__cuda_array_interface__
+
+
+@gpu
+def test_cuda_array_interface_on_the_gpu(comm):
+    ws.set_device(0)
+    table = ws.EmbeddingTable(comm, 100, 8, "float32", "continuous", "device", optimizer="sgd",
+                              init_range=(-1.0, 1.0), seed=5)
+    idx = torch.tensor([3, 99, 0], device="cuda")
+    expected = table.lookup(idx)
+    out = torch.zeros(3, 8, device="cuda")
+    got = table.lookup(CudaInterfaceOnly(idx), out=CudaInterfaceOnly(out))
+    torch.cuda.synchronize()
+    assert isinstance(got, CudaInterfaceOnly)
+    torch.testing.assert_close(out, expected)

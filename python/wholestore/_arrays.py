@@ -8,6 +8,8 @@ import sys
 
 import numpy as np
 
+from . import _core
+
 _DTYPES = ("int8", "int16", "int32", "int64", "uint8", "float16", "bfloat16", "float32",
            "float64")
 
@@ -53,18 +55,53 @@ def on_gpu(x):
     return device()[0] in (2, 13)
 
 
+class _InterfaceView:
+    """A DLPack-capable view of an object that offers only ``__cuda_array_interface__``, with
+    its shape; keeps the object alive."""
+
+    def __init__(self, obj):
+        self._view = _core.cuda_array_view(obj)
+        self.shape = tuple(int(n) for n in obj.__cuda_array_interface__["shape"])
+        self.source = obj
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._view.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._view.__dlpack_device__()
+
+
+def adapt(x):
+    """An object that exposes only ``__cuda_array_interface__`` (Numba device arrays, older
+    CuPy, ...) as a DLPack-capable view of the same memory (its stream waited for, v3); other
+    objects pass unchanged."""
+    if x is None or hasattr(x, "__dlpack__") or not hasattr(x, "__cuda_array_interface__"):
+        return x
+    return _InterfaceView(x)
+
+
+def adapt_output(x):
+    """adapt() for an array the call writes: a read-only ``__cuda_array_interface__`` is
+    refused."""
+    if x is not None and not hasattr(x, "__dlpack__"):
+        iface = getattr(x, "__cuda_array_interface__", None)
+        if isinstance(iface, dict) and len(iface.get("data", ())) == 2 and iface["data"][1]:
+            raise ValueError("out is read-only (its __cuda_array_interface__ says so)")
+    return adapt(x)
+
+
 def as_indices(indices):
     """Indices as an array: lists, tuples and scalars become int64 numpy arrays; arrays pass."""
     if isinstance(indices, (list, tuple, range)) or np.isscalar(indices):
         return np.asarray(indices, dtype=np.int64).reshape(-1)
-    return indices
+    return adapt(indices)
 
 
 def as_array(values, dtype=None):
     """Values as an array: lists and tuples become numpy arrays; arrays pass."""
     if isinstance(values, (list, tuple)):
         return np.asarray(values, dtype=dtype)
-    return values
+    return adapt(values)
 
 
 def length(array):

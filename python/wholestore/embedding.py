@@ -71,12 +71,14 @@ class EmbeddingTable:
         threads, anything else on the GPU on ``stream`` (default: the current stream of the
         indices' framework).  An index outside [0, rows) raises LogicError naming it, ``out``
         untouched.  Returns ``out``."""
+        given = out
+        out = _arrays.adapt_output(out)
         indices = _arrays.as_indices(indices)
         if out is None:
             out = _arrays.empty(indices, (_arrays.length(indices), self.dim),
                                 _arrays.dtype_name(dtype) if dtype is not None else self.dtype)
         self._t.lookup(indices, out, _arrays.stream_of(stream, indices, out))
-        return out
+        return out if given is None else given
 
     read_rows = lookup
 
@@ -100,12 +102,14 @@ class EmbeddingTable:
 
     def read_state(self, name, indices, out=None, stream=None):
         """Rows ``indices`` of the optimizer state ``name`` (float32; see ``state_names``)."""
+        given = out
+        out = _arrays.adapt_output(out)
         indices = _arrays.as_indices(indices)
         if out is None:
             cols = self._t.state_cols(name)
             out = _arrays.empty(indices, (_arrays.length(indices), cols), "float32")
         self._t.read_state(name, indices, out, _arrays.stream_of(stream, indices, out))
-        return out
+        return out if given is None else given
 
     def local_weights(self):
         """(first row, zero-copy view of this rank's rows of the weights)."""

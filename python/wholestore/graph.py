@@ -165,12 +165,14 @@ class Graph:
     def gather_features(self, nodes, out=None, dtype=None, stream=None):
         """Features of ``nodes`` into ``out`` ([n, feature_dim]; allocated like ``nodes`` with
         ``dtype`` or the features' own when None)."""
+        given = out
+        out = _arrays.adapt_output(out)
         nodes = _arrays.as_indices(nodes)
         if out is None:
             out = _arrays.empty(nodes, (int(nodes.shape[0]), self.feature_dim),
                                 _arrays.dtype_name(dtype) if dtype else self.feature_dtype)
         self._g.gather_features(nodes, out, _arrays.stream_of(stream, nodes, out))
-        return out
+        return out if given is None else given
 
     def random_walks(self, starts, length=80, p=1.0, q=1.0, seed=0, first_walk=0, out=None,
                      stream=None, threads=0):
@@ -181,6 +183,8 @@ class Graph:
         and CPU arrays; the GPU walker (on ``stream``) for device graphs or CUDA arrays (the
         output then allocated like ``starts``)."""
         starts = _arrays.as_indices(starts)
+        given = out
+        out = _arrays.adapt_output(out)
         if _arrays.framework(starts) == "numpy":
             starts = np.ascontiguousarray(starts, dtype=np.int64)
         if int(length) < 0:
@@ -190,7 +194,7 @@ class Graph:
         self._g.random_walks(starts, out, int(length), float(p), float(q), int(seed),
                              int(first_walk), _arrays.stream_of(stream, starts, out),
                              int(threads))
-        return out
+        return out if given is None else given
 
     def free(self):
         """Frees the graph's memory now.  Collective."""
@@ -218,13 +222,15 @@ class NegativeSampler:
     def sample(self, count=None, seed=0, first_draw=0, out=None, stream=None, threads=0):
         """Draws first_draw .. first_draw + count - 1 into ``out`` (int64; numpy of ``count``
         when None; pass a CUDA array for a device table)."""
+        given = out
+        out = _arrays.adapt_output(out)
         if out is None:
             if count is None:
                 raise ValueError("pass count or out")
             out = np.empty(int(count), dtype=np.int64)
         self._n.sample(int(seed), int(first_draw), out, _arrays.stream_of(stream, out),
                        int(threads))
-        return out
+        return out if given is None else given
 
 
 def load_graph(comm, dir, type="continuous", location="host", *, features_type=None,

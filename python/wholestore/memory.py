@@ -145,12 +145,14 @@ class WholeMemory:
         None, with this memory's dtype; float dtypes convert).  Host memory with CPU arrays runs
         on CPU threads; otherwise on the GPU on ``stream`` (default: the current stream of the
         indices' framework).  Collective on distributed memory.  Returns ``out``."""
+        given = out
+        out = _arrays.adapt_output(out)
         indices = _arrays.as_indices(indices)
         if out is None:
             shape = (_arrays.length(indices),) + self._shape[1:]
             out = _arrays.empty(indices, shape, self.dtype)
         self._m.gather(indices, out, _arrays.stream_of(stream, indices, out))
-        return out
+        return out if given is None else given
 
     def scatter(self, values, indices, stream=None):
         """Writes the rows of ``values`` to rows ``indices`` (duplicates: the last wins).

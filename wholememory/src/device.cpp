@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -67,6 +68,36 @@ void copy_bytes(void* dst, const void* src, std::size_t bytes) {
   }
 #endif
   std::memcpy(dst, src, bytes);
+}
+
+int device_of_pointer(const void* ptr) {
+#if defined(WHOLESTORE_HAS_CUDA)
+  if (ptr == nullptr || device_count() == 0) return other_host_memory;
+  cudaPointerAttributes a{};
+  const cudaError_t err = cudaPointerGetAttributes(&a, ptr);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    WM_FAIL(cuda_error, "cudaPointerGetAttributes: " << cudaGetErrorString(err));
+  }
+  if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) return a.device;
+  return a.type == cudaMemoryTypeHost ? pinned_host_memory : other_host_memory;
+#else
+  (void)ptr;
+  return other_host_memory;
+#endif
+}
+
+void synchronize_stream(cudaStream_t stream) {
+#if defined(WHOLESTORE_HAS_CUDA)
+  const cudaError_t err = cudaStreamSynchronize(stream);
+  if (err != cudaSuccess) {
+    WM_FAIL(cuda_error, "cudaStreamSynchronize of stream "
+                            << reinterpret_cast<std::uintptr_t>(stream) << ": "
+                            << cudaGetErrorString(err));
+  }
+#else
+  (void)stream;
+#endif
 }
 
 cuda_environment describe_cuda_environment() {

@@ -6,6 +6,8 @@
 
 #include <wholememory/communicator.hpp>
 
+#include <wholememory/stream.hpp>
+
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -102,5 +104,17 @@ cuda_environment describe_cuda_environment();
 /// Copies `bytes` bytes between any two addresses this process can reach (host, device, or
 /// WholeMemory); synchronous.
 void copy_bytes(void* dst, const void* src, std::size_t bytes);
+
+/// Where `ptr` points: the CUDA device that holds it (device or managed memory, >= 0),
+/// pinned_host_memory for page-locked host memory, other_host_memory for any other address
+/// (also for every address without a GPU or in a build without CUDA).  Throws cuda_error when
+/// the runtime cannot tell.
+inline constexpr int pinned_host_memory = -1;
+inline constexpr int other_host_memory = -2;
+int device_of_pointer(const void* ptr);
+
+/// Waits for the work enqueued on `stream` so far (0: the legacy default stream); nothing in a
+/// build without CUDA.  Throws cuda_error naming the stream when the wait fails.
+void synchronize_stream(cudaStream_t stream);
 
 }  // namespace wholememory
