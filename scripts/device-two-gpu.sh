@@ -70,8 +70,9 @@ if want symmetric && [ -f configs/bench_symmetric.yaml ]; then
   cp "$out/bench-symmetric.txt" "$final/"
 fi
 if want embedding; then
-  # 1 rank, then one rank per GPU: every type, SGD and Adam, both streams, 1M indices.
-  for n in 1 2; do
+  # 1 rank, then one rank per GPU (EMBEDDING_RANKS to choose): every type, SGD and Adam,
+  # both streams, 1M indices.
+  for n in ${EMBEDDING_RANKS:-1 2}; do
     [ "$n" -gt "$gpus" ] && continue
     step "embedding bench, $n rank(s)"
     timeout 200 $b launch -n $n -- $b bench configs/bench_embedding.yaml \
