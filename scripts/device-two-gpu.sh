@@ -85,7 +85,9 @@ if want embedding; then
 fi
 if want sanitize; then
   step "compute-sanitizer memcheck"
-  OUT="$out" CASE_TIMEOUT=${CASE_TIMEOUT:-60} scripts/gpu-sanitize.sh
+  # SANITIZE_CASES: BINARY:FILTER pairs (space-separated) instead of gpu-sanitize.sh's list.
+  # shellcheck disable=SC2086
+  OUT="$out" CASE_TIMEOUT=${CASE_TIMEOUT:-60} scripts/gpu-sanitize.sh ${SANITIZE_CASES:-}
   echo "rc=$?"
 fi
 step done
