@@ -152,7 +152,10 @@ int run_bench_symmetric(int argc, char** argv) {
       }
       return 0;
     }
-    env = wm::symmetric_init(device);
+    // The heap over this job's own NCCL communicator: symmetric_init without one would make a
+    // second bootstrap on the job's port.
+    wm::set_device(device);
+    env = wm::symmetric_init(device, wm::make_nccl_communicator(bs, device));
   } else {
     env = wm::symmetric_init(-1, host_comm);
   }

@@ -35,7 +35,7 @@ for c in "${cases[@]}"; do
     "build/tests/$bin" "--gtest_filter=$filter" >"$log" 2>&1
   status=$?
   errors=$(grep -Eo 'ERROR SUMMARY: [0-9]+' "$log" | awk '{s += $3} END {print s + 0}')
-  tests=$(grep -Eo '\[  PASSED  \] [0-9]+' "$log" | tail -n 1 | awk '{print $3}')
+  tests=$(grep -Eo 'PASSED  \] [0-9]+' "$log" | tail -n 1 | awk '{print $3}')
   echo "$tool $bin '$filter': exit $status, ${tests:-0} test(s) passed, $errors error(s) ($log)"
   [ "$status" -ne 0 ] || [ "$errors" -ne 0 ] && rc=1
 done

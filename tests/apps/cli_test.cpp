@@ -85,16 +85,17 @@ TEST(CommandHelp, ListsEverySchemaKey) {
 
 TEST(CommandHelp, BenchCoversEverySuite) {
   const command_info& bench = *find_command("bench");
-  ASSERT_EQ(bench.configs.size(), 3u);
+  ASSERT_EQ(bench.configs.size(), 4u);
   const std::string help = command_help(bench);
-  for (const char* suite : {"gather", "sample", "embedding"}) {
+  for (const char* suite : {"gather", "sample", "embedding", "symmetric"}) {
     EXPECT_NE(help.find(std::string("config keys, suite ") + suite), std::string::npos) << suite;
   }
   EXPECT_EQ(bench.configs[1].keys, &bench_sample_keys());
   EXPECT_EQ(bench.configs[2].keys, &bench_embedding_keys());
+  EXPECT_EQ(bench.configs[3].keys, &bench_symmetric_keys());
   // Each suite's schema knows `suite`, with the suite's own name as default.
-  const char* names[] = {"gather", "sample", "embedding"};
-  for (int i = 0; i < 3; ++i) {
+  const char* names[] = {"gather", "sample", "embedding", "symmetric"};
+  for (int i = 0; i < 4; ++i) {
     const config c = load_config(*bench.configs[i].keys, "", {});
     EXPECT_EQ(c.get_string("suite"), names[i]);
   }
