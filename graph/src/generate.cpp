@@ -50,7 +50,11 @@ enum class stream_kind : std::uint64_t {
   uniform = 2,
   weight = 3,
   feature = 4,
-  scramble = 5
+  scramble = 5,
+  sbm_edge = 6,
+  sbm_noise = 7,
+  sbm_mean = 8,
+  sbm_split = 9
 };
 
 // One independent sequence of random 64-bit values, addressed by counter.
@@ -225,44 +229,11 @@ void validate(const generate_options& o) {
   }
 }
 
-}  // namespace
-
-host_csr generate_graph(const generate_options& o) {
-  validate(o);
-  const std::uint64_t n = o.num_nodes, m = o.num_edges;
-  const int threads = o.threads > 0
-                          ? o.threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-
-  // Endpoints of every drawn edge, edge e at index e.
-  std::vector<std::int64_t> src(m), dst(m);
-  if (o.rmat) {
-    const rmat_sampler sampler(o);
-    const id_scrambler scramble(o.seed, n);
-    parallel_ranges_reporting(threads, m, o, "draw",
-                              [&](int, std::uint64_t begin, std::uint64_t end) {
-                                for (std::uint64_t e = begin; e < end; ++e) {
-                                  std::uint64_t u = 0, v = 0;
-                                  sampler.edge(e, u, v);
-                                  if (o.scramble_ids) {
-                                    u = scramble(u);
-                                    v = scramble(v);
-                                  }
-                                  src[e] = static_cast<std::int64_t>(u);
-                                  dst[e] = static_cast<std::int64_t>(v);
-                                }
-                              });
-  } else {
-    const random_stream stream(o.seed, stream_kind::uniform);
-    parallel_ranges_reporting(threads, m, o, "draw",
-                              [&](int, std::uint64_t begin, std::uint64_t end) {
-                                for (std::uint64_t e = begin; e < end; ++e) {
-                                  src[e] = static_cast<std::int64_t>(bounded(stream(2 * e), n));
-                                  dst[e] = static_cast<std::int64_t>(bounded(stream(2 * e + 1), n));
-                                }
-                              });
-  }
-
+// The CSR of drawn edges (src[e], dst[e]) by a counting sort on the source, with o's
+// symmetrize, drop_self_loops and with_weights; no features.  Frees src and dst.
+host_csr csr_from_edges(std::vector<std::int64_t>& src, std::vector<std::int64_t>& dst,
+                        const generate_options& o, int threads) {
+  const std::uint64_t n = o.num_nodes, m = src.size();
   // CSR by a counting sort on the source.  Chunk t of the edges counts into its own histogram,
   // which then turns into chunk t's write positions, so each row lists its edges in edge order
   // (a reverse edge right where its edge is) whatever the number of chunks.  Histograms cost
@@ -343,6 +314,48 @@ host_csr generate_graph(const generate_options& o) {
   src = {};
   dst = {};
 
+  return g;
+}
+
+}  // namespace
+
+host_csr generate_graph(const generate_options& o) {
+  validate(o);
+  const std::uint64_t n = o.num_nodes, m = o.num_edges;
+  const int threads = o.threads > 0
+                          ? o.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+
+  // Endpoints of every drawn edge, edge e at index e.
+  std::vector<std::int64_t> src(m), dst(m);
+  if (o.rmat) {
+    const rmat_sampler sampler(o);
+    const id_scrambler scramble(o.seed, n);
+    parallel_ranges_reporting(threads, m, o, "draw",
+                              [&](int, std::uint64_t begin, std::uint64_t end) {
+                                for (std::uint64_t e = begin; e < end; ++e) {
+                                  std::uint64_t u = 0, v = 0;
+                                  sampler.edge(e, u, v);
+                                  if (o.scramble_ids) {
+                                    u = scramble(u);
+                                    v = scramble(v);
+                                  }
+                                  src[e] = static_cast<std::int64_t>(u);
+                                  dst[e] = static_cast<std::int64_t>(v);
+                                }
+                              });
+  } else {
+    const random_stream stream(o.seed, stream_kind::uniform);
+    parallel_ranges_reporting(threads, m, o, "draw",
+                              [&](int, std::uint64_t begin, std::uint64_t end) {
+                                for (std::uint64_t e = begin; e < end; ++e) {
+                                  src[e] = static_cast<std::int64_t>(bounded(stream(2 * e), n));
+                                  dst[e] = static_cast<std::int64_t>(bounded(stream(2 * e + 1), n));
+                                }
+                              });
+  }
+
+  host_csr g = csr_from_edges(src, dst, o, threads);
   if (o.feature_dim > 0) {
     const std::uint64_t dim = o.feature_dim;
     g.feature_dim = dim;
@@ -355,6 +368,107 @@ host_csr generate_graph(const generate_options& o) {
                               });
   }
   return g;
+}
+
+namespace {
+
+// Uniform in (0, 1): 53 random bits, never 0.
+double open_unit(std::uint64_t r) { return (static_cast<double>(r >> 11) + 0.5) * 0x1p-53; }
+
+void validate(const sbm_options& o) {
+  WM_EXPECTS(o.num_nodes >= 1 && o.num_nodes < max_nodes,
+             "sbm: num_nodes " << o.num_nodes << " must be in [1, 2^40)");
+  WM_EXPECTS(o.classes >= 2 && o.classes <= o.num_nodes,
+             "sbm: classes " << o.classes << " must be in [2, num_nodes = " << o.num_nodes << "]");
+  WM_EXPECTS(o.homophily >= 0 && o.homophily <= 1,
+             "sbm: homophily " << o.homophily << " must be in [0, 1]");
+  WM_EXPECTS(std::isfinite(o.snr) && o.snr >= 0, "sbm: snr " << o.snr << " must be >= 0");
+  WM_EXPECTS(std::isfinite(o.avg_degree) && o.avg_degree >= 0 &&
+                 o.avg_degree * static_cast<double>(o.num_nodes) < static_cast<double>(max_edges),
+             "sbm: avg_degree " << o.avg_degree
+                                << " must be >= 0 and num_nodes x avg_degree "
+                                   "under 2^48 edges");
+  WM_EXPECTS(o.train_fraction >= 0 && o.train_fraction <= 1 && o.val_fraction >= 0 &&
+                 o.val_fraction <= 1 && o.train_fraction + o.val_fraction <= 1 + 1e-12,
+             "sbm: train_fraction " << o.train_fraction << " and val_fraction " << o.val_fraction
+                                    << " must each be in [0, 1] and sum to at most 1");
+  WM_EXPECTS(o.threads >= 0, "sbm: threads " << o.threads << " must be >= 0 (0: all cores)");
+  WM_EXPECTS(o.feature_dim == 0 || o.num_nodes <= (std::uint64_t{1} << 62) / o.feature_dim,
+             "sbm: num_nodes " << o.num_nodes << " x feature_dim " << o.feature_dim
+                               << " features is too many");
+}
+
+// Nodes of class c among [0, n): c, c + classes, ...
+std::uint64_t class_size(std::uint64_t n, std::uint64_t classes, std::uint64_t c) {
+  return (n - c + classes - 1) / classes;
+}
+
+}  // namespace
+
+labelled_graph generate_sbm(const sbm_options& o) {
+  validate(o);
+  const std::uint64_t n = o.num_nodes, k = o.classes;
+  const auto m = static_cast<std::uint64_t>(std::llround(o.avg_degree * static_cast<double>(n)));
+  const int threads = o.threads > 0
+                          ? o.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<std::int64_t> src(m), dst(m);
+  const random_stream edges(o.seed, stream_kind::sbm_edge);
+  parallel_ranges(threads, m, [&](int, std::uint64_t begin, std::uint64_t end) {
+    for (std::uint64_t e = begin; e < end; ++e) {
+      const std::uint64_t u = bounded(edges(4 * e), n);
+      const std::uint64_t cu = u % k;
+      std::uint64_t c = cu;
+      if (open_unit(edges(4 * e + 1)) >= o.homophily)
+        c = (cu + 1 + bounded(edges(4 * e + 2), k - 1)) % k;
+      const std::uint64_t v = c + k * bounded(edges(4 * e + 3), class_size(n, k, c));
+      src[e] = static_cast<std::int64_t>(u);
+      dst[e] = static_cast<std::int64_t>(v);
+    }
+  });
+  generate_options go;
+  go.num_nodes = n;
+  go.num_edges = m;
+  go.seed = o.seed;
+  go.symmetrize = o.symmetrize;
+  go.drop_self_loops = o.drop_self_loops;
+  go.threads = threads;
+  labelled_graph out;
+  out.graph = csr_from_edges(src, dst, go, threads);
+  out.classes = o.classes;
+  out.labels.resize(n);
+  out.split.resize(n);
+  const random_stream splits(o.seed, stream_kind::sbm_split);
+  parallel_ranges(threads, n, [&](int, std::uint64_t begin, std::uint64_t end) {
+    for (std::uint64_t v = begin; v < end; ++v) {
+      out.labels[v] = static_cast<std::int32_t>(v % k);
+      const double u = open_unit(splits(v));
+      out.split[v] = u < o.train_fraction ? 0 : u < o.train_fraction + o.val_fraction ? 1 : 2;
+    }
+  });
+  if (o.feature_dim > 0) {
+    const std::uint64_t dim = o.feature_dim;
+    host_csr& g = out.graph;
+    g.feature_dim = dim;
+    g.node_features.resize(n * dim);
+    const random_stream means(o.seed, stream_kind::sbm_mean);
+    const random_stream noise(o.seed, stream_kind::sbm_noise);
+    const auto snr = static_cast<float>(o.snr);
+    parallel_ranges(threads, n, [&](int, std::uint64_t begin, std::uint64_t end) {
+      for (std::uint64_t v = begin; v < end; ++v) {
+        const std::uint64_t c = v % k;
+        for (std::uint64_t j = 0; j < dim; ++j) {
+          const float mean = (means(c * dim + j) >> 63) ? snr : -snr;
+          // Box-Muller from two open uniforms of this (node, column).
+          const std::uint64_t i = v * dim + j;
+          const double r = std::sqrt(-2.0 * std::log(open_unit(noise(2 * i))));
+          const double z = r * std::cos(6.283185307179586 * open_unit(noise(2 * i + 1)));
+          g.node_features[i] = mean + static_cast<float>(z);
+        }
+      }
+    });
+  }
+  return out;
 }
 
 }  // namespace wholestore::graph

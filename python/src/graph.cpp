@@ -60,6 +60,15 @@ nb::object vector_view(std::vector<T>& v, std::size_t rows, std::size_t cols, bo
                   nb::rv_policy::reference);
 }
 
+/// A 1-D numpy array that owns `v`'s data.
+template <typename T>
+nb::object owned_array(std::vector<T>&& v) {
+  auto* heap = new std::vector<T>(std::move(v));
+  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  const std::size_t shape[1] = {heap->size()};
+  return nb::cast(nb::ndarray<nb::numpy, T>(heap->data(), 1, shape, owner));
+}
+
 // Host graph inputs: CPU arrays of these dtypes (others are converted by nanobind's implicit
 // conversion, e.g. int32 row offsets).
 using i64_array = nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
@@ -245,6 +254,36 @@ void bind_graph(nb::module_& m) {
       nb::arg("c"), nb::arg("d"), nb::arg("scramble_ids"), nb::arg("seed"), nb::arg("with_weights"),
       nb::arg("feature_dim"), nb::arg("symmetrize"), nb::arg("drop_self_loops"),
       nb::arg("threads"));
+  m.def(
+      "generate_sbm",
+      [](std::uint64_t num_nodes, std::uint32_t classes, double avg_degree, double homophily,
+         std::uint64_t feature_dim, double snr, double train_fraction, double val_fraction,
+         std::uint64_t seed, bool symmetrize, bool drop_self_loops, int threads) {
+        gr::sbm_options o;
+        o.num_nodes = num_nodes;
+        o.classes = classes;
+        o.avg_degree = avg_degree;
+        o.homophily = homophily;
+        o.feature_dim = feature_dim;
+        o.snr = snr;
+        o.train_fraction = train_fraction;
+        o.val_fraction = val_fraction;
+        o.seed = seed;
+        o.symmetrize = symmetrize;
+        o.drop_self_loops = drop_self_loops;
+        o.threads = threads;
+        gr::labelled_graph lg;
+        {
+          nb::gil_scoped_release release;
+          lg = gr::generate_sbm(o);
+        }
+        nb::object graph = nb::cast(py_host_graph{std::move(lg.graph)});
+        return nb::make_tuple(graph, owned_array(std::move(lg.labels)),
+                              owned_array(std::move(lg.split)));
+      },
+      nb::arg("num_nodes"), nb::arg("classes"), nb::arg("avg_degree"), nb::arg("homophily"),
+      nb::arg("feature_dim"), nb::arg("snr"), nb::arg("train_fraction"), nb::arg("val_fraction"),
+      nb::arg("seed"), nb::arg("symmetrize"), nb::arg("drop_self_loops"), nb::arg("threads"));
   m.def(
       "convert_edge_list",
       [](const std::string& path, bool symmetrize, bool drop_self_loops, bool drop_duplicates,

@@ -206,3 +206,29 @@ def test_negative_sampler(comm, host_graph):
     assert uniform.probability(0) == pytest.approx(1 / 300)
     with pytest.raises(ValueError, match="count or out"):
         neg.sample()
+
+
+def test_generate_sbm():
+    """The labelled generator from Python: shapes and dtypes, labels v % classes, the edges'
+    in-class share near the homophily, features separating the classes, the split's shares;
+    bad options named."""
+    g, labels, split = ws.generate_sbm(6000, 4, avg_degree=8, homophily=0.75, feature_dim=8,
+                                       snr=1.0, seed=3, symmetrize=False, drop_self_loops=False)
+    assert g.num_nodes == 6000 and g.num_edges == 48000 and g.feature_dim == 8
+    assert labels.dtype == np.int32 and split.dtype == np.uint8
+    np.testing.assert_array_equal(labels, np.arange(6000) % 4)
+    src = np.repeat(np.arange(6000), np.diff(g.row_offsets))
+    share = (labels[src] == labels[g.col_indices]).mean()
+    assert abs(share - 0.75) < 5 * np.sqrt(0.75 * 0.25 / 48000)
+    means = np.stack([g.node_features[labels == c].mean(axis=0) for c in range(4)])
+    np.testing.assert_allclose(np.abs(means), 1.0, atol=5 / np.sqrt(1500))
+    shares = np.bincount(split, minlength=3) / 6000
+    np.testing.assert_allclose(shares, [0.6, 0.2, 0.2], atol=5 * np.sqrt(0.24 / 6000))
+    again = ws.generate_sbm(6000, 4, avg_degree=8, homophily=0.75, feature_dim=8, snr=1.0,
+                            seed=3, symmetrize=False, drop_self_loops=False, threads=1)
+    np.testing.assert_array_equal(again[0].col_indices, g.col_indices)
+    np.testing.assert_array_equal(again[2], split)
+    with pytest.raises(ws.LogicError, match="homophily"):
+        ws.generate_sbm(100, 4, homophily=2.0)
+    with pytest.raises(ws.LogicError, match="classes"):
+        ws.generate_sbm(100, 1)

@@ -39,6 +39,7 @@ from .graph import (  # noqa: F401
     NegativeSampler,
     convert_edge_list,
     generate_graph,
+    generate_sbm,
     load_graph,
     make_graph,
     read_dataset,

@@ -109,6 +109,21 @@ def generate_graph(num_nodes, num_edges, *, rmat=True, a=0.57, b=0.19, c=0.19, d
                                 bool(drop_self_loops), int(threads))
 
 
+def generate_sbm(num_nodes, classes, avg_degree=10.0, homophily=0.8, *, feature_dim=0,
+                 snr=1.0, train_fraction=0.6, val_fraction=0.2, seed=0, symmetrize=True,
+                 drop_self_loops=True, threads=0):
+    """A labelled graph for node classification from a stochastic block model:
+    ``(HostGraph, labels, split)``.  Node v is in class ``v % classes`` (``labels``, int32);
+    ``homophily`` is the expected share of edges inside a class; features (``feature_dim`` >
+    0) are the class mean (entries +-``snr``) plus standard normal noise; ``split`` (uint8) is
+    0 train, 1 validation, 2 test, drawn per node with the given fractions.  A function of the
+    options and ``seed``, whatever ``threads`` is."""
+    return _core.generate_sbm(int(num_nodes), int(classes), float(avg_degree), float(homophily),
+                              int(feature_dim), float(snr), float(train_fraction),
+                              float(val_fraction), int(seed), bool(symmetrize),
+                              bool(drop_self_loops), int(threads))
+
+
 def convert_edge_list(path, *, symmetrize=False, drop_self_loops=False, drop_duplicates=False,
                       has_weights=False, numeric_ids_as_is=False):
     """A HostGraph from an edge-list text file (``src dst [weight]`` per line)."""

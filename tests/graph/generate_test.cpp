@@ -490,5 +490,147 @@ TEST(GenerateArguments, BadSizesThrow) {
   EXPECT_THROW(generate_graph(o), wholememory::logic_error);
 }
 
+// ---- stochastic block model ------------------------------------------------------------------
+
+sbm_options sbm_case() {
+  sbm_options o;
+  o.num_nodes = 20000;
+  o.classes = 5;
+  o.avg_degree = 6;
+  o.homophily = 0.7;
+  o.feature_dim = 16;
+  o.snr = 0.8;
+  o.seed = 11;
+  o.symmetrize = false;
+  o.drop_self_loops = false;
+  o.threads = 3;
+  return o;
+}
+
+// The share of edges inside a class, the class sizes, the split shares and the features'
+// per-class means and noise variance, each within a few standard errors of what the options
+// say (tolerances from the sample sizes, 5 sigma).
+TEST(GenerateSbm, StatisticsMatchTheModel) {
+  const sbm_options o = sbm_case();
+  const labelled_graph lg = generate_sbm(o);
+  const host_csr& g = lg.graph;
+  ASSERT_EQ(g.num_nodes, o.num_nodes);
+  ASSERT_EQ(g.num_edges(), 120000u);  // avg_degree x num_nodes, nothing dropped
+  ASSERT_EQ(lg.labels.size(), o.num_nodes);
+  ASSERT_EQ(lg.split.size(), o.num_nodes);
+  EXPECT_EQ(lg.classes, 5u);
+  std::vector<std::uint64_t> per_class(5, 0);
+  for (std::uint64_t v = 0; v < o.num_nodes; ++v) {
+    ASSERT_EQ(lg.labels[v], static_cast<std::int32_t>(v % 5));
+    ++per_class[lg.labels[v]];
+  }
+  for (auto c : per_class) EXPECT_EQ(c, 4000u);
+  std::uint64_t inside = 0;
+  for (std::uint64_t u = 0; u < g.num_nodes; ++u)
+    for (std::int64_t e = g.row_offsets[u]; e < g.row_offsets[u + 1]; ++e)
+      inside += lg.labels[u] == lg.labels[static_cast<std::size_t>(g.col_indices[e])];
+  const double m = static_cast<double>(g.num_edges());
+  const double share = static_cast<double>(inside) / m;
+  EXPECT_NEAR(share, o.homophily, 5 * std::sqrt(o.homophily * (1 - o.homophily) / m));
+  std::uint64_t counts[3] = {0, 0, 0};
+  for (auto s : lg.split) {
+    ASSERT_LE(s, 2);
+    ++counts[s];
+  }
+  const double n = static_cast<double>(o.num_nodes);
+  const double expect[3] = {o.train_fraction, o.val_fraction,
+                            1 - o.train_fraction - o.val_fraction};
+  for (int s = 0; s < 3; ++s)
+    EXPECT_NEAR(counts[s] / n, expect[s], 5 * std::sqrt(expect[s] * (1 - expect[s]) / n)) << s;
+  // Per class and column: the mean is +-snr, the noise variance 1.
+  const std::uint64_t dim = o.feature_dim;
+  ASSERT_EQ(g.feature_dim, dim);
+  double noise_sq = 0;
+  for (std::uint64_t c = 0; c < 5; ++c) {
+    for (std::uint64_t j = 0; j < dim; ++j) {
+      double sum = 0;
+      for (std::uint64_t v = c; v < o.num_nodes; v += 5) sum += g.node_features[v * dim + j];
+      const double mean = sum / 4000;
+      EXPECT_NEAR(std::fabs(mean), o.snr, 5 / std::sqrt(4000.0)) << c << " " << j;
+      const double sign = mean > 0 ? o.snr : -o.snr;
+      for (std::uint64_t v = c; v < o.num_nodes; v += 5) {
+        const double z = g.node_features[v * dim + j] - sign;
+        noise_sq += z * z;
+      }
+    }
+  }
+  const double samples = n * static_cast<double>(dim);
+  EXPECT_NEAR(noise_sq / samples, 1.0, 5 * std::sqrt(2.0 / samples));
+}
+
+TEST(GenerateSbm, SameOptionsAnyThreadsSameGraphAndSeedsDiffer) {
+  sbm_options o = sbm_case();
+  o.num_nodes = 3000;
+  o.symmetrize = true;
+  o.drop_self_loops = true;
+  const labelled_graph a = generate_sbm(o);
+  o.threads = 1;
+  const labelled_graph b = generate_sbm(o);
+  EXPECT_EQ(a.graph.row_offsets, b.graph.row_offsets);
+  EXPECT_EQ(a.graph.col_indices, b.graph.col_indices);
+  EXPECT_EQ(a.graph.node_features, b.graph.node_features);
+  EXPECT_EQ(a.split, b.split);
+  EXPECT_FALSE(a.graph.directed);
+  for (std::uint64_t u = 0; u < a.graph.num_nodes; ++u)
+    for (std::int64_t e = a.graph.row_offsets[u]; e < a.graph.row_offsets[u + 1]; ++e)
+      ASSERT_NE(a.graph.col_indices[e], static_cast<std::int64_t>(u)) << "a self loop was kept";
+  o.seed = 12;
+  const labelled_graph c = generate_sbm(o);
+  EXPECT_NE(a.graph.col_indices, c.graph.col_indices);
+  EXPECT_NE(a.split, c.split);
+}
+
+TEST(GenerateSbm, ExtremeHomophilyAndBadOptions) {
+  sbm_options o = sbm_case();
+  o.num_nodes = 2000;
+  o.feature_dim = 0;
+  for (double h : {0.0, 1.0}) {
+    o.homophily = h;
+    const labelled_graph lg = generate_sbm(o);
+    for (std::uint64_t u = 0; u < lg.graph.num_nodes; ++u)
+      for (std::int64_t e = lg.graph.row_offsets[u]; e < lg.graph.row_offsets[u + 1]; ++e)
+        ASSERT_EQ(lg.labels[u] == lg.labels[static_cast<std::size_t>(lg.graph.col_indices[e])],
+                  h == 1.0);
+    EXPECT_TRUE(lg.graph.node_features.empty());
+  }
+  const auto refused = [](sbm_options bad, const std::string& named) {
+    try {
+      generate_sbm(bad);
+      ADD_FAILURE() << "accepted; expected an error naming " << named;
+    } catch (const wholememory::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+    }
+  };
+  sbm_options bad = sbm_case();
+  bad.classes = 1;
+  refused(bad, "classes");
+  bad = sbm_case();
+  bad.num_nodes = 3;
+  refused(bad, "classes");
+  bad = sbm_case();
+  bad.homophily = 1.5;
+  refused(bad, "homophily");
+  bad.homophily = std::nan("");
+  refused(bad, "homophily");
+  bad = sbm_case();
+  bad.snr = -1;
+  refused(bad, "snr");
+  bad = sbm_case();
+  bad.avg_degree = -2;
+  refused(bad, "avg_degree");
+  bad = sbm_case();
+  bad.train_fraction = 0.7;
+  bad.val_fraction = 0.5;
+  refused(bad, "train_fraction");
+  bad = sbm_case();
+  bad.num_nodes = 0;
+  refused(bad, "num_nodes");
+}
+
 }  // namespace
 }  // namespace wholestore::graph
