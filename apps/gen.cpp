@@ -29,7 +29,9 @@ const std::vector<config_key> gen_schema = {
     {"overwrite", value_kind::boolean, "false",
      "replace `output` even when it holds files that are not a dataset's"},
     {"kind", value_kind::string, "rmat",
-     "`rmat` or `uniform` (endpoints uniform in [0, num_nodes))"},
+     "`rmat`, `uniform` (endpoints uniform in [0, num_nodes)) or `sbm` (a labelled stochastic "
+     "block model for node classification: labels, a train/validation/test split and, with "
+     "`feature_dim`, class-signal features; the `sbm.*` keys)"},
     {"num_nodes", value_kind::integer, "2449029",
      "nodes, < 2^40; at least 1 when `num_edges` > 0 (ogbn-products has 2449029)"},
     {"num_edges", value_kind::integer, "61859140",
@@ -57,6 +59,15 @@ const std::vector<config_key> gen_schema = {
     {"drop_self_loops", value_kind::boolean, "false", "remove the edges (u, u)"},
     {"threads", value_kind::integer, "0",
      "generator threads; 0: all cores. Does not change the output"},
+    {"sbm.classes", value_kind::integer, "47",
+     "`sbm`: classes, >= 2; node v is in class v mod classes (ogbn-products has 47)"},
+    {"sbm.homophily", value_kind::number, "0.8",
+     "`sbm`: expected share of edges inside a class, in [0, 1]"},
+    {"sbm.snr", value_kind::number, "1.0",
+     "`sbm`: features are the class mean (entries +-snr) plus standard normal noise"},
+    {"sbm.train_fraction", value_kind::number, "0.6", "`sbm`: share of nodes for training"},
+    {"sbm.val_fraction", value_kind::number, "0.2",
+     "`sbm`: share for validation; the rest is the test set"},
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -77,9 +88,11 @@ int run_gen(int argc, char** argv) {
 
   graph::generate_options opts;
   const std::string& kind = cfg.get_string("kind");
-  if (kind != "rmat" && kind != "uniform") {
-    throw config_error("kind must be rmat or uniform, got '" + kind + "'");
+  if (kind != "rmat" && kind != "uniform" && kind != "sbm") {
+    throw config_error("kind must be rmat, uniform or sbm, got '" + kind + "'");
   }
+  const bool sbm = kind == "sbm";
+  if (sbm && cfg.get_bool("weights")) throw config_error("weights: not available for kind sbm");
   opts.rmat = kind == "rmat";
   opts.num_nodes = non_negative(cfg, "num_nodes");
   opts.num_edges = non_negative(cfg, "num_edges");
@@ -116,8 +129,28 @@ int run_gen(int argc, char** argv) {
     it->second.update(static_cast<std::uint64_t>(std::llround(done * static_cast<double>(total))),
                       total);
   };
+  graph::sbm_options so;
+  if (sbm) {
+    so.num_nodes = opts.num_nodes;
+    const std::int64_t classes = cfg.get_int("sbm.classes");
+    if (classes < 2 || classes > (std::int64_t{1} << 30))
+      throw config_error("sbm.classes must be in [2, 2^30], got " + std::to_string(classes));
+    so.classes = static_cast<std::uint32_t>(classes);
+    so.avg_degree = opts.num_nodes
+                        ? static_cast<double>(opts.num_edges) / static_cast<double>(opts.num_nodes)
+                        : 0.0;
+    so.homophily = cfg.get_number("sbm.homophily");
+    so.snr = cfg.get_number("sbm.snr");
+    so.train_fraction = cfg.get_number("sbm.train_fraction");
+    so.val_fraction = cfg.get_number("sbm.val_fraction");
+    so.feature_dim = opts.feature_dim;
+    so.seed = opts.seed;
+    so.symmetrize = opts.symmetrize;
+    so.drop_self_loops = opts.drop_self_loops;
+    so.threads = opts.threads;
+  }
   auto t0 = std::chrono::steady_clock::now();
-  graph::host_csr g = graph::generate_graph(opts);
+  graph::host_csr g = sbm ? graph::generate_sbm(so) : graph::generate_graph(opts);
   const double gen_s = seconds_since(t0);
   std::printf("  generate %8.3f s  (%.1f M edges/s)\n", gen_s,
               gen_s > 0 ? opts.num_edges / gen_s / 1e6 : 0.0);
@@ -129,6 +162,7 @@ int run_gen(int argc, char** argv) {
   std::uint64_t bytes = m.row_offsets.bytes + m.col_indices.bytes;
   if (m.edge_weights) bytes += m.edge_weights->bytes;
   if (m.node_features) bytes += m.node_features->bytes;
+  if (m.node_labels) bytes += m.node_labels->bytes + m.node_split->bytes;
   std::printf("  write    %8.3f s  (%.2f GB/s, %.2f GB)\n", write_s,
               write_s > 0 ? bytes / write_s / 1e9 : 0.0, bytes / 1e9);
   if (m.num_nodes == 0 || m.num_edges == 0) {

@@ -58,6 +58,16 @@ int run_info(int argc, char** argv) {
     print_array("node_features", *m.node_features);
     std::printf("  feature_dim %llu\n", static_cast<unsigned long long>(m.feature_dim));
   }
+  if (m.node_labels) {
+    print_array("node_labels", *m.node_labels);
+    print_array("node_split", *m.node_split);
+    std::uint64_t split[3] = {0, 0, 0};
+    for (std::uint8_t v : g.node_split) ++split[v];
+    std::printf("  num_classes %u; split: %llu train, %llu validation, %llu test\n", m.num_classes,
+                static_cast<unsigned long long>(split[0]),
+                static_cast<unsigned long long>(split[1]),
+                static_cast<unsigned long long>(split[2]));
+  }
   if (!m.node_ids_file.empty()) std::printf("  original ids in %s\n", m.node_ids_file.c_str());
 
   const graph::degree_stats s = graph::compute_degree_stats(g.row_offsets);

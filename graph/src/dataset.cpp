@@ -46,6 +46,27 @@ std::string hex64(std::uint64_t v) {
   return buf;
 }
 
+void check_labels(const host_csr& graph, const std::string& source) {
+  const std::uint64_t n = graph.num_nodes;
+  WM_EXPECTS(graph.node_labels.empty() == graph.node_split.empty(),
+             source << ": node_labels and node_split go together (" << graph.node_labels.size()
+                    << " and " << graph.node_split.size() << " entries)");
+  if (graph.node_labels.empty()) return;
+  WM_EXPECTS(graph.node_labels.size() == n && graph.node_split.size() == n,
+             source << ": node_labels has " << graph.node_labels.size() << " and node_split "
+                    << graph.node_split.size() << " entries, expected num_nodes = " << n);
+  WM_EXPECTS(graph.num_classes >= 1, source << ": node_labels without num_classes");
+  for (std::uint64_t v = 0; v < n; ++v) {
+    const std::int32_t c = graph.node_labels[v];
+    WM_EXPECTS(c >= 0 && static_cast<std::uint32_t>(c) < graph.num_classes,
+               source << ": node " << v << " has label " << c
+                      << ", outside [0, num_classes = " << graph.num_classes << ")");
+    WM_EXPECTS(graph.node_split[v] <= 2, source << ": node " << v << " has split "
+                                                << int(graph.node_split[v])
+                                                << "; 0 train, 1 validation, 2 test");
+  }
+}
+
 void validate_csr(const host_csr& graph, const std::string& source) {
   const std::uint64_t n = graph.num_nodes, m = graph.num_edges();
   WM_EXPECTS(n < std::numeric_limits<std::uint64_t>::max() && graph.row_offsets.size() == n + 1,
@@ -60,6 +81,7 @@ void validate_csr(const host_csr& graph, const std::string& source) {
   WM_EXPECTS(graph.node_ids.empty() || graph.node_ids.size() == n,
              source << ": node_ids has " << graph.node_ids.size()
                     << " entries, expected 0 or num_nodes = " << n);
+  check_labels(graph, source);
   detail::csr_checker check(source, n, m);
   check.row_offsets(graph.row_offsets.data(), 0, graph.row_offsets.size());
   check.col_indices(graph.col_indices.data(), 0, graph.col_indices.size());
@@ -220,13 +242,14 @@ class manifest_parser {
 };
 
 bool is_known_key(const std::string& key) {
-  static const char* const plain[] = {"format_version", "num_nodes",        "num_edges",
-                                      "directed",       "feature_dim",      "node_ids_file",
-                                      "node_ids_bytes", "node_ids_checksum"};
+  static const char* const plain[] = {"format_version", "num_nodes",         "num_edges",
+                                      "directed",       "feature_dim",       "node_ids_file",
+                                      "node_ids_bytes", "node_ids_checksum", "num_classes"};
   for (const char* k : plain) {
     if (key == k) return true;
   }
-  for (const char* prefix : {"row_offsets", "col_indices", "edge_weights", "node_features"}) {
+  for (const char* prefix : {"row_offsets", "col_indices", "edge_weights", "node_features",
+                             "node_labels", "node_split"}) {
     for (const char* field : {".file", ".dtype", ".count", ".bytes", ".checksum"}) {
       if (key == std::string(prefix) + field) return true;
     }
@@ -387,10 +410,37 @@ manifest read_manifest(const std::string& dir) {
     }
   }
 
+  WM_EXPECTS(p.has_array("node_labels") == p.has_array("node_split"),
+             p.where(p.has_array("node_labels") ? "node_labels.file" : "node_split.file")
+                 << ": node_labels and node_split go together");
+  if (p.has_array("node_labels")) {
+    m.node_labels = p.get_array("node_labels");
+    m.node_split = p.get_array("node_split");
+    const std::uint64_t classes = p.get_u64("num_classes");
+    WM_EXPECTS(classes >= 1 && classes < (std::uint64_t{1} << 31),
+               p.where("num_classes") << ": num_classes " << classes << " must be in [1, 2^31)");
+    m.num_classes = static_cast<std::uint32_t>(classes);
+    WM_EXPECTS(m.node_labels->type == dtype::int32, p.where("node_labels.dtype")
+                                                        << ": node_labels.dtype must be int32");
+    WM_EXPECTS(m.node_split->type == dtype::uint8, p.where("node_split.dtype")
+                                                       << ": node_split.dtype must be uint8");
+    for (const auto* a : {&*m.node_labels, &*m.node_split}) {
+      const std::string name = a == &*m.node_labels ? "node_labels" : "node_split";
+      WM_EXPECTS(a->count == m.num_nodes, p.where(name + ".count")
+                                              << ": " << name << ".count " << a->count
+                                              << " does not match num_nodes " << m.num_nodes);
+    }
+  } else {
+    WM_EXPECTS(!p.has("num_classes"), p.where("num_classes")
+                                          << ": num_classes given without node_labels.*");
+  }
+
   check_file_size(dir, m.row_offsets);
   check_file_size(dir, m.col_indices);
   if (m.edge_weights) check_file_size(dir, *m.edge_weights);
   if (m.node_features) check_file_size(dir, *m.node_features);
+  if (m.node_labels) check_file_size(dir, *m.node_labels);
+  if (m.node_split) check_file_size(dir, *m.node_split);
   return m;
 }
 
@@ -398,6 +448,8 @@ void verify_checksums(const std::string& dir, const manifest& m) {
   std::vector<const array_file*> files = {&m.row_offsets, &m.col_indices};
   if (m.edge_weights) files.push_back(&*m.edge_weights);
   if (m.node_features) files.push_back(&*m.node_features);
+  if (m.node_labels) files.push_back(&*m.node_labels);
+  if (m.node_split) files.push_back(&*m.node_split);
   for (const array_file* a : files) {
     const std::string path = join(dir, a->name);
     const std::uint64_t actual = file_checksum(path);
@@ -456,6 +508,12 @@ host_csr read_dataset(const std::string& dir) {
         read_array<float, float>(dir, *m.node_features, g.node_features);
         break;
     }
+  }
+  if (m.node_labels) {
+    g.num_classes = m.num_classes;
+    read_array<std::int32_t, std::int32_t>(dir, *m.node_labels, g.node_labels);
+    read_array<std::uint8_t, std::uint8_t>(dir, *m.node_split, g.node_split);
+    detail::check_labels(g, dir);  // values a checksum cannot vouch for (a writer's bug)
   }
   if (!m.node_ids_file.empty()) {
     const std::string path = join(dir, m.node_ids_file);

@@ -17,7 +17,8 @@ namespace wholestore::graph::detail {
 constexpr const char* manifest_name = "manifest.yaml";
 /// The files a dataset may hold besides the manifest (docs/dataset-format.md).
 constexpr const char* dataset_file_names[] = {
-    "row_offsets.bin", "col_indices.bin", "edge_weights.bin", "node_features.bin", "node_ids.txt"};
+    "row_offsets.bin", "col_indices.bin", "edge_weights.bin", "node_features.bin",
+    "node_labels.bin", "node_split.bin",  "node_ids.txt"};
 constexpr std::uint64_t fnv_offset_basis = 14695981039346656037ull;  // FNV-1a 64's start
 /// Big enough to keep the disk busy, small enough not to matter next to the arrays.
 constexpr std::size_t io_chunk_bytes = std::size_t{4} << 20;
@@ -43,5 +44,9 @@ std::string hex64(std::uint64_t v);
 /// Throws logic_error naming `source` and the first rule of a CSR that `graph` breaks (array
 /// sizes, then rule 6 of docs/dataset-format.md through csr_check.hpp).
 void validate_csr(const host_csr& graph, const std::string& source);
+
+/// node_labels and node_split: together, num_nodes each, labels in [0, num_classes), split
+/// values 0, 1 or 2.  Throws logic_error naming `source` and the first bad node.
+void check_labels(const host_csr& graph, const std::string& source);
 
 }  // namespace wholestore::graph::detail

@@ -371,6 +371,13 @@ manifest write_files(const std::string& dir, const host_csr& graph, dtype featur
         break;
     }
   }
+  if (!graph.node_labels.empty()) {
+    m.num_classes = graph.num_classes;
+    m.node_labels = write_array<std::int32_t>(dir, "node_labels.bin", dtype::int32,
+                                              graph.node_labels.data(), graph.node_labels.size());
+    m.node_split = write_array<std::uint8_t>(dir, "node_split.bin", dtype::uint8,
+                                             graph.node_split.data(), graph.node_split.size());
+  }
   if (!graph.node_ids.empty()) {
     m.node_ids_file = "node_ids.txt";
     file_writer out(join(dir, m.node_ids_file));
@@ -405,6 +412,11 @@ manifest write_files(const std::string& dir, const host_csr& graph, dtype featur
   if (m.node_features) {
     os << "feature_dim: " << m.feature_dim << "\n";
     put_array(os, "node_features", *m.node_features);
+  }
+  if (m.node_labels) {
+    os << "num_classes: " << m.num_classes << "\n";
+    put_array(os, "node_labels", *m.node_labels);
+    put_array(os, "node_split", *m.node_split);
   }
   if (!m.node_ids_file.empty()) {
     os << "node_ids_file: " << m.node_ids_file << "\n"

@@ -405,7 +405,7 @@ std::uint64_t class_size(std::uint64_t n, std::uint64_t classes, std::uint64_t c
 
 }  // namespace
 
-labelled_graph generate_sbm(const sbm_options& o) {
+host_csr generate_sbm(const sbm_options& o) {
   validate(o);
   const std::uint64_t n = o.num_nodes, k = o.classes;
   const auto m = static_cast<std::uint64_t>(std::llround(o.avg_degree * static_cast<double>(n)));
@@ -433,22 +433,20 @@ labelled_graph generate_sbm(const sbm_options& o) {
   go.symmetrize = o.symmetrize;
   go.drop_self_loops = o.drop_self_loops;
   go.threads = threads;
-  labelled_graph out;
-  out.graph = csr_from_edges(src, dst, go, threads);
-  out.classes = o.classes;
-  out.labels.resize(n);
-  out.split.resize(n);
+  host_csr g = csr_from_edges(src, dst, go, threads);
+  g.num_classes = o.classes;
+  g.node_labels.resize(n);
+  g.node_split.resize(n);
   const random_stream splits(o.seed, stream_kind::sbm_split);
   parallel_ranges(threads, n, [&](int, std::uint64_t begin, std::uint64_t end) {
     for (std::uint64_t v = begin; v < end; ++v) {
-      out.labels[v] = static_cast<std::int32_t>(v % k);
+      g.node_labels[v] = static_cast<std::int32_t>(v % k);
       const double u = open_unit(splits(v));
-      out.split[v] = u < o.train_fraction ? 0 : u < o.train_fraction + o.val_fraction ? 1 : 2;
+      g.node_split[v] = u < o.train_fraction ? 0 : u < o.train_fraction + o.val_fraction ? 1 : 2;
     }
   });
   if (o.feature_dim > 0) {
     const std::uint64_t dim = o.feature_dim;
-    host_csr& g = out.graph;
     g.feature_dim = dim;
     g.node_features.resize(n * dim);
     const random_stream means(o.seed, stream_kind::sbm_mean);
@@ -468,7 +466,7 @@ labelled_graph generate_sbm(const sbm_options& o) {
       }
     });
   }
-  return out;
+  return g;
 }
 
 }  // namespace wholestore::graph

@@ -60,15 +60,6 @@ nb::object vector_view(std::vector<T>& v, std::size_t rows, std::size_t cols, bo
                   nb::rv_policy::reference);
 }
 
-/// A 1-D numpy array that owns `v`'s data.
-template <typename T>
-nb::object owned_array(std::vector<T>&& v) {
-  auto* heap = new std::vector<T>(std::move(v));
-  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
-  const std::size_t shape[1] = {heap->size()};
-  return nb::cast(nb::ndarray<nb::numpy, T>(heap->data(), 1, shape, owner));
-}
-
 // Host graph inputs: CPU arrays of these dtypes (others are converted by nanobind's implicit
 // conversion, e.g. int32 row offsets).
 using i64_array = nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
@@ -104,6 +95,9 @@ nb::dict manifest_dict(const gr::manifest& m) {
   d["edge_weights"] = m.edge_weights ? nb::object(array_file_dict(*m.edge_weights)) : nb::none();
   d["node_features"] = m.node_features ? nb::object(array_file_dict(*m.node_features)) : nb::none();
   d["node_ids_file"] = m.node_ids_file;
+  d["num_classes"] = m.num_classes;
+  d["node_labels"] = m.node_labels ? nb::object(array_file_dict(*m.node_labels)) : nb::none();
+  d["node_split"] = m.node_split ? nb::object(array_file_dict(*m.node_split)) : nb::none();
   return d;
 }
 
@@ -225,7 +219,17 @@ void bind_graph(nb::module_& m) {
                      return vector_view(h.g.node_features, h.g.num_nodes, h.g.feature_dim, false,
                                         nb::find(&h));
                    })
-      .def_prop_ro("node_ids", [](const py_host_graph& h) { return h.g.node_ids; });
+      .def_prop_ro("node_ids", [](const py_host_graph& h) { return h.g.node_ids; })
+      .def_prop_ro("num_classes", [](const py_host_graph& h) { return h.g.num_classes; })
+      .def_prop_ro("node_labels",
+                   [](py_host_graph& h) -> nb::object {
+                     if (h.g.node_labels.empty()) return nb::none();
+                     return vector_view(h.g.node_labels, h.g.num_nodes, 1, true, nb::find(&h));
+                   })
+      .def_prop_ro("node_split", [](py_host_graph& h) -> nb::object {
+        if (h.g.node_split.empty()) return nb::none();
+        return vector_view(h.g.node_split, h.g.num_nodes, 1, true, nb::find(&h));
+      });
 
   m.def(
       "generate_graph",
@@ -272,14 +276,8 @@ void bind_graph(nb::module_& m) {
         o.symmetrize = symmetrize;
         o.drop_self_loops = drop_self_loops;
         o.threads = threads;
-        gr::labelled_graph lg;
-        {
-          nb::gil_scoped_release release;
-          lg = gr::generate_sbm(o);
-        }
-        nb::object graph = nb::cast(py_host_graph{std::move(lg.graph)});
-        return nb::make_tuple(graph, owned_array(std::move(lg.labels)),
-                              owned_array(std::move(lg.split)));
+        nb::gil_scoped_release release;
+        return py_host_graph{gr::generate_sbm(o)};
       },
       nb::arg("num_nodes"), nb::arg("classes"), nb::arg("avg_degree"), nb::arg("homophily"),
       nb::arg("feature_dim"), nb::arg("snr"), nb::arg("train_fraction"), nb::arg("val_fraction"),

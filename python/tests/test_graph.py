@@ -208,12 +208,14 @@ def test_negative_sampler(comm, host_graph):
         neg.sample()
 
 
-def test_generate_sbm():
+def test_generate_sbm(tmp_path):
     """The labelled generator from Python: shapes and dtypes, labels v % classes, the edges'
     in-class share near the homophily, features separating the classes, the split's shares;
-    bad options named."""
-    g, labels, split = ws.generate_sbm(6000, 4, avg_degree=8, homophily=0.75, feature_dim=8,
-                                       snr=1.0, seed=3, symmetrize=False, drop_self_loops=False)
+    labels and split through a dataset on disk; bad options named."""
+    g = ws.generate_sbm(6000, 4, avg_degree=8, homophily=0.75, feature_dim=8, snr=1.0, seed=3,
+                        symmetrize=False, drop_self_loops=False)
+    labels, split = g.node_labels, g.node_split
+    assert g.num_classes == 4
     assert g.num_nodes == 6000 and g.num_edges == 48000 and g.feature_dim == 8
     assert labels.dtype == np.int32 and split.dtype == np.uint8
     np.testing.assert_array_equal(labels, np.arange(6000) % 4)
@@ -226,8 +228,15 @@ def test_generate_sbm():
     np.testing.assert_allclose(shares, [0.6, 0.2, 0.2], atol=5 * np.sqrt(0.24 / 6000))
     again = ws.generate_sbm(6000, 4, avg_degree=8, homophily=0.75, feature_dim=8, snr=1.0,
                             seed=3, symmetrize=False, drop_self_loops=False, threads=1)
-    np.testing.assert_array_equal(again[0].col_indices, g.col_indices)
-    np.testing.assert_array_equal(again[2], split)
+    np.testing.assert_array_equal(again.col_indices, g.col_indices)
+    np.testing.assert_array_equal(again.node_split, split)
+    manifest = ws.write_dataset(tmp_path / "sbm", g)
+    assert manifest["num_classes"] == 4 and manifest["node_labels"]["dtype"] == "int32"
+    back = ws.read_dataset(tmp_path / "sbm")
+    np.testing.assert_array_equal(back.node_labels, labels)
+    np.testing.assert_array_equal(back.node_split, split)
+    assert back.num_classes == 4
+    assert ws.generate_graph(10, 20).node_labels is None
     with pytest.raises(ws.LogicError, match="homophily"):
         ws.generate_sbm(100, 4, homophily=2.0)
     with pytest.raises(ws.LogicError, match="classes"):

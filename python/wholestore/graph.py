@@ -112,12 +112,12 @@ def generate_graph(num_nodes, num_edges, *, rmat=True, a=0.57, b=0.19, c=0.19, d
 def generate_sbm(num_nodes, classes, avg_degree=10.0, homophily=0.8, *, feature_dim=0,
                  snr=1.0, train_fraction=0.6, val_fraction=0.2, seed=0, symmetrize=True,
                  drop_self_loops=True, threads=0):
-    """A labelled graph for node classification from a stochastic block model:
-    ``(HostGraph, labels, split)``.  Node v is in class ``v % classes`` (``labels``, int32);
-    ``homophily`` is the expected share of edges inside a class; features (``feature_dim`` >
-    0) are the class mean (entries +-``snr``) plus standard normal noise; ``split`` (uint8) is
-    0 train, 1 validation, 2 test, drawn per node with the given fractions.  A function of the
-    options and ``seed``, whatever ``threads`` is."""
+    """A labelled HostGraph for node classification from a stochastic block model.  Node v is
+    in class ``v % classes`` (``node_labels``, int32; ``num_classes``); ``homophily`` is the
+    expected share of edges inside a class; features (``feature_dim`` > 0) are the class mean
+    (entries +-``snr``) plus standard normal noise; ``node_split`` (uint8) is 0 train, 1
+    validation, 2 test, drawn per node with the given fractions.  write_dataset stores all of
+    it.  A function of the options and ``seed``, whatever ``threads`` is."""
     return _core.generate_sbm(int(num_nodes), int(classes), float(avg_degree), float(homophily),
                               int(feature_dim), float(snr), float(train_fraction),
                               float(val_fraction), int(seed), bool(symmetrize),

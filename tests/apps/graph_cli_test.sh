@@ -27,6 +27,28 @@ small=(--set num_nodes=5000 --set num_edges=60000 --set weights=true --set featu
 "$bin" info "$work/g1" >"$work/info.log" 2>&1 || fail "info on a generated dataset failed"
 grep -q "nodes 5000, edges 60000" "$work/info.log" || fail "info counts: $(head -3 "$work/info.log")"
 
+# gen kind sbm: a labelled dataset (labels, split, features), deterministic, that info reads
+# with its classes and split; bad sbm keys fail before generating.
+sbm=(--set kind=sbm --set num_nodes=3000 --set num_edges=30000 --set feature_dim=8
+  --set sbm.classes=7 --set symmetrize=true)
+"$bin" gen configs/gen.yaml "${sbm[@]}" --set output="$work/s1" --set threads=1 >/dev/null 2>&1 ||
+  fail "gen sbm exited non-zero"
+"$bin" gen configs/gen.yaml "${sbm[@]}" --set output="$work/s2" --set threads=2 >/dev/null 2>&1 ||
+  fail "gen sbm (2 threads) exited non-zero"
+[ "$(checksums "$work/s1")" = "$(checksums "$work/s2")" ] || fail "gen sbm differs by threads"
+grep -q "^node_labels.dtype: int32" "$work/s1/manifest.yaml" || fail "gen sbm: no labels"
+"$bin" info "$work/s1" >"$work/sbm-info.log" 2>&1 || fail "info on an sbm dataset failed"
+grep -Eq "num_classes 7; split: [0-9]+ train, [0-9]+ validation, [0-9]+ test" \
+  "$work/sbm-info.log" || fail "info sbm: $(cat "$work/sbm-info.log")"
+for bad in sbm.classes=1 sbm.homophily=1.5 sbm.snr=-1 sbm.train_fraction=0.9 weights=true; do
+  out=$("$bin" gen configs/gen.yaml "${sbm[@]}" --set output="$work/s-bad" --set "$bad" 2>&1)
+  rc=$?
+  key=${bad%%=*}
+  [ $rc -eq 1 ] && grep -q "${key#sbm.}" <<<"$out" ||
+    fail "gen sbm --set $bad: exit $rc, expected an error naming ${key#sbm.}: $out"
+done
+[ -e "$work/s-bad/manifest.yaml" ] && fail "a refused sbm run wrote a dataset"
+
 # convert: the shared real graphs, counts from shared/data/README.md.
 "$bin" convert configs/convert.yaml --set input="$data/cora.cites" --set output="$work/cora" \
   >"$work/cora.log" 2>&1 || fail "convert cora: $(cat "$work/cora.log")"

@@ -194,6 +194,70 @@ TEST(Dataset, DamagedNodeIdsRefused) {
   }
 }
 
+// Labels and split (node classification): round trip with their checksums and num_classes; a
+// labels file changed on disk (checksum), truncated (size), a manifest with one of the pair or
+// num_classes alone, and a graph with a label out of range or a bad split value are refused
+// by name, before or without writing.
+TEST(Dataset, LabelsAndSplitRoundTripAndDamageRefused) {
+  host_csr g = random_csr(60, 3, false, 2, 4);
+  g.num_classes = 3;
+  for (std::uint64_t v = 0; v < 60; ++v) {
+    g.node_labels.push_back(static_cast<std::int32_t>((v * 7) % 3));
+    g.node_split.push_back(static_cast<std::uint8_t>(v % 3));
+  }
+  {
+    temp_dir dir;
+    auto m = wholestore::graph::write_dataset(dir.str(), g);
+    ASSERT_TRUE(m.node_labels && m.node_split);
+    EXPECT_EQ(m.num_classes, 3u);
+    EXPECT_EQ(m.node_labels->type, dtype::int32);
+    EXPECT_EQ(m.node_split->type, dtype::uint8);
+    const host_csr r = wholestore::graph::read_dataset(dir.str());
+    EXPECT_EQ(r.node_labels, g.node_labels);
+    EXPECT_EQ(r.node_split, g.node_split);
+    EXPECT_EQ(r.num_classes, 3u);
+    std::string bytes = read_text(dir.file("node_labels.bin"));
+    bytes[4] ^= 1;
+    write_text(dir.file("node_labels.bin"), bytes);
+    expect_error([&] { wholestore::graph::read_dataset(dir.str()); },
+                 {"node_labels.bin", "checksum"});
+    write_text(dir.file("node_labels.bin"), bytes.substr(0, 100));
+    expect_error([&] { wholestore::graph::read_manifest(dir.str()); }, {"node_labels.bin"});
+  }
+  for (const char* drop : {"node_split.", "num_classes:"}) {
+    temp_dir dir;
+    wholestore::graph::write_dataset(dir.str(), g);
+    std::istringstream in(read_text(dir.file("manifest.yaml")));
+    std::string line, kept;
+    while (std::getline(in, line))
+      if (line.rfind(drop, 0) != 0) kept += line + "\n";
+    write_text(dir.file("manifest.yaml"), kept);
+    expect_error([&] { wholestore::graph::read_manifest(dir.str()); },
+                 {std::string(drop) == "num_classes:" ? "num_classes" : "go together"});
+  }
+  {
+    temp_dir dir;
+    host_csr plain = random_csr(60, 3, false, 0, 5);
+    wholestore::graph::write_dataset(dir.str(), plain);
+    write_text(dir.file("manifest.yaml"),
+               read_text(dir.file("manifest.yaml")) + "num_classes: 3\n");
+    expect_error([&] { wholestore::graph::read_manifest(dir.str()); },
+                 {"num_classes given without node_labels"});
+  }
+  host_csr bad = g;
+  bad.node_labels[17] = 3;
+  temp_dir dir;
+  expect_error([&] { wholestore::graph::write_dataset(dir.str(), bad); },
+               {"node 17", "label 3", "num_classes = 3"});
+  bad = g;
+  bad.node_split[5] = 7;
+  expect_error([&] { wholestore::graph::write_dataset(dir.str(), bad); }, {"node 5", "split 7"});
+  bad = g;
+  bad.node_split.clear();
+  expect_error([&] { wholestore::graph::write_dataset(dir.str(), bad); }, {"go together"});
+  EXPECT_FALSE(fs::exists(dir.file("manifest.yaml")));  // nothing written
+}
+
 TEST(Dataset, RewriteWithoutOptionalArraysRemovesThem) {
   temp_dir dir;
   wholestore::graph::write_dataset(dir.str(), random_csr(50, 4, true, 3, 2));

@@ -512,28 +512,27 @@ sbm_options sbm_case() {
 // say (tolerances from the sample sizes, 5 sigma).
 TEST(GenerateSbm, StatisticsMatchTheModel) {
   const sbm_options o = sbm_case();
-  const labelled_graph lg = generate_sbm(o);
-  const host_csr& g = lg.graph;
+  const host_csr g = generate_sbm(o);
   ASSERT_EQ(g.num_nodes, o.num_nodes);
   ASSERT_EQ(g.num_edges(), 120000u);  // avg_degree x num_nodes, nothing dropped
-  ASSERT_EQ(lg.labels.size(), o.num_nodes);
-  ASSERT_EQ(lg.split.size(), o.num_nodes);
-  EXPECT_EQ(lg.classes, 5u);
+  ASSERT_EQ(g.node_labels.size(), o.num_nodes);
+  ASSERT_EQ(g.node_split.size(), o.num_nodes);
+  EXPECT_EQ(g.num_classes, 5u);
   std::vector<std::uint64_t> per_class(5, 0);
   for (std::uint64_t v = 0; v < o.num_nodes; ++v) {
-    ASSERT_EQ(lg.labels[v], static_cast<std::int32_t>(v % 5));
-    ++per_class[lg.labels[v]];
+    ASSERT_EQ(g.node_labels[v], static_cast<std::int32_t>(v % 5));
+    ++per_class[g.node_labels[v]];
   }
   for (auto c : per_class) EXPECT_EQ(c, 4000u);
   std::uint64_t inside = 0;
   for (std::uint64_t u = 0; u < g.num_nodes; ++u)
     for (std::int64_t e = g.row_offsets[u]; e < g.row_offsets[u + 1]; ++e)
-      inside += lg.labels[u] == lg.labels[static_cast<std::size_t>(g.col_indices[e])];
+      inside += g.node_labels[u] == g.node_labels[static_cast<std::size_t>(g.col_indices[e])];
   const double m = static_cast<double>(g.num_edges());
   const double share = static_cast<double>(inside) / m;
   EXPECT_NEAR(share, o.homophily, 5 * std::sqrt(o.homophily * (1 - o.homophily) / m));
   std::uint64_t counts[3] = {0, 0, 0};
-  for (auto s : lg.split) {
+  for (auto s : g.node_split) {
     ASSERT_LE(s, 2);
     ++counts[s];
   }
@@ -568,21 +567,21 @@ TEST(GenerateSbm, SameOptionsAnyThreadsSameGraphAndSeedsDiffer) {
   o.num_nodes = 3000;
   o.symmetrize = true;
   o.drop_self_loops = true;
-  const labelled_graph a = generate_sbm(o);
+  const host_csr a = generate_sbm(o);
   o.threads = 1;
-  const labelled_graph b = generate_sbm(o);
-  EXPECT_EQ(a.graph.row_offsets, b.graph.row_offsets);
-  EXPECT_EQ(a.graph.col_indices, b.graph.col_indices);
-  EXPECT_EQ(a.graph.node_features, b.graph.node_features);
-  EXPECT_EQ(a.split, b.split);
-  EXPECT_FALSE(a.graph.directed);
-  for (std::uint64_t u = 0; u < a.graph.num_nodes; ++u)
-    for (std::int64_t e = a.graph.row_offsets[u]; e < a.graph.row_offsets[u + 1]; ++e)
-      ASSERT_NE(a.graph.col_indices[e], static_cast<std::int64_t>(u)) << "a self loop was kept";
+  const host_csr b = generate_sbm(o);
+  EXPECT_EQ(a.row_offsets, b.row_offsets);
+  EXPECT_EQ(a.col_indices, b.col_indices);
+  EXPECT_EQ(a.node_features, b.node_features);
+  EXPECT_EQ(a.node_split, b.node_split);
+  EXPECT_FALSE(a.directed);
+  for (std::uint64_t u = 0; u < a.num_nodes; ++u)
+    for (std::int64_t e = a.row_offsets[u]; e < a.row_offsets[u + 1]; ++e)
+      ASSERT_NE(a.col_indices[e], static_cast<std::int64_t>(u)) << "a self loop was kept";
   o.seed = 12;
-  const labelled_graph c = generate_sbm(o);
-  EXPECT_NE(a.graph.col_indices, c.graph.col_indices);
-  EXPECT_NE(a.split, c.split);
+  const host_csr c = generate_sbm(o);
+  EXPECT_NE(a.col_indices, c.col_indices);
+  EXPECT_NE(a.node_split, c.node_split);
 }
 
 TEST(GenerateSbm, ExtremeHomophilyAndBadOptions) {
@@ -591,12 +590,12 @@ TEST(GenerateSbm, ExtremeHomophilyAndBadOptions) {
   o.feature_dim = 0;
   for (double h : {0.0, 1.0}) {
     o.homophily = h;
-    const labelled_graph lg = generate_sbm(o);
-    for (std::uint64_t u = 0; u < lg.graph.num_nodes; ++u)
-      for (std::int64_t e = lg.graph.row_offsets[u]; e < lg.graph.row_offsets[u + 1]; ++e)
-        ASSERT_EQ(lg.labels[u] == lg.labels[static_cast<std::size_t>(lg.graph.col_indices[e])],
+    const host_csr lg = generate_sbm(o);
+    for (std::uint64_t u = 0; u < lg.num_nodes; ++u)
+      for (std::int64_t e = lg.row_offsets[u]; e < lg.row_offsets[u + 1]; ++e)
+        ASSERT_EQ(lg.node_labels[u] == lg.node_labels[static_cast<std::size_t>(lg.col_indices[e])],
                   h == 1.0);
-    EXPECT_TRUE(lg.graph.node_features.empty());
+    EXPECT_TRUE(lg.node_features.empty());
   }
   const auto refused = [](sbm_options bad, const std::string& named) {
     try {

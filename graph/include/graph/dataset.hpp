@@ -51,6 +51,10 @@ struct manifest {
   /// node_ids_file's size and FNV-1a 64 checksum; datasets written before these keys existed
   /// lack them (then the file's lines are counted only when the ids are read).
   std::optional<std::uint64_t> node_ids_bytes, node_ids_checksum;
+  /// Node classification data (optional, together): labels int32 in [0, num_classes), split
+  /// uint8 (0 train, 1 validation, 2 test), num_nodes each.
+  std::optional<array_file> node_labels, node_split;
+  std::uint32_t num_classes = 0;  ///< 0 when there are no labels
 };
 
 /// A whole CSR graph in host memory, as the converter and generator produce it.
@@ -63,6 +67,11 @@ struct host_csr {
   std::uint64_t feature_dim = 0;
   bool directed = true;
   std::vector<std::string> node_ids;  ///< empty, or the original id of every node
+  /// Node classification (generate_sbm): empty, or num_nodes each; labels in
+  /// [0, num_classes), split 0 train / 1 validation / 2 test.
+  std::vector<std::int32_t> node_labels;
+  std::vector<std::uint8_t> node_split;
+  std::uint32_t num_classes = 0;
   std::uint64_t num_edges() const { return col_indices.size(); }
 };
 

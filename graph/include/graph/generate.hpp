@@ -57,17 +57,11 @@ struct sbm_options {
   int threads = 0;  ///< 0: hardware concurrency
 };
 
-struct labelled_graph {
-  host_csr graph;
-  std::uint32_t classes = 0;
-  std::vector<std::int32_t> labels;  ///< num_nodes: the class of every node
-  std::vector<std::uint8_t> split;   ///< num_nodes: 0 train, 1 validation, 2 test
-};
-
-/// Generates a stochastic-block-model graph with labels and a split (see sbm_options).  Throws
+/// Generates a stochastic-block-model graph with its labels and split in node_labels,
+/// node_split and num_classes (see sbm_options; write_dataset stores them).  Throws
 /// logic_error naming the option for classes < 2 or > num_nodes, homophily outside [0, 1],
 /// a negative or non-finite snr or avg_degree, or split fractions outside [0, 1] or summing
 /// above 1.
-labelled_graph generate_sbm(const sbm_options& options);
+host_csr generate_sbm(const sbm_options& options);
 
 }  // namespace wholestore::graph
