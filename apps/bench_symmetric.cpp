@@ -89,6 +89,7 @@ struct result_line {
   std::size_t bytes = 0;
   std::string direction, way;
   double seconds = 0;
+  double ceiling = 0;  // bytes per second of the ceiling copy of this size, same run
 };
 
 /// Median seconds of `body` over `repeats` runs after `warmup`; `wait` ends each run.
@@ -171,8 +172,6 @@ int run_bench_symmetric(int argc, char** argv) {
   bs->barrier();
 
   std::vector<result_line> lines;
-  double ceiling = 0;  // bytes per second at the largest size
-  std::vector<double> ceilings;
   if (lead) {
     const std::size_t rows_per_block = heap.block_bytes() / row_bytes;
     const wm::wm_tensor table{&heap.memory(), wm::dtype::float32, rows_per_block * ranks,
@@ -222,8 +221,6 @@ int run_bench_symmetric(int argc, char** argv) {
             static_cast<int>(warmup), static_cast<int>(repeats),
             [&] { std::memcpy(b.data(), a.data(), bytes); }, wait);
       }
-      ceilings.push_back(bytes / ceil_s);
-      ceiling = bytes / ceil_s;
       // The kernel way's rows: rank 1's first `rows` (get) or rank 0's (put).
       auto copy_way = [&](const std::string& direction) {
         void* dst = direction == "put" ? peer : scratch;
@@ -263,9 +260,9 @@ int run_bench_symmetric(int argc, char** argv) {
               kernel_way(direction);
             }
           };
-          lines.push_back(
-              {bytes, direction, way,
-               time_it(static_cast<int>(warmup), static_cast<int>(repeats), body, wait)});
+          lines.push_back({bytes, direction, way,
+                           time_it(static_cast<int>(warmup), static_cast<int>(repeats), body, wait),
+                           bytes / ceil_s});
           // get: the scratch holds rank 1's pattern; put: rank 1's block holds rank 0's.
           expect_pattern(direction == "get" ? scratch : peer, bytes, direction == "get" ? 1 : 0,
                          what);
@@ -289,17 +286,16 @@ int run_bench_symmetric(int argc, char** argv) {
         gpu ? "peer copy (cudaMemcpyPeerAsync, private buffers)" : "host memcpy");
     std::printf("%-12s %-9s %-7s %12s %12s %8s\n", "size", "direction", "way", "GB/s",
                 "ceiling GB/s", "ceil%");
-    std::size_t size_index = 0;
-    for (std::size_t i = 0; i < lines.size(); ++i) {
-      const result_line& l = lines[i];
-      if (i > 0 && lines[i - 1].bytes != l.bytes) ++size_index;
-      const double rate = l.bytes / l.seconds, ceil = ceilings[size_index];
+    double largest_ceiling = 0;
+    for (const result_line& l : lines) {
+      const double rate = l.bytes / l.seconds;
       std::printf("%-12s %-9s %-7s %12.1f %12.1f %7.1f%%\n",
                   (std::to_string(l.bytes / 1024) + " KiB").c_str(), l.direction.c_str(),
-                  l.way.c_str(), rate / 1e9, ceil / 1e9, 100.0 * rate / ceil);
+                  l.way.c_str(), rate / 1e9, l.ceiling / 1e9, 100.0 * rate / l.ceiling);
+      if (l.bytes == max_bytes) largest_ceiling = l.ceiling;
     }
     std::printf("summary: symmetric put/get, largest size %zu KiB: ceiling %.1f GB/s\n",
-                max_bytes / 1024, ceiling / 1e9);
+                max_bytes / 1024, largest_ceiling / 1e9);
     std::fflush(stdout);
   }
   return 0;

@@ -615,10 +615,6 @@ class trainer {
       bs_->barrier();
       result.step_s += seconds_since(ta);
       ++result.steps;
-      result.gpu_lookup_s = phase_s_[0];
-      result.gpu_sgns_s = phase_s_[1];
-      result.gpu_input_update_s = phase_s_[2];
-      result.gpu_output_update_s = phase_s_[3];
       if (cb.step) {
         cb.step(
             epoch + 1, b + 1, steps_per_epoch_,
@@ -627,6 +623,10 @@ class trainer {
     }
     const double secs = seconds_since(t0);
     result.train_s += secs;
+    result.gpu_lookup_s = phase_s_[0];
+    result.gpu_sgns_s = phase_s_[1];
+    result.gpu_input_update_s = phase_s_[2];
+    result.gpu_output_update_s = phase_s_[3];
     // The epoch's totals over ranks: exact integer sums.
     struct totals {
       std::int64_t loss;

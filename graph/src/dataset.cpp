@@ -513,7 +513,6 @@ host_csr read_dataset(const std::string& dir) {
     g.num_classes = m.num_classes;
     read_array<std::int32_t, std::int32_t>(dir, *m.node_labels, g.node_labels);
     read_array<std::uint8_t, std::uint8_t>(dir, *m.node_split, g.node_split);
-    detail::check_labels(g, dir);  // values a checksum cannot vouch for (a writer's bug)
   }
   if (!m.node_ids_file.empty()) {
     const std::string path = join(dir, m.node_ids_file);
