@@ -51,6 +51,13 @@ refused odd 'not a multiple of 4 KiB' --set sizes_kib=6 --set cpu_sizes_kib=6
 refused list 'sizes_kib' --set sizes_kib=1024,,x --set cpu_sizes_kib=1024,,x
 refused repeats 'repeats' --set repeats=0
 refused unknown 'size_kib' --set size_kib=4
+# Sizes as a YAML list instead of the comma-separated string: refused naming the key.
+printf 'suite: symmetric\nsizes_kib: [64, 1024]\ncpu_sizes_kib: [64, 1024]\n' >"$work/list.yaml"
+if "$bin" bench "$work/list.yaml" >"$work/yaml_list.log" 2>&1; then
+  fail "yaml_list: accepted a YAML list of sizes"
+fi
+grep -Eq "sizes_kib' must be a string, got a list" "$work/yaml_list.log" ||
+  fail "yaml_list: no clear error: $(cat "$work/yaml_list.log")"
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)"
