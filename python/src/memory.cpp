@@ -191,6 +191,15 @@ void bind_memory(nb::module_& m) {
       "What RANK/WORLD_SIZE/... (wholestore launch, torchrun) or OMPI_COMM_WORLD_* (mpirun) say "
       "about this process, or None when neither is set.");
 
+  m.def(
+      "master_address",
+      []() {
+        auto a = wm::master_address_from_env();
+        return nb::make_tuple(a.first, a.second);
+      },
+      "(addr, port) of the job's store from MASTER_ADDR, WHOLESTORE_MASTER_PORT or MASTER_PORT "
+      "(the next port under torchrun's agent store).");
+
   // ---- communicators ----
   nb::class_<py_comm>(m, "Communicator", "The ranks of a job (see wholestore.init).")
       .def_prop_ro("rank", [](const py_comm& c) { return c.comm->rank(); })

@@ -56,6 +56,12 @@ def tcp(comm_unused, out_dir):
     comm.barrier()
 
 
+def agent_store(comm, out_dir):
+    # The test holds MASTER_PORT as torchrun's agent does; the job met on the next port.
+    assert ws.read_launch_env()["master_port"] == int(os.environ["MASTER_PORT"]) + 1
+    assert comm.allgather_bytes(bytes([comm.rank])) == [bytes([r]) for r in range(comm.size)]
+
+
 def bad_index(comm, out_dir):
     t = ws.EmbeddingTable(comm, 10, 2, type="chunked", optimizer="sgd")
     index = 10 if comm.rank == 1 else 0

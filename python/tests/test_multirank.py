@@ -2,6 +2,8 @@
 host memory of every type shared by the ranks, and an embedding table trained by two ranks
 that must end bit for bit where one rank ends."""
 
+import socket
+
 import numpy as np
 import pytest
 
@@ -17,6 +19,17 @@ def test_memory_of_every_type_over_two_ranks(tmp_path):
 
 def test_explicit_rank_size_over_tcp(tmp_path):
     run_ranks(2, "tcp", tmp_path)
+
+
+def test_beside_torchruns_agent_store(tmp_path):
+    """Under torchrun the agent's store listens on MASTER_PORT (torch.distributed's process
+    groups meet there); the job's own store must not try to bind it."""
+    with socket.socket() as agent:
+        agent.bind(("127.0.0.1", 0))
+        agent.listen()
+        port = agent.getsockname()[1]
+        run_ranks(2, "agent_store", tmp_path,
+                  extra_env={"MASTER_PORT": str(port), "TORCHELASTIC_USE_AGENT_STORE": "True"})
 
 
 def test_two_ranks_train_like_one(comm, tmp_path):

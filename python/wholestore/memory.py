@@ -26,7 +26,9 @@ def init(rank=None, size=None, master_addr=None, master_port=None, *, timeout=No
     MASTER_ADDR, MASTER_PORT as ``wholestore launch`` and torchrun set them, or mpirun's
     OMPI_COMM_WORLD_*), or a job of one rank when there is none.  With ``rank`` and ``size``:
     the ranks meet at a TCP store rank 0 hosts on ``master_addr:master_port`` (default
-    $MASTER_ADDR / $MASTER_PORT, else 127.0.0.1:29500).
+    $MASTER_ADDR / $WHOLESTORE_MASTER_PORT or $MASTER_PORT, else 127.0.0.1:29500).  Under
+    torchrun, whose agent already serves torch.distributed's store on MASTER_PORT, the store
+    takes MASTER_PORT + 1 unless WHOLESTORE_MASTER_PORT says otherwise.
 
     ``timeout``: seconds a collective waits for a missing peer (default $WHOLESTORE_TIMEOUT or
     300).  ``device``: the CUDA device this process uses for device memory and GPU calls:
@@ -40,10 +42,11 @@ def init(rank=None, size=None, master_addr=None, master_port=None, *, timeout=No
     else:
         if rank is None or size is None:
             raise ValueError("pass both rank and size (or neither, to read the environment)")
+        env_addr, env_port = _core.master_address()
         if master_addr is None:
-            master_addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
+            master_addr = env_addr
         if master_port is None:
-            master_port = int(os.environ.get("MASTER_PORT", "29500"))
+            master_port = env_port
         comm = _core.init_tcp(int(rank), int(size), str(master_addr), int(master_port), timeout,
                               job_token)
     if device == "auto":

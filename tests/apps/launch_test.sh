@@ -180,7 +180,7 @@ stranger() {  # <name> <command...>: must exit 1 within 10 s with the refusal
   timeout 10 "$@" >"$WORK/stranger" 2>&1
   local rc=$?
   [ $rc -eq 1 ] || fail "stranger ($name) exited $rc, expected 1: $(tail -3 "$WORK/stranger")"
-  grep -q "MASTER_PORT of its own" "$WORK/stranger" ||
+  grep -q "WHOLESTORE_MASTER_PORT) of its own" "$WORK/stranger" ||
     fail "stranger ($name): no advice to use another MASTER_PORT: $(tail -3 "$WORK/stranger")"
 }
 demo=("$WHOLESTORE" demo --set memory.size_mib=1 --set timeout_s=5)

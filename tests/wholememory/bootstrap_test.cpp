@@ -661,7 +661,7 @@ TEST(BootstrapTcp, StrangersAreRefusedAndTheJobGoesOn) {
         wholememory::make_tcp_bootstrap(s.rank, s.size, "127.0.0.1", port, 5s, s.token);
       } catch (const std::exception& e) {
         const std::string what = e.what();
-        const bool advised = what.find("MASTER_PORT of its own") != std::string::npos;
+        const bool advised = what.find("WHOLESTORE_MASTER_PORT) of its own") != std::string::npos;
         if (what.find(s.expected) != std::string::npos && advised) return 0;
         std::fprintf(stderr, "stranger got: %s\n", e.what());
         return 2;
@@ -791,7 +791,9 @@ class env_guard {
                                            "WHOLESTORE_JOB_TOKEN",
                                            "TORCHELASTIC_RUN_ID",
                                            "PMIX_NAMESPACE",
-                                           "OMPI_MCA_ess_base_jobid"};
+                                           "OMPI_MCA_ess_base_jobid",
+                                           "WHOLESTORE_MASTER_PORT",
+                                           "TORCHELASTIC_USE_AGENT_STORE"};
   std::map<std::string, std::string> saved_;
 };
 
@@ -851,6 +853,32 @@ TEST(BootstrapEnv, MasterAddressWithoutRankVariables) {
   env.set("MASTER_PORT", "80");
   env.set("MASTER_ADDR", "");
   EXPECT_THROW(wholememory::master_address_from_env(), wholememory::logic_error);
+}
+
+// Under torchrun the agent's store holds MASTER_PORT (torch.distributed meets there), so
+// wholestore's store takes the next port; WHOLESTORE_MASTER_PORT overrides both.
+TEST(BootstrapEnv, PortBesideTorchrunsAgentStore) {
+  env_guard env;
+  env.set("RANK", "0");
+  env.set("WORLD_SIZE", "2");
+  env.set("MASTER_PORT", "29400");
+  env.set("TORCHELASTIC_USE_AGENT_STORE", "True");
+  EXPECT_EQ(wholememory::read_launch_env()->master_port, 29401);
+  env.set("TORCHELASTIC_USE_AGENT_STORE", "False");
+  EXPECT_EQ(wholememory::read_launch_env()->master_port, 29400);
+  env.set("TORCHELASTIC_USE_AGENT_STORE", "True");
+  env.set("WHOLESTORE_MASTER_PORT", "31000");
+  EXPECT_EQ(wholememory::read_launch_env()->master_port, 31000);
+  env.set("WHOLESTORE_MASTER_PORT", "0");
+  EXPECT_THROW(wholememory::read_launch_env(), wholememory::logic_error);
+  env.unset("WHOLESTORE_MASTER_PORT");
+  env.set("MASTER_PORT", "65535");
+  try {
+    wholememory::read_launch_env();
+    ADD_FAILURE() << "MASTER_PORT 65535 under torchrun's agent store was accepted";
+  } catch (const wholememory::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("WHOLESTORE_MASTER_PORT"), std::string::npos) << e.what();
+  }
 }
 
 TEST(BootstrapEnv, OpenMpiVariables) {

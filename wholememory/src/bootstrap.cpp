@@ -386,8 +386,22 @@ std::pair<std::string, int> master_address_from_env() {
     WM_EXPECTS(*addr != '\0', "environment variable MASTER_ADDR is empty");
     address.first = addr;
   }
+  if (const char* port = std::getenv("WHOLESTORE_MASTER_PORT")) {
+    address.second = static_cast<int>(parse_env_int("WHOLESTORE_MASTER_PORT", port, 1, 65535));
+    return address;
+  }
   if (const char* port = std::getenv("MASTER_PORT")) {
     address.second = static_cast<int>(parse_env_int("MASTER_PORT", port, 1, 65535));
+    // torchrun's agent hosts its own store at MASTER_PORT for the workers' process groups
+    // (TORCHELASTIC_USE_AGENT_STORE), so this job's store, which rank 0 hosts, takes the
+    // next port.
+    const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+    if (agent != nullptr && (std::string(agent) == "True" || std::string(agent) == "1")) {
+      WM_EXPECTS(address.second < 65535,
+                 "MASTER_PORT 65535 leaves no port for wholestore's store beside torchrun's "
+                 "agent store (which holds MASTER_PORT): set WHOLESTORE_MASTER_PORT");
+      ++address.second;
+    }
   }
   return address;
 }

@@ -104,7 +104,8 @@ socket_fd open_listener(const std::string& host, int port) {
       if (err == EADDRINUSE) {
         last_error +=
             " (another job or program is using this port: give this job a MASTER_PORT "
-            "of its own; `wholestore launch` picks a free one when --master-port is "
+            "(or WHOLESTORE_MASTER_PORT) of its own; `wholestore launch` picks a free one when "
+            "--master-port is "
             "not given)";
       }
       continue;

@@ -323,7 +323,8 @@ class store_server {
     const std::string who = "the bootstrap store at " + address_ + " refused this process (rank " +
                             std::to_string(h.root) + " of " + std::to_string(h.bytes) + "): ";
     const std::string advice =
-        ". Another job is using this address: give this job a MASTER_PORT of its own "
+        ". Another job is using this address: give this job a MASTER_PORT (or "
+        "WHOLESTORE_MASTER_PORT) of its own "
         "(`wholestore launch` picks a free one when --master-port is not given)";
     if (token != job_token_) {
       return who + "it serves another job (" +

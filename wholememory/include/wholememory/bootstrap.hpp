@@ -166,8 +166,10 @@ std::string launcher_job_token(bool torch_environment);
 /// Returns nullopt when neither set is present; throws logic_error on malformed values.
 std::optional<launch_env> read_launch_env();
 
-/// MASTER_ADDR and MASTER_PORT, defaulting to 127.0.0.1 and 29500; throws logic_error on
-/// malformed values.
+/// Where the job's store is: MASTER_ADDR (default 127.0.0.1) and WHOLESTORE_MASTER_PORT when
+/// set, else MASTER_PORT (default 29500), plus one under torchrun with its agent store
+/// (TORCHELASTIC_USE_AGENT_STORE=True: the agent already listens on MASTER_PORT, and
+/// torch.distributed's process groups meet there).  Throws logic_error on malformed values.
 std::pair<std::string, int> master_address_from_env();
 
 /// A TCP bootstrap from read_launch_env(), with its job token; throws logic_error when no
