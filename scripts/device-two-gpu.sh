@@ -6,7 +6,8 @@
 #   scripts/device-two-gpu.sh                     # every step, ctest -L gpu
 #   TESTS='Sgns|FileIoGpu' REPEAT=3 scripts/device-two-gpu.sh   # those tests, each 3 times
 #   STEPS='build pytest tests' scripts/device-two-gpu.sh         # only these steps
-# Steps: build pytest tests run train symmetric embedding sanitize (the last not by default)
+# Steps: build pytest tests run train symmetric embedding graphsage sanitize (the last two not
+# by default)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .device-shared/data ] && [ ! -e ../shared/data ]; then
@@ -32,7 +33,7 @@ if want build; then
 fi
 if want pytest; then
   step pytest
-  WHOLESTORE_REQUIRE_GPU=1 PYTHONPATH=build/python PYTHONDONTWRITEBYTECODE=1 timeout 150 \
+  WHOLESTORE_REQUIRE_GPU=1 PYTHONPATH=build/python PYTHONDONTWRITEBYTECODE=1 timeout 240 \
     "$py" -X faulthandler -m pytest -q -rs -p no:cacheprovider python/tests >"$out/pytest.log" 2>&1
   echo "rc=$?"; tail -n 12 "$out/pytest.log"
 fi
@@ -82,6 +83,34 @@ if want embedding; then
     echo "rc=$?"; grep -vE '^\[rank 1\]' "$out/bench-embedding-$n.txt" | tail -n 16
     cp "$out/bench-embedding-$n.txt" "$final/"
   done
+fi
+if want graphsage; then
+  # examples/graphsage.py on the products-shaped SBM (generated once): the MLP baseline and
+  # GraphSAGE on one GPU, PyG's NeighborLoader with the same model, GraphSAGE on two GPUs.
+  export PYTHONPATH=build/python PYTHONDONTWRITEBYTECODE=1
+  ex="$py examples/graphsage.py --dataset $out/sbm"
+  step "graphsage: the dataset"
+  timeout 200 "$py" examples/graphsage.py --save-dataset "$out/sbm" >"$out/graphsage-gen.log" 2>&1
+  echo "rc=$?"; tail -n 3 "$out/graphsage-gen.log"
+  for run in "mlp:--model mlp --epochs ${GS_EPOCHS:-3}" "sage:--epochs ${GS_EPOCHS:-3}" \
+    "sage-emb:--epochs ${GS_EPOCHS:-3} --embedding-dim 32" \
+    "pyg:--loader pyg --epochs 1 --max-eval-batches 40 --pyg-workers 8"; do
+    name=${run%%:*}
+    step "graphsage $name"
+    # shellcheck disable=SC2086
+    timeout 240 $ex ${run#*:} >"$out/graphsage-$name.log" 2>&1
+    echo "rc=$?"; grep -E '^epoch|^test|^summary|Error|error' "$out/graphsage-$name.log" | tail -n 8
+  done
+  if [ "$gpus" -ge 2 ]; then
+    step "graphsage, torchrun 2 GPUs"
+    # shellcheck disable=SC2086
+    timeout 240 "$py" -m torch.distributed.run --standalone --nproc-per-node 2 \
+      examples/graphsage.py --dataset "$out/sbm" --epochs "${GS_EPOCHS:-3}" \
+      >"$out/graphsage-2gpu.log" 2>&1
+    echo "rc=$?"; grep -E '^epoch|^test|^summary|Error|error' "$out/graphsage-2gpu.log" | tail -n 8
+  fi
+  rm -rf "$out/sbm"
+  cp "$out"/graphsage-*.log "$final/" 2>/dev/null
 fi
 if want sanitize; then
   step "compute-sanitizer memcheck"
