@@ -38,7 +38,7 @@ def parse_args(argv=None):
     g.add_argument("--classes", type=int, default=47, help="generated: classes")
     g.add_argument("--avg-degree", type=float, default=25.0,
                    help="generated: undirected edges per node (each stored both ways)")
-    g.add_argument("--homophily", type=float, default=0.7,
+    g.add_argument("--homophily", type=float, default=0.4,
                    help="generated: expected share of edges inside a class")
     g.add_argument("--feature-dim", type=int, default=100, help="generated: feature width")
     g.add_argument("--snr", type=float, default=0.2,
@@ -418,17 +418,17 @@ class PygBatches:
         self.data = Data(x=torch.from_numpy(np.asarray(host.node_features)),
                          y=torch.from_numpy(np.asarray(host.node_labels).astype(np.int64)),
                          edge_index=torch.stack([src, dst]), num_nodes=host.num_nodes)
-        try:
-            self._loader(np.arange(1, dtype=np.int64), 1, False)
+        try:  # one batch in this process: a loader without a sampling backend fails here
+            next(iter(self._loader(np.arange(1, dtype=np.int64), 1, False, workers=0)))
         except ImportError as e:
             sys.exit(f"graphsage: PyG's NeighborLoader cannot sample here: {e}")
         job.log(f"pyg: graph as a Data object ({time.perf_counter() - t0:.1f} s)")
 
-    def _loader(self, seeds, batch_size, shuffle):
+    def _loader(self, seeds, batch_size, shuffle, workers=None):
         return self.loader_type(self.data, num_neighbors=self.args.fanouts,
                                 batch_size=batch_size, input_nodes=torch.from_numpy(seeds),
-                                shuffle=shuffle, num_workers=self.args.pyg_workers,
-                                persistent_workers=False)
+                                shuffle=shuffle, num_workers=self.args.pyg_workers
+                                if workers is None else workers)
 
     def epoch(self, seeds, limit):
         loader = self._loader(seeds, self.args.batch_size, True)

@@ -90,22 +90,25 @@ if want graphsage; then
   export PYTHONPATH=build/python PYTHONDONTWRITEBYTECODE=1
   ex="$py examples/graphsage.py --dataset $out/sbm"
   step "graphsage: the dataset"
-  timeout 200 "$py" examples/graphsage.py --save-dataset "$out/sbm" >"$out/graphsage-gen.log" 2>&1
+  # GS_GRAPH: generator options instead of the example's defaults; GS_RUNS: NAME:OPTIONS runs.
+  # shellcheck disable=SC2086
+  timeout 200 "$py" examples/graphsage.py --save-dataset "$out/sbm" ${GS_GRAPH:-} \
+    >"$out/graphsage-gen.log" 2>&1
   echo "rc=$?"; tail -n 3 "$out/graphsage-gen.log"
-  for run in "mlp:--model mlp --epochs ${GS_EPOCHS:-3}" "sage:--epochs ${GS_EPOCHS:-3}" \
-    "sage-emb:--epochs ${GS_EPOCHS:-3} --embedding-dim 32" \
-    "pyg:--loader pyg --epochs 1 --max-eval-batches 40 --pyg-workers 8"; do
+  e=${GS_EPOCHS:-5}
+  IFS=';' read -r -a runs <<<"${GS_RUNS:-mlp:--model mlp --epochs $e;sage:--epochs $e;sage-emb:--epochs $e --embedding-dim 32;pyg:--loader pyg --epochs 1 --max-eval-batches 40 --pyg-workers 8}"
+  for run in "${runs[@]}"; do
     name=${run%%:*}
     step "graphsage $name"
     # shellcheck disable=SC2086
     timeout 240 $ex ${run#*:} >"$out/graphsage-$name.log" 2>&1
     echo "rc=$?"; grep -E '^epoch|^test|^summary|Error|error' "$out/graphsage-$name.log" | tail -n 8
   done
-  if [ "$gpus" -ge 2 ]; then
+  if [ "$gpus" -ge 2 ] && [ -z "${GS_RUNS:-}" ]; then
     step "graphsage, torchrun 2 GPUs"
     # shellcheck disable=SC2086
     timeout 240 "$py" -m torch.distributed.run --standalone --nproc-per-node 2 \
-      examples/graphsage.py --dataset "$out/sbm" --epochs "${GS_EPOCHS:-3}" \
+      examples/graphsage.py --dataset "$out/sbm" --epochs "$e" \
       >"$out/graphsage-2gpu.log" 2>&1
     echo "rc=$?"; grep -E '^epoch|^test|^summary|Error|error' "$out/graphsage-2gpu.log" | tail -n 8
   fi
