@@ -137,8 +137,10 @@ wm_handle make(std::shared_ptr<communicator> comm, std::size_t bytes, memory_typ
   return wm_handle::create(std::move(comm), bytes, type, memory_location::host, options);
 }
 
-// Fills the parts this rank owns with the pattern, then waits for every rank.
+// Fills the parts this rank owns with the pattern, waiting for every rank before (one may
+// still be checking the previous pattern of this rank's parts) and after.
 void fill(const wm_handle& wm, std::uint64_t seed) {
+  wm.comm().barrier(nullptr);
   for (int i = 0; i < wm.num_parts(); ++i) {
     const wholememory::part_info p = wm.part(i);
     if (p.rank != wm.comm().rank()) continue;
