@@ -27,5 +27,7 @@ void bind_memory(nb::module_& m);
 void bind_embedding(nb::module_& m);
 /// Host graphs, datasets (gen, convert, read, write), graphs in WholeMemory, the samplers.
 void bind_graph(nb::module_& m);
+/// SymmetricMemory (symmetric.cpp).
+void bind_symmetric(nb::module_& m);
 
 }  // namespace wholestore::python

@@ -24,4 +24,5 @@ NB_MODULE(_core, m) {
   wholestore::python::bind_memory(m);
   wholestore::python::bind_embedding(m);
   wholestore::python::bind_graph(m);
+  wholestore::python::bind_symmetric(m);
 }

@@ -62,6 +62,49 @@ def agent_store(comm, out_dir):
     assert comm.allgather_bytes(bytes([comm.rank])) == [bytes([r]) for r in range(comm.size)]
 
 
+def symmetric(comm, out_dir):
+    import wholestore.distributed as dist
+
+    rank, other = comm.rank, 1 - comm.rank
+    gpu = ws.cuda_built() and ws.device_count() > 1
+    packages = [np]
+    if gpu:
+        import torch  # before initialize, which makes the rank's GPU torch's current device
+        packages.append(torch)
+    dist.initialize(ws.current_device() if gpu else None, comm)
+    if gpu:
+        assert torch.cuda.current_device() == ws.current_device() == rank
+    for package in packages:
+        a = dist.allocate_symmetric_memory((6, 3), package, dtype=package.float32)
+        a[:] = rank + 1
+        if package is not np:
+            package.cuda.synchronize()
+        comm.barrier()  # both blocks written
+        peer = dist.peer_view(a, other)
+        assert float(peer.sum()) == 18 * (other + 1), (package.__name__, peer)
+        peer[0, 0] = -5  # a store into the other rank's block
+        if package is not np:
+            package.cuda.synchronize()
+        comm.barrier()
+        assert float(a[0, 0]) == -5 and float(a.sum()) == 17 * (rank + 1) - 5
+        comm.barrier()
+        dist.free_symmetric_memory(a)
+    # Sizes that differ: refused on every rank, naming both; make_symmetric pads to the largest.
+    try:
+        dist.allocate_symmetric_memory(4 + rank, np, dtype=np.int64)
+        raise AssertionError("uneven sizes were accepted")
+    except ws.MismatchError as e:
+        assert "rank 0: 32" in str(e) and "rank 1: 40" in str(e) and "make_symmetric" in str(e)
+    b = dist.allocate_symmetric_memory(4 + rank, np, dtype=np.int64, make_symmetric=True)
+    assert b.shape == (4 + rank,)
+    b[:] = rank
+    comm.barrier()
+    assert list(dist.peer_view(b, other)[:4]) == [other] * 4
+    comm.barrier()
+    dist.free_symmetric_memory(b)
+    dist.finalize()
+
+
 def bad_index(comm, out_dir):
     t = ws.EmbeddingTable(comm, 10, 2, type="chunked", optimizer="sgd")
     index = 10 if comm.rank == 1 else 0

@@ -49,4 +49,4 @@ from .graph import (  # noqa: F401
     write_dataset,
 )
 from .memory import LOCATIONS, TYPES, WholeMemory, init  # noqa: F401
-from . import nn  # noqa: F401,E402  (torch is imported on first use of nn.Embedding only)
+from . import distributed, nn  # noqa: F401,E402  (torch: on first use of nn.Embedding only)
