@@ -6,6 +6,7 @@
 #include "config.hpp"
 #include "report.hpp"
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/device.hpp>
@@ -13,7 +14,6 @@
 #include <wholememory/dtype.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
-#include <wholememory/wholememory.hpp>
 
 #if defined(WHOLESTORE_HAS_CUDA)
 #include <cuda_runtime_api.h>
@@ -166,7 +166,7 @@ std::size_t lcm_of(const std::vector<std::size_t>& v) {
 }
 
 /// Fills this rank's part with pseudo-random bytes (one random 64 MiB block, repeated).
-void fill_part(const wholememory::wholememory& wm, std::uint64_t seed) {
+void fill_part(const wholememory::allocation& wm, std::uint64_t seed) {
   wholememory::part_info mine = wm.local_part();
   const std::size_t block = std::min<std::size_t>(mine.bytes, std::size_t(64) << 20);
   if (block == 0) return;
@@ -324,7 +324,7 @@ int run_bench(int argc, char** argv) {
       auto comm = (mtype == wholememory::memory_type::distributed && gpu) ? nccl_comm : host_comm;
       wholememory::allocation_options opts;
       opts.granularity = granularity;
-      auto wm = wholememory::wholememory::create(comm, table_bytes, mtype, loc, opts);
+      auto wm = wholememory::allocation::create(comm, table_bytes, mtype, loc, opts);
       fill_part(wm, seed);
       host_comm->barrier(nullptr);
       for (std::size_t row_bytes : row_sizes) {

@@ -11,13 +11,13 @@
 #include <graph/generate.hpp>
 #include <graph/sampling.hpp>
 #include <graph/walks.hpp>
+#include <wholememory/allocation.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/device_buffer.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <yaml-cpp/yaml.h>
 

@@ -5,10 +5,10 @@
 #include "config.hpp"
 #include "report.hpp"
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/device.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -100,7 +100,7 @@ int run_demo(int argc, char** argv) {
   wholememory::allocation_options opts;
   opts.granularity = static_cast<std::size_t>(granularity);
   opts.name = "demo: memory.size_mib " + std::to_string(size_mib);
-  auto wm = wholememory::wholememory::create(comm, bytes, type, location, opts);
+  auto wm = wholememory::allocation::create(comm, bytes, type, location, opts);
   comm->barrier(nullptr);
   double create_s = seconds_since(t0);
 

@@ -11,6 +11,7 @@
 #include <graph/csr_graph.hpp>
 #include <graph/generate.hpp>
 #include <graph/sampling.hpp>
+#include <wholememory/allocation.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/device.hpp>
@@ -18,7 +19,6 @@
 #include <wholememory/dtype.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
-#include <wholememory/wholememory.hpp>
 
 #if defined(WHOLESTORE_HAS_CUDA)
 #include <cuda_runtime_api.h>

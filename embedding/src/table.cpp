@@ -269,7 +269,7 @@ constexpr std::size_t init_chunk_bytes = std::size_t{8} << 20;
 /// Writes this rank's rows [own.begin, own.end) of an array of `cols` elements of T per row,
 /// value(r, c) each, through the own part pointer (copy_bytes, so device parts work too).
 template <typename T, typename Value>
-void fill_own_rows(const wholememory::wholememory& wm, row_range own, std::size_t cols,
+void fill_own_rows(const wholememory::allocation& wm, row_range own, std::size_t cols,
                    Value value) {
   if (own.size() == 0 || cols == 0) return;
   wholememory::part_info part = wm.local_part();
@@ -355,8 +355,8 @@ table table::create(std::shared_ptr<wholememory::communicator> comm, const table
   wholememory::allocation_options weights_options;
   weights_options.granularity = row_bytes;
   weights_options.name = "the embedding table's weights";
-  impl->weights = wholememory::wholememory::create(comm, o.rows * row_bytes, o.type, o.location,
-                                                   weights_options);
+  impl->weights = wholememory::allocation::create(comm, o.rows * row_bytes, o.type, o.location,
+                                                  weights_options);
   const wholememory::partition& parts = impl->weights.get_partition();
   WM_EXPECTS(parts.num_parts() == ranks, "embedding::table::create: the weights have "
                                              << parts.num_parts() << " parts for " << ranks
@@ -377,8 +377,8 @@ table table::create(std::shared_ptr<wholememory::communicator> comm, const table
     so.granularity = cols * sizeof(float);
     so.name = std::string("the embedding table's optimizer state '") + name + "'";
     for (int p = 0; p < ranks; ++p) so.part_bytes.push_back(impl->rank_rows[p].size() * cols * 4);
-    impl->state.push_back(wholememory::wholememory::create(comm, o.rows * cols * sizeof(float),
-                                                           o.type, o.location, so));
+    impl->state.push_back(wholememory::allocation::create(comm, o.rows * cols * sizeof(float),
+                                                          o.type, o.location, so));
     impl->state_names.emplace_back(name);
   }
 
@@ -422,7 +422,7 @@ wholememory::wm_tensor table::weights() const {
                                 t.options.dim, t.options.dim,   0};
 }
 
-const wholememory::wholememory& table::weights_memory() const { return checked(impl_).weights; }
+const wholememory::allocation& table::weights_memory() const { return checked(impl_).weights; }
 
 table_view table::view(int device) const {
   detail::table_impl& t = checked(impl_);
@@ -441,7 +441,7 @@ table_view table::view(int device) const {
   return table_view{parts, t.options.rows, t.options.dim, t.options.dtype};
 }
 
-const std::vector<wholememory::wholememory>& table::state() const { return checked(impl_).state; }
+const std::vector<wholememory::allocation>& table::state() const { return checked(impl_).state; }
 const std::vector<std::string>& table::state_names() const { return checked(impl_).state_names; }
 
 wholememory::wm_tensor table::state_tensor(std::size_t i) const {

@@ -3,9 +3,9 @@
 #pragma once
 
 #include <embedding/table.hpp>
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/gather.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -22,8 +22,8 @@ void destroy_gpu_workspace(gpu_workspace* ws) noexcept;
 struct table_impl {
   std::shared_ptr<wholememory::communicator> comm;
   table_options options;
-  wholememory::wholememory weights;
-  std::vector<wholememory::wholememory> state;
+  wholememory::allocation weights;
+  std::vector<wholememory::allocation> state;
   std::vector<std::string> state_names;
   std::vector<row_range> rank_rows;
   /// rank_rows[p].begin for every rank, then rows: owner lookup by binary search.

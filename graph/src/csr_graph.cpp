@@ -44,15 +44,15 @@ using check_part = std::function<void(std::uint64_t first, std::size_t count)>;
 // Collective: an array of `count` elements of `elem` bytes each, every rank writing its own
 // part from `src` (the whole array, identical on all ranks), after `check` (when given) saw
 // the part's elements.  Rows of `row_elems` elements never straddle parts.
-wm::wholememory make_array(const std::shared_ptr<wm::communicator>& comm, const void* src,
-                           std::size_t count, std::size_t elem, std::size_t row_elems,
-                           wm::memory_type type, wm::memory_location location, const char* name,
-                           const check_part& check = {}) {
+wm::allocation make_array(const std::shared_ptr<wm::communicator>& comm, const void* src,
+                          std::size_t count, std::size_t elem, std::size_t row_elems,
+                          wm::memory_type type, wm::memory_location location, const char* name,
+                          const check_part& check = {}) {
   wm::allocation_options opts;
   opts.name = std::string("the graph's ") + name;
   opts.granularity = elem * std::max<std::size_t>(row_elems, 1);
   std::size_t bytes = std::max<std::size_t>(count * elem, opts.granularity);
-  auto mem = wm::wholememory::create(comm, bytes, type, location, opts);
+  auto mem = wm::allocation::create(comm, bytes, type, location, opts);
   wm::part_info mine = mem.local_part();
   std::size_t have = count * elem;
   if (mine.offset < have && mine.bytes > 0) {

@@ -91,14 +91,14 @@ void open_checked(const std::string& dir, const array_file& a, open_file& f) {
 
 // Collective: an allocation for `count` elements of `elem` bytes, rows of `row_elems`
 // elements never straddling parts; the same rules as make_graph.
-wm::wholememory create_array(const std::shared_ptr<wm::communicator>& comm, std::size_t count,
-                             std::size_t elem, std::size_t row_elems, wm::memory_type type,
-                             wm::memory_location location, const char* name) {
+wm::allocation create_array(const std::shared_ptr<wm::communicator>& comm, std::size_t count,
+                            std::size_t elem, std::size_t row_elems, wm::memory_type type,
+                            wm::memory_location location, const char* name) {
   wm::allocation_options opts;
   opts.name = std::string("the graph's ") + name;
   opts.granularity = elem * std::max<std::size_t>(row_elems, 1);
   const std::size_t bytes = std::max<std::size_t>(count * elem, opts.granularity);
-  return wm::wholememory::create(comm, bytes, type, location, opts);
+  return wm::allocation::create(comm, bytes, type, location, opts);
 }
 
 // Which structural check a chunk's elements get once read (csr_check.hpp).
@@ -132,7 +132,7 @@ std::size_t element_bytes(array_check check) {
 // Appends the chunks of this rank's part of `mem`, whose first `have` bytes come from `f`.
 // Checked arrays get chunks of whole elements (parts start on an element: the granularity),
 // so each chunk is checked on its own right after its read.
-void plan(const wm::wholememory& mem, std::uint64_t have, const open_file& f,
+void plan(const wm::allocation& mem, std::uint64_t have, const open_file& f,
           std::size_t chunk_bytes, array_check check, std::vector<chunk>& out) {
   const wm::part_info mine = mem.local_part();
   if (mine.bytes == 0 || mine.offset >= have) return;

@@ -93,7 +93,7 @@ negative_sampler::negative_sampler(std::shared_ptr<wm::communicator> comm,
   wm::allocation_options ao;
   ao.granularity = sizeof(alias_entry);
   ao.name = "the negative sampler's alias table";
-  table_ = wm::wholememory::create(comm, nodes_ * sizeof(alias_entry), o.type, o.location, ao);
+  table_ = wm::allocation::create(comm, nodes_ * sizeof(alias_entry), o.type, o.location, ao);
   const wm::part_info mine = table_.local_part();
   if (mine.bytes > 0) {
     wm::copy_bytes(mine.ptr, reinterpret_cast<const char*>(host_copy_.data()) + mine.offset,

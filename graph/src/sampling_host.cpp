@@ -543,7 +543,7 @@ sample_result sample_chunked(const csr_graph& g, const std::int64_t* seeds, std:
 // ---------------------------------------------------------------------------------------------
 // Distributed graphs
 
-wm::wm_tensor column_of(const wm::wholememory& mem, wm::dtype type, std::size_t rows) {
+wm::wm_tensor column_of(const wm::allocation& mem, wm::dtype type, std::size_t rows) {
   wm::wm_tensor t;
   t.memory = &mem;
   t.type = type;

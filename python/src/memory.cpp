@@ -8,13 +8,13 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
+#include <wholememory/allocation.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/file_io.hpp>
 #include <wholememory/gather.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -49,7 +49,7 @@ py_comm host_comm_over(std::shared_ptr<wm::bootstrap> bs) {
 /// Python's Memory: one WholeMemory allocation seen as a [rows, cols] matrix of one dtype,
 /// with the row size as the partition granularity (rows never straddle parts).
 struct py_memory {
-  wm::wholememory mem;
+  wm::allocation mem;
   wm::dtype type = wm::dtype::float32;
   std::size_t rows = 0, cols = 1;
 
@@ -295,11 +295,11 @@ void bind_memory(nb::module_& m) {
             if (cols == 0) throw nb::value_error("cols must be >= 1");
             wm::allocation_options opts;
             opts.granularity = cols * wm::dtype_size(t);
-            wm::wholememory mem;
+            wm::allocation mem;
             {
               nb::gil_scoped_release release;
               mem =
-                  wm::wholememory::create(comm.comm, rows * cols * wm::dtype_size(t), mt, ml, opts);
+                  wm::allocation::create(comm.comm, rows * cols * wm::dtype_size(t), mt, ml, opts);
             }
             py_memory* p = new (self) py_memory();
             p->mem = std::move(mem);

@@ -3,10 +3,10 @@
 // table after one SGD step.  Prints what it checked; exits 1 on any mismatch.
 #include <embedding/table.hpp>
 #include <graph/generate.hpp>
+#include <wholememory/allocation.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/gather.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <cstdint>
 #include <cstdio>
@@ -31,9 +31,9 @@ int main() try {
 
   // A 1000 x 2 int64 matrix in host memory: row r holds (r, r * r); two rows gathered back.
   constexpr std::size_t rows = 1000, cols = 2;
-  auto wm = wholememory::wholememory::create(comm, rows * cols * sizeof(std::int64_t),
-                                             wholememory::memory_type::continuous,
-                                             wholememory::memory_location::host);
+  auto wm = wholememory::allocation::create(comm, rows * cols * sizeof(std::int64_t),
+                                            wholememory::memory_type::continuous,
+                                            wholememory::memory_location::host);
   auto* values = static_cast<std::int64_t*>(wm.data());
   for (std::size_t r = 0; r < rows; ++r) {
     values[r * cols] = static_cast<std::int64_t>(r);

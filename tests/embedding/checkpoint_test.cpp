@@ -271,8 +271,8 @@ TEST(CheckpointErrors, DamagedOrForeignCheckpointIsRefusedAndNothingChanges) {
                              [&](std::shared_ptr<wm::bootstrap> bs) {
                                auto comm = wm::make_host_communicator(bs);
                                auto mem =
-                                   wm::wholememory::create(comm, 64, wm::memory_type::continuous,
-                                                           wm::memory_location::host);
+                                   wm::allocation::create(comm, 64, wm::memory_type::continuous,
+                                                          wm::memory_location::host);
                                wm::store(mem, plain.string());
                              }),
                   "plain store");

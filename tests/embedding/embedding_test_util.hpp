@@ -11,12 +11,12 @@
 #include "common/multiprocess.hpp"
 
 #include <embedding/table.hpp>
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/convert.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/dtype.hpp>
 #include <wholememory/error.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <gtest/gtest.h>
 
@@ -240,7 +240,7 @@ inline double round_to(dtype t, double value) {
 }
 
 /// The bytes of this rank's own part of an allocation (any location: copy_bytes).
-inline std::vector<unsigned char> own_bytes(const wholememory::wholememory& wm) {
+inline std::vector<unsigned char> own_bytes(const wholememory::allocation& wm) {
   wholememory::part_info mine = wm.local_part();
   std::vector<unsigned char> out(mine.bytes);
   if (mine.bytes) wholememory::copy_bytes(out.data(), mine.ptr, mine.bytes);
@@ -248,7 +248,7 @@ inline std::vector<unsigned char> own_bytes(const wholememory::wholememory& wm) 
 }
 
 /// Bytes of rows [range.begin, range.end) of a continuous allocation with `row_bytes` per row.
-inline std::vector<unsigned char> row_bytes_of(const wholememory::wholememory& wm, row_range range,
+inline std::vector<unsigned char> row_bytes_of(const wholememory::allocation& wm, row_range range,
                                                std::size_t row_bytes) {
   std::vector<unsigned char> out(range.size() * row_bytes);
   if (!out.empty()) {

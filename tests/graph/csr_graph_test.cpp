@@ -68,7 +68,7 @@ std::vector<char> file_bytes(const std::string& path) {
 
 // Compares every part this rank can see of `mem` with `expect` (the array's bytes); the
 // allocation may be longer than the array (a minimum of one granule).  Returns bytes checked.
-std::size_t check_parts(const wholememory::wholememory& mem, const std::vector<char>& expect,
+std::size_t check_parts(const wholememory::allocation& mem, const std::vector<char>& expect,
                         const char* what) {
   std::size_t checked = 0;
   for (int p = 0; p < mem.num_parts(); ++p) {

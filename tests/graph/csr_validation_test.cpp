@@ -10,9 +10,9 @@
 #include <graph/dataset.hpp>
 #include <graph/generate.hpp>
 #include <graph/sampling.hpp>
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/error.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <gtest/gtest.h>
 
@@ -330,7 +330,7 @@ class HostileMemory : public ::testing::TestWithParam<memory_type> {};
 // Writes `value` at element `pos` of `mem` (int64 or int32 elements), through whichever part
 // of this rank holds it.
 template <typename T>
-void overwrite(const wm::wholememory& mem, std::uint64_t pos, T value) {
+void overwrite(const wm::allocation& mem, std::uint64_t pos, T value) {
   for (int p = 0; p < mem.num_parts(); ++p) {
     const wm::part_info part = mem.part(p);
     const std::uint64_t at = pos * sizeof(T);

@@ -12,9 +12,9 @@
 #include <graph/generate.hpp>
 #include <graph/sampling.hpp>
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/error.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <gtest/gtest.h>
 
@@ -427,8 +427,8 @@ TEST(SamplingProperties, GeneratedWithIsolatedNodes) {
 void widen_columns(const std::shared_ptr<wm::communicator>& comm, const host_csr& h, csr_graph& g) {
   wm::allocation_options ao;
   ao.granularity = 8;
-  auto mem = wm::wholememory::create(comm, std::max<std::size_t>(h.col_indices.size() * 8, 8),
-                                     g.type(), wm::memory_location::host, ao);
+  auto mem = wm::allocation::create(comm, std::max<std::size_t>(h.col_indices.size() * 8, 8),
+                                    g.type(), wm::memory_location::host, ao);
   wm::part_info mine = mem.local_part();
   const std::size_t have = h.col_indices.size() * 8;
   if (mine.offset < have && mine.bytes > 0) {

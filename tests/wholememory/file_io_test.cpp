@@ -8,10 +8,10 @@
  */
 #include "common/multiprocess.hpp"
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/file_io.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <gtest/gtest.h>
 
@@ -46,7 +46,7 @@ using wholememory::memory_location;
 using wholememory::memory_type;
 using wholememory::stored_array;
 using wholememory::stored_manifest;
-using wm_handle = wholememory::wholememory;
+using wm_handle = wholememory::allocation;
 
 const memory_type all_types[] = {memory_type::continuous, memory_type::chunked,
                                  memory_type::distributed};

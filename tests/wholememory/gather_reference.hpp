@@ -6,9 +6,9 @@
  */
 #pragma once
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/dtype.hpp>
 #include <wholememory/gather.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <gtest/gtest.h>
 
@@ -233,7 +233,7 @@ struct table_layout {
   std::size_t elem() const { return wholememory::dtype_size(type); }
   std::size_t stride_bytes() const { return stride * elem(); }
   std::size_t bytes() const { return std::max<std::size_t>(rows * stride_bytes(), 1); }
-  wholememory::wm_tensor tensor(const wholememory::wholememory& wm) const {
+  wholememory::wm_tensor tensor(const wholememory::allocation& wm) const {
     return wholememory::wm_tensor{&wm, type, rows, cols, stride, col_offset};
   }
   /// Bytes of element (r, c) of the full row (c < stride): padding outside the view.

@@ -5,11 +5,11 @@
 #include "common/multiprocess.hpp"
 #include "wholememory/gather_reference.hpp"
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/convert.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <gtest/gtest.h>
 
@@ -35,15 +35,15 @@ void run(mode how, int ranks, const wholestore_test::rank_body& body) {
   }
 }
 
-::wholememory::wholememory make_table(std::shared_ptr<communicator> comm, const table_layout& lay,
-                                      memory_type type) {
+::wholememory::allocation make_table(std::shared_ptr<communicator> comm, const table_layout& lay,
+                                     memory_type type) {
   allocation_options opts;
   opts.granularity = lay.stride_bytes();
-  return ::wholememory::wholememory::create(comm, lay.bytes(), type, memory_location::host, opts);
+  return ::wholememory::allocation::create(comm, lay.bytes(), type, memory_location::host, opts);
 }
 
 /// Address of table byte `off` in this process, nullptr when not mapped here.
-char* table_byte(const ::wholememory::wholememory& wm, const chunked_view* view, std::size_t off) {
+char* table_byte(const ::wholememory::allocation& wm, const chunked_view* view, std::size_t off) {
   if (wm.type() == memory_type::distributed) {
     part_info mine = wm.local_part();
     if (off < mine.offset || off >= mine.offset + mine.bytes) return nullptr;
@@ -53,7 +53,7 @@ char* table_byte(const ::wholememory::wholememory& wm, const chunked_view* view,
 }
 
 /// Rows [first, end) this rank owns.
-std::pair<std::size_t, std::size_t> own_rows(const ::wholememory::wholememory& wm,
+std::pair<std::size_t, std::size_t> own_rows(const ::wholememory::allocation& wm,
                                              const table_layout& lay) {
   part_info mine = wm.local_part();
   std::size_t s = lay.stride_bytes();
@@ -63,7 +63,7 @@ std::pair<std::size_t, std::size_t> own_rows(const ::wholememory::wholememory& w
 }
 
 /// Every rank writes its own rows (padding included), then all meet.
-void fill_table(const ::wholememory::wholememory& wm, const table_layout& lay) {
+void fill_table(const ::wholememory::allocation& wm, const table_layout& lay) {
   chunked_view view{};
   if (wm.type() != memory_type::distributed) view = wm.host_view();
   auto [b, e] = own_rows(wm, lay);
@@ -88,7 +88,7 @@ std::vector<char> make_indices(const std::vector<std::int64_t>& idx, dtype t) {
 
 /// Gathers random rows (with duplicates and both ends) and checks every element and the
 /// untouched padding of the output.
-void gather_case(const ::wholememory::wholememory& wm, const table_layout& lay, dtype out_type,
+void gather_case(const ::wholememory::allocation& wm, const table_layout& lay, dtype out_type,
                  dtype index_type, std::uint64_t seed, bool refill = true) {
   if (refill) fill_table(wm, lay);  // a scatter case may have changed it
   const int rank = wm.comm().rank();
@@ -137,7 +137,7 @@ std::vector<std::int64_t> scatter_list(std::uint64_t seed, int r, int size, std:
 
 /// Scatters a fresh dense matrix, then checks every row this rank can see: the last entry
 /// written to a row wins, other rows and padding keep their contents.
-void scatter_case(const ::wholememory::wholememory& wm, const table_layout& lay, dtype in_type,
+void scatter_case(const ::wholememory::allocation& wm, const table_layout& lay, dtype in_type,
                   dtype index_type, std::uint64_t seed, bool refill = true) {
   if (refill) fill_table(wm, lay);  // a scatter case may have changed it
   const int rank = wm.comm().rank(), size = wm.comm().size();

@@ -1,6 +1,6 @@
 // Partition arithmetic and PtrGen lookup on host views, against plain references.
+#include <wholememory/allocation.hpp>
 #include <wholememory/error.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 // state per process).
 #include "common/multiprocess.hpp"
 
-#include <wholememory/whole_memory.hpp>
+#include <wholememory/seed_api.hpp>
 
 #include <gtest/gtest.h>
 

@@ -7,9 +7,9 @@
 
 #include <wholememory/umem.h>
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/device.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <gtest/gtest.h>
 
@@ -97,7 +97,7 @@ class region {
                            : k == kind::wm_chunked  ? memory_type::chunked
                                                     : memory_type::distributed;
         wm_ =
-            wholememory::wholememory::create(one_rank(), bytes + 4096, type, memory_location::host);
+            wholememory::allocation::create(one_rank(), bytes + 4096, type, memory_location::host);
         umemWholeMemory_ctor(&wmc_, &wm_);
         ctx_ = &wmc_;
       }
@@ -150,7 +150,7 @@ class region {
   umemHost host_{};
   umemFile file_{};
   umemWholeMemory wmc_{};
-  wholememory::wholememory wm_;
+  wholememory::allocation wm_;
   void* ctx_ = nullptr;
 };
 
@@ -389,7 +389,7 @@ TEST(UmemWholeMemory, CopiesSpanThePartsOfThreeRanks) {
     wholestore_test::thread_ranks(3, [type](std::shared_ptr<bootstrap> bs) {
       auto comm = make_host_communicator(bs);
       const std::size_t total = 3 * 1000 + 5;
-      auto wm = wholememory::wholememory::create(comm, total, type, memory_location::host);
+      auto wm = wholememory::allocation::create(comm, total, type, memory_location::host);
       umemWholeMemory ctx;
       umemWholeMemory_ctor(&ctx, &wm);
       umemHost host;
@@ -433,13 +433,13 @@ TEST(UmemWholeMemory, BadInput) {
   EXPECT_EQ(umem_get_status(&ctx), umemValueError);
   EXPECT_NE(std::strstr(umem_get_message(&ctx), "umemWholeMemory_ctor"), nullptr);
   umem_dtor(&ctx);
-  wholememory::wholememory empty;
+  wholememory::allocation empty;
   umemWholeMemory_ctor(&ctx, &empty);
   EXPECT_EQ(umem_get_status(&ctx), umemValueError);
   umem_dtor(&ctx);
 
-  auto wm = wholememory::wholememory::create(one_rank(), 100, memory_type::continuous,
-                                             memory_location::host);
+  auto wm = wholememory::allocation::create(one_rank(), 100, memory_type::continuous,
+                                            memory_location::host);
   umemWholeMemory_ctor(&ctx, &wm);
   umemWholeMemory other;
   umemWholeMemory_ctor(&other, &wm);

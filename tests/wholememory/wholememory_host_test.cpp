@@ -2,10 +2,10 @@
 // rank writes a pattern over its own part and every rank reads back everything it can see.
 #include "common/multiprocess.hpp"
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <gtest/gtest.h>
 
@@ -56,7 +56,7 @@ void run(mode how, int ranks, const wholestore_test::rank_body& body) {
 }
 
 // Writes the own part through the type's natural accessor, then checks every visible element.
-void write_and_verify(const wholememory::wholememory& wm, std::uint32_t salt) {
+void write_and_verify(const wholememory::allocation& wm, std::uint32_t salt) {
   const std::size_t elems = wm.size() / sizeof(std::uint32_t);
   part_info mine = wm.local_part();
   std::size_t first = mine.offset / sizeof(std::uint32_t);
@@ -112,7 +112,7 @@ TEST_P(HostMemory, EveryRankSeesEveryPart) {
     const std::size_t row = 12, rows = 100003;
     allocation_options opts;
     opts.granularity = row;
-    auto wm = wholememory::wholememory::create(comm, rows * row, type, memory_location::host, opts);
+    auto wm = wholememory::allocation::create(comm, rows * row, type, memory_location::host, opts);
     EXPECT_EQ(wm.size(), rows * row);
     EXPECT_EQ(wm.type(), type);
     EXPECT_EQ(wm.location(), memory_location::host);
@@ -135,12 +135,12 @@ TEST_P(HostMemory, EveryRankSeesEveryPart) {
     std::size_t total = 0;
     for (auto s : sizes) total += s;
     opts.part_bytes = sizes;
-    auto given = wholememory::wholememory::create(comm, total, type, memory_location::host, opts);
+    auto given = wholememory::allocation::create(comm, total, type, memory_location::host, opts);
     for (int r = 0; r < comm->size(); ++r) EXPECT_EQ(given.part(r).bytes, sizes[r]);
     write_and_verify(given, 77);
 
     // Zero bytes.
-    auto empty = wholememory::wholememory::create(comm, 0, type, memory_location::host);
+    auto empty = wholememory::allocation::create(comm, 0, type, memory_location::host);
     EXPECT_EQ(empty.size(), 0u);
     EXPECT_EQ(empty.local_part().bytes, 0u);
   });
@@ -164,7 +164,7 @@ TEST(HostMemoryErrors, MismatchedSizesFailOnEveryRank) {
     auto comm = make_host_communicator(bs);
     std::size_t bytes = bs->rank() == 2 ? 4096 : 8192;
     try {
-      wholememory::wholememory::create(comm, bytes, memory_type::chunked, memory_location::host);
+      wholememory::allocation::create(comm, bytes, memory_type::chunked, memory_location::host);
       ADD_FAILURE() << "rank " << bs->rank() << " allocated despite mismatched sizes";
     } catch (const mismatch_error& e) {
       EXPECT_NE(std::string(e.what()).find("8192"), std::string::npos) << e.what();
@@ -172,7 +172,7 @@ TEST(HostMemoryErrors, MismatchedSizesFailOnEveryRank) {
     }
     // The communicator is still usable afterwards.
     auto ok =
-        wholememory::wholememory::create(comm, 64, memory_type::chunked, memory_location::host);
+        wholememory::allocation::create(comm, 64, memory_type::chunked, memory_location::host);
     EXPECT_EQ(ok.size(), 64u);
   });
 }
@@ -188,7 +188,7 @@ TEST(HostMemoryErrors, MoreThanTheHostHasIsRefusedByName) {
       opts.name = "the test's huge table";
       const std::size_t huge = std::size_t{1} << 50;  // 1 PiB
       try {
-        wholememory::wholememory::create(comm, huge, t, memory_location::host, opts);
+        wholememory::allocation::create(comm, huge, t, memory_location::host, opts);
         ADD_FAILURE() << "allocated 1 PiB of host memory";
       } catch (const wholememory::out_of_memory& e) {
         const std::string what = e.what();
@@ -197,7 +197,7 @@ TEST(HostMemoryErrors, MoreThanTheHostHasIsRefusedByName) {
         EXPECT_NE(what.find("MiB of memory available"), std::string::npos) << what;
         EXPECT_NE(what.find("1073741824 MiB"), std::string::npos) << what;
       }
-      auto ok = wholememory::wholememory::create(comm, 4096, t, memory_location::host);
+      auto ok = wholememory::allocation::create(comm, 4096, t, memory_location::host);
       EXPECT_EQ(ok.size(), 4096u);
     });
   }
@@ -207,12 +207,12 @@ TEST(HostMemoryErrors, MismatchedTypeOrLocationFailOnEveryRank) {
   run(mode::threads, 2, [](std::shared_ptr<bootstrap> bs) {
     auto comm = make_host_communicator(bs);
     memory_type t = bs->rank() == 0 ? memory_type::continuous : memory_type::chunked;
-    EXPECT_THROW(wholememory::wholememory::create(comm, 1024, t, memory_location::host),
+    EXPECT_THROW(wholememory::allocation::create(comm, 1024, t, memory_location::host),
                  mismatch_error);
     allocation_options opts;
     opts.granularity = bs->rank() == 0 ? 8 : 16;
-    EXPECT_THROW(wholememory::wholememory::create(comm, 1024, memory_type::continuous,
-                                                  memory_location::host, opts),
+    EXPECT_THROW(wholememory::allocation::create(comm, 1024, memory_type::continuous,
+                                                 memory_location::host, opts),
                  mismatch_error);
   });
 }
@@ -225,8 +225,8 @@ TEST(HostMemoryErrors, OneRankWithBadArgumentsFailsEveryRank) {
     opts.part_bytes =
         bs->rank() == 0 ? std::vector<std::size_t>{512, 512} : std::vector<std::size_t>{512, 256};
     try {
-      wholememory::wholememory::create(comm, 1024, memory_type::continuous, memory_location::host,
-                                       opts);
+      wholememory::allocation::create(comm, 1024, memory_type::continuous, memory_location::host,
+                                      opts);
       ADD_FAILURE() << "rank " << bs->rank() << " allocated";
     } catch (const logic_error& e) {
       std::string msg = e.what();
@@ -235,8 +235,8 @@ TEST(HostMemoryErrors, OneRankWithBadArgumentsFailsEveryRank) {
     // Part sizes that are not multiples of the granularity.
     opts.part_bytes = {500, 524};
     opts.granularity = 8;
-    EXPECT_THROW(wholememory::wholememory::create(comm, 1024, memory_type::chunked,
-                                                  memory_location::host, opts),
+    EXPECT_THROW(wholememory::allocation::create(comm, 1024, memory_type::chunked,
+                                                 memory_location::host, opts),
                  logic_error);
   });
 }
@@ -246,16 +246,16 @@ TEST(HostMemoryErrors, DeviceListNeedsOneRankAndDeviceMemory) {
     auto comm = make_host_communicator(bs);
     allocation_options opts;
     opts.devices = {0, 1};
-    EXPECT_THROW(wholememory::wholememory::create(comm, 1024, memory_type::continuous,
-                                                  memory_location::device, opts),
+    EXPECT_THROW(wholememory::allocation::create(comm, 1024, memory_type::continuous,
+                                                 memory_location::device, opts),
                  logic_error);
   });
   run(mode::threads, 1, [](std::shared_ptr<bootstrap> bs) {
     auto comm = make_host_communicator(bs);
     allocation_options opts;
     opts.devices = {0, 1};
-    EXPECT_THROW(wholememory::wholememory::create(comm, 1024, memory_type::chunked,
-                                                  memory_location::host, opts),
+    EXPECT_THROW(wholememory::allocation::create(comm, 1024, memory_type::chunked,
+                                                 memory_location::host, opts),
                  logic_error);
   });
 }
@@ -263,8 +263,8 @@ TEST(HostMemoryErrors, DeviceListNeedsOneRankAndDeviceMemory) {
 TEST(HostMemoryErrors, AccessorsRejectWrongType) {
   run(mode::threads, 2, [](std::shared_ptr<bootstrap> bs) {
     auto comm = make_host_communicator(bs);
-    auto wm = wholememory::wholememory::create(comm, 4096, memory_type::distributed,
-                                               memory_location::host);
+    auto wm = wholememory::allocation::create(comm, 4096, memory_type::distributed,
+                                              memory_location::host);
     EXPECT_THROW(wm.data(), logic_error);
     EXPECT_THROW(wm.host_view(), logic_error);
     EXPECT_THROW(wm.part(2), logic_error);
@@ -282,8 +282,8 @@ TEST(HostMemoryErrors, KilledRankMakesOthersTimeOut) {
       [](std::shared_ptr<bootstrap> bs) {
         auto comm = make_host_communicator(bs);
         if (bs->rank() == 1) ::raise(SIGKILL);
-        EXPECT_THROW(wholememory::wholememory::create(comm, 1 << 20, memory_type::continuous,
-                                                      memory_location::host),
+        EXPECT_THROW(wholememory::allocation::create(comm, 1 << 20, memory_type::continuous,
+                                                     memory_location::host),
                      timeout_error);
       },
       std::chrono::seconds(3));
@@ -320,12 +320,12 @@ void peer_fault_case(int signal_number) {
         std::string error;
         try {
           auto comm = make_host_communicator(bs);
-          auto a = wholememory::wholememory::create(comm, 1 << 20, memory_type::continuous,
-                                                    memory_location::host);
-          auto b = wholememory::wholememory::create(comm, 1 << 20, memory_type::chunked,
-                                                    memory_location::host);
-          auto c = wholememory::wholememory::create(comm, 1 << 20, memory_type::distributed,
-                                                    memory_location::host);
+          auto a = wholememory::allocation::create(comm, 1 << 20, memory_type::continuous,
+                                                   memory_location::host);
+          auto b = wholememory::allocation::create(comm, 1 << 20, memory_type::chunked,
+                                                   memory_location::host);
+          auto c = wholememory::allocation::create(comm, 1 << 20, memory_type::distributed,
+                                                   memory_location::host);
           std::int64_t x = 1;
           start = std::chrono::steady_clock::now();
           for (int i = 0; i < 1000; ++i) {
@@ -379,7 +379,7 @@ TEST(HostMemoryErrors, NoDescriptorLeaks) {
     auto comm = make_host_communicator(bs);
     for (memory_type t :
          {memory_type::continuous, memory_type::chunked, memory_type::distributed}) {
-      auto wm = wholememory::wholememory::create(comm, 3 << 20, t, memory_location::host);
+      auto wm = wholememory::allocation::create(comm, 3 << 20, t, memory_location::host);
       write_and_verify(wm, 9);
     }
   };

@@ -5,7 +5,7 @@
  * otherwise (which throws logic_error "built without CUDA" for device memory and does nothing
  * for host registration).
  *
- * Internal to wholememory (src/): the handle (wholememory.cpp), the seed API, the NCCL
+ * Internal to wholememory (src/): the handle (allocation.cpp), the seed API, the NCCL
  * communicator, the GPU gather and the public device utilities (device.cpp) use it.  Other
  * layers reach it through <wholememory/device.hpp> and <wholememory/device_buffer.hpp>.  It
  * sits below the handle: it knows partitions and memory types, never the wholememory class.

@@ -181,12 +181,12 @@ void load(const std::vector<loaded_array>& arrays, const std::string& dir,
   }
 }
 
-void store(const wholememory& memory, const std::string& dir, const file_io_options& options,
+void store(const allocation& memory, const std::string& dir, const file_io_options& options,
            file_io_stats* stats) {
   store({stored_array{"data", &memory}}, dir, options, stats);
 }
 
-void load(wholememory& memory, const std::string& dir, const file_io_options& options,
+void load(allocation& memory, const std::string& dir, const file_io_options& options,
           file_io_stats* stats) {
   load({loaded_array{"data", &memory}}, dir, options, stats);
 }

@@ -19,7 +19,7 @@
 
 namespace wholememory::detail {
 
-std::vector<owned_range> owned_ranges(const wholememory& memory) {
+std::vector<owned_range> owned_ranges(const allocation& memory) {
   std::vector<owned_range> ranges;
   const int me = memory.comm().rank();
   for (int i = 0; i < memory.num_parts(); ++i) {

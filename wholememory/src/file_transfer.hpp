@@ -6,9 +6,9 @@
  */
 #pragma once
 
-#include "posix.hpp"
+#include <wholememory/allocation.hpp>
 #include <wholememory/file_io.hpp>
-#include <wholememory/wholememory.hpp>
+#include "posix.hpp"
 
 #include <atomic>
 #include <cstddef>
@@ -33,7 +33,7 @@ struct owned_range {
 
 /// The non-empty parts of `memory` this rank owns: its own part, or every part in
 /// single-process multi-GPU mode (where the one rank owns them all), in offset order.
-std::vector<owned_range> owned_ranges(const wholememory& memory);
+std::vector<owned_range> owned_ranges(const allocation& memory);
 
 /// Bytes a worker moves in one step, and the size of its staging buffer; a multiple of 8 so
 /// that chunk boundaries are word boundaries of the checksum.

@@ -26,7 +26,7 @@ gather_geometry check_arguments(const wm_tensor& table, const index_array& indic
                                 const dense_matrix& dense, const char* op) {
   WM_EXPECTS(table.memory != nullptr && static_cast<bool>(*table.memory),
              op << ": the table has no WholeMemory allocation");
-  const wholememory& wm = *table.memory;
+  const allocation& wm = *table.memory;
   gather_geometry g;
   g.table_elem_bytes = dtype_size(table.type);
   g.dense_elem_bytes = dtype_size(dense.type);
@@ -215,7 +215,7 @@ struct host_table {
   char* base = nullptr;
 };
 
-host_table host_table_of(const wholememory& wm, const char* op) {
+host_table host_table_of(const allocation& wm, const char* op) {
   WM_EXPECTS(wm.location() == memory_location::host,
              op << " needs host-location memory, this allocation is in device memory; use "
                    "the GPU functions (gather/scatter with a stream)");
@@ -341,7 +341,7 @@ std::vector<std::size_t> scaled(const std::vector<std::size_t>& v, std::size_t f
   return out;
 }
 
-communicator& host_comm_of(const wholememory& wm, const char* op) {
+communicator& host_comm_of(const allocation& wm, const char* op) {
   communicator& comm = wm.comm();
   WM_EXPECTS(comm.get_backend() == backend::host,
              op << " on distributed memory exchanges rows through the host backend; this "

@@ -1,12 +1,12 @@
 // The seed-compatible API: global state for the two modes, mapped onto wholememory handles.
-// Nothing here allocates by itself; every allocation is a wholememory::wholememory.
+// Nothing here allocates by itself; every allocation is a wholememory::allocation.
 
 #include "cuda_memory.hpp"
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
-#include <wholememory/whole_memory.hpp>
-#include <wholememory/wholememory.hpp>
+#include <wholememory/seed_api.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -24,7 +24,7 @@ using wholememory::memory_location;
 using wholememory::memory_type;
 
 struct WholeChunkedMemory {
-  wholememory::wholememory memory;
+  wholememory::allocation memory;
   WholeChunkedMemoryHandle host_view{};
 };
 
@@ -100,7 +100,7 @@ struct state {
   std::mutex mutex;
   bool initialized = false;
   // Single-process mode: allocations by address.
-  std::map<void*, wholememory::wholememory> wmsp;
+  std::map<void*, wholememory::allocation> wmsp;
   std::shared_ptr<wholememory::communicator> wmsp_comm;
   // Multi-process mode.
   std::shared_ptr<wholememory::communicator> wmmp_comm;
@@ -108,7 +108,7 @@ struct state {
   // Allocation sequence -> allocation, so that finalization frees in allocation order, which
   // is the same on every rank (address order is not, and frees are collective).
   std::uint64_t next_seq = 0;
-  std::map<std::uint64_t, wholememory::wholememory> wmmp;
+  std::map<std::uint64_t, wholememory::allocation> wmmp;
   std::map<void*, std::uint64_t> wmmp_by_ptr;
   std::map<std::uint64_t, std::unique_ptr<WholeChunkedMemory>> wcmmp;
   std::map<WholeChunkedMemory*, std::uint64_t> wcmmp_by_handle;
@@ -315,7 +315,7 @@ void wmsp_malloc(void** ptr, std::size_t size, memory_location location, std::ve
   allocation_options opts;
   opts.devices = std::move(devices);
   auto wm =
-      wholememory::wholememory::create(wmsp_comm(s), size, memory_type::continuous, location, opts);
+      wholememory::allocation::create(wmsp_comm(s), size, memory_type::continuous, location, opts);
   void* p = wm.data();
   s.wmsp.emplace(p, std::move(wm));
   *ptr = p;
@@ -348,7 +348,7 @@ WmStatus WmspFree(void* ptr) {
     require_init(s);
     auto it = s.wmsp.find(ptr);
     WM_EXPECTS(it != s.wmsp.end(), "WmspFree: " << ptr << " was not returned by WmspMalloc");
-    wholememory::wholememory wm = std::move(it->second);
+    wholememory::allocation wm = std::move(it->second);
     s.wmsp.erase(it);
     wm.free();
   });
@@ -412,7 +412,7 @@ void wmmp_malloc(void** ptr, std::size_t size, memory_location location, const i
   checked_out(ptr);
   require_wmmp(s);
   auto comm = group_for(s, ranks, rank_count);
-  auto wm = wholememory::wholememory::create(comm, size, memory_type::continuous, location);
+  auto wm = wholememory::allocation::create(comm, size, memory_type::continuous, location);
   void* p = wm.data();
   std::uint64_t seq = s.next_seq++;
   // Zero-byte allocations have no address; they still pair up with the other ranks' frees.
@@ -438,7 +438,7 @@ WmStatus WmmpFree(void* ptr) {
     auto it = s.wmmp_by_ptr.find(ptr);
     WM_EXPECTS(it != s.wmmp_by_ptr.end(),
                "WmmpFree: " << ptr << " was not returned by WmmpMalloc or WmmpMallocHost");
-    wholememory::wholememory wm = std::move(s.wmmp.at(it->second));
+    wholememory::allocation wm = std::move(s.wmmp.at(it->second));
     s.wmmp.erase(it->second);
     s.wmmp_by_ptr.erase(it);
     wm.free();
@@ -481,7 +481,7 @@ void wcmmp_malloc(WholeChunkedMemory_t* pwcmt, std::size_t size, std::size_t min
   allocation_options opts;
   opts.granularity = chunk_granularity(min_granularity);
   auto h = std::make_unique<WholeChunkedMemory>();
-  h->memory = wholememory::wholememory::create(comm, size, memory_type::chunked, location, opts);
+  h->memory = wholememory::allocation::create(comm, size, memory_type::chunked, location, opts);
   h->host_view = h->memory.host_view();
   WholeChunkedMemory* raw = h.get();
   std::uint64_t seq = s.next_seq++;

@@ -81,8 +81,8 @@ symmetric_memory symmetric_memory::allocate(std::shared_ptr<communicator> comm, 
   allocation_options options;
   options.part_bytes.assign(static_cast<std::size_t>(n), block);
   symmetric_memory s;
-  s.memory_ = wholememory::create(std::move(comm), block * static_cast<std::size_t>(n),
-                                  memory_type::chunked, location, options);
+  s.memory_ = allocation::create(std::move(comm), block * static_cast<std::size_t>(n),
+                                 memory_type::chunked, location, options);
   s.block_bytes_ = block;
   s.requested_ = std::move(requested);
   return s;
@@ -91,7 +91,7 @@ symmetric_memory symmetric_memory::allocate(std::shared_ptr<communicator> comm, 
 void symmetric_memory::free() {
   host_view_.reset();
   memory_.free();
-  memory_ = wholememory();
+  memory_ = allocation();
   block_bytes_ = 0;
   requested_.clear();
 }

@@ -312,7 +312,7 @@ void umemWholeMemory_ctor(umemWholeMemory* ctx, void* memory) {
   if (ctx == nullptr) return;
   construct(&ctx->super, umemWholeMemoryDevice, "umemWholeMemory_ctor", [&] {
     return wholememory::detail::make_wholememory_context(
-        static_cast<wholememory::wholememory*>(memory));
+        static_cast<wholememory::allocation*>(memory));
   });
 }
 

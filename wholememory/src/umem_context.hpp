@@ -18,7 +18,7 @@
 #include <vector>
 
 namespace wholememory {
-class wholememory;
+class allocation;
 
 namespace detail {
 
@@ -104,7 +104,7 @@ umem_context* make_file_context(const char* filename, const char* mode);
 /// Throws umem_failure (no CUDA build, no device, device out of range).
 umem_context* make_cuda_context(int device);
 /// Throws umem_failure (null or empty handle).
-umem_context* make_wholememory_context(wholememory* memory);
+umem_context* make_wholememory_context(allocation* memory);
 
 }  // namespace detail
 }  // namespace wholememory

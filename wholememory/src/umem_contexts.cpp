@@ -2,10 +2,10 @@
 // through device_buffer, and WholeMemory through its parts' addresses.
 #include "umem_context.hpp"
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/device_buffer.hpp>
 #include <wholememory/error.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -275,7 +275,7 @@ class cuda_context final : public umem_context {
 
 class wholememory_context final : public umem_context {
  public:
-  explicit wholememory_context(wholememory* memory) : memory_(memory), ranges_(0, memory->size()) {}
+  explicit wholememory_context(allocation* memory) : memory_(memory), ranges_(0, memory->size()) {}
   umemDeviceType type() const override { return umemWholeMemoryDevice; }
   bool same_memory(const umem_context& other) const override {
     return static_cast<const wholememory_context&>(other).memory_ == memory_;
@@ -311,7 +311,7 @@ class wholememory_context final : public umem_context {
   }
 
  private:
-  wholememory* memory_;
+  allocation* memory_;
   offset_ranges ranges_;
 };
 
@@ -341,7 +341,7 @@ umem_context* make_cuda_context(int device) {
 #endif
 }
 
-umem_context* make_wholememory_context(wholememory* memory) {
+umem_context* make_wholememory_context(allocation* memory) {
   if (memory == nullptr) WM_UMEM_FAIL(umemValueError, "null WholeMemory handle");
   if (!*memory) WM_UMEM_FAIL(umemValueError, "empty WholeMemory handle (freed or moved from)");
   return new wholememory_context(memory);

@@ -29,13 +29,13 @@
  */
 #pragma once
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/dtype.hpp>
 #include <wholememory/gather.hpp>
 #include <wholememory/memory_type.hpp>
 #include <wholememory/ptr_gen.hpp>
 #include <wholememory/stream.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -111,7 +111,7 @@ struct row_range {
 /// One array a checkpoint stores: the weights or an optimizer state array (float32).
 struct checkpoint_array {
   std::string name;  ///< "weights", or the state's name ("m", "v", "sum", "square_avg")
-  wholememory::wholememory* memory = nullptr;
+  wholememory::allocation* memory = nullptr;
   wholememory::dtype type = wholememory::dtype::float32;
   std::size_t cols = 0;  ///< elements per row (rows = the table's rows)
 };
@@ -142,7 +142,7 @@ class table {
   /// passes the same options (else mismatch_error naming the field on every rank).  Throws
   /// logic_error for dim 0, a dtype other than float32, float16 or
   /// bfloat16, bad init bounds (b < a, std < 0), bad optimizer options, and as
-  /// wholememory::create (device memory without CUDA, ...).  Synchronous.
+  /// wholememory::allocation::create (device memory without CUDA, ...).  Synchronous.
   static table create(std::shared_ptr<wholememory::communicator> comm,
                       const table_options& options);
 
@@ -172,7 +172,7 @@ class table {
 
   /// The weights as a gather/scatter tensor.
   wholememory::wm_tensor weights() const;
-  const wholememory::wholememory& weights_memory() const;
+  const wholememory::allocation& weights_memory() const;
   /// Kernel view (continuous or chunked memory; throws logic_error for distributed memory):
   /// addresses of `device`'s address space, or host addresses for device -1.  Device views
   /// are made on first use (synchronous) and live as long as the table.
@@ -181,7 +181,7 @@ class table {
   /// Optimizer state arrays (float32, rows x state_cols(i)), same type, location and row split
   /// as the weights: none for sgd, {"m", "v"} for adam, {"sum"} for adagrad, {"sum"} (rows x 1)
   /// for rowwise_adagrad, {"square_avg"} for rmsprop.
-  const std::vector<wholememory::wholememory>& state() const;
+  const std::vector<wholememory::allocation>& state() const;
   const std::vector<std::string>& state_names() const;
   /// State array i as a gather/scatter tensor (float32).
   wholememory::wm_tensor state_tensor(std::size_t i) const;

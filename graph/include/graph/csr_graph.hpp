@@ -18,10 +18,10 @@
 #pragma once
 
 #include <graph/dataset.hpp>
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/dtype.hpp>
 #include <wholememory/gather.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -38,10 +38,10 @@ struct csr_graph {
   wholememory::dtype feature_type = wholememory::dtype::float32;
   std::uint64_t feature_dim = 0;
   bool directed = true;
-  wholememory::wholememory row_offsets;
-  wholememory::wholememory col_indices;
-  wholememory::wholememory edge_weights;
-  wholememory::wholememory node_features;
+  wholememory::allocation row_offsets;
+  wholememory::allocation col_indices;
+  wholememory::allocation edge_weights;
+  wholememory::allocation node_features;
 
   bool has_weights() const { return static_cast<bool>(edge_weights); }
   bool has_features() const { return static_cast<bool>(node_features); }

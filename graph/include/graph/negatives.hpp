@@ -16,10 +16,10 @@
 
 #include <graph/csr_graph.hpp>
 #include <graph/detail/sample_select.hpp>
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/memory_type.hpp>
 #include <wholememory/stream.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -64,11 +64,11 @@ class negative_sampler {
   void sample(std::uint64_t seed, std::uint64_t first_draw, std::size_t count, std::int64_t* out,
               cudaStream_t stream) const;
 
-  const wholememory::wholememory& table() const { return table_; }
+  const wholememory::allocation& table() const { return table_; }
 
  private:
   std::uint64_t nodes_ = 0;
-  wholememory::wholememory table_;
+  wholememory::allocation table_;
   std::vector<alias_entry> host_copy_;  // for probability()
 };
 

@@ -297,13 +297,13 @@ void every_case(wm::memory_type type, wm::memory_location loc, bool cpu, bool in
       g.col_type = wm::dtype::int64;
       wm::allocation_options ao;
       ao.granularity = 8;
-      g.col_indices = wm::wholememory::create(comm, hg.col_indices.size() * 8, type, loc, ao);
+      g.col_indices = wm::allocation::create(comm, hg.col_indices.size() * 8, type, loc, ao);
       for (int p = 0; p < g.col_indices.num_parts(); ++p) {
         wm::part_info part = g.col_indices.part(p);
         if (part.bytes)
-          WM_CUDA_TRY(copy_and_wait(part.ptr,
-                                 reinterpret_cast<const char*>(hg.col_indices.data()) + part.offset,
-                                 part.bytes, cudaMemcpyDefault));
+          WM_CUDA_TRY(copy_and_wait(
+              part.ptr, reinterpret_cast<const char*>(hg.col_indices.data()) + part.offset,
+              part.bytes, cudaMemcpyDefault));
       }
     }
     // sample_host reads host memory: it gets a host copy when the GPU reads device memory.

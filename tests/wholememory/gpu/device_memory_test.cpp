@@ -12,8 +12,8 @@
 #include "wholememory/gpu/gpu_test_util.hpp"
 #include "wholememory/gpu/ptr_gen_kernels.hpp"
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <gtest/gtest.h>
 
@@ -35,7 +35,7 @@ using wholememory::communicator;
 using wholememory::memory_location;
 using wholememory::memory_type;
 using wholememory::part_info;
-using wm_handle = wholememory::wholememory;
+using wm_handle = wholememory::allocation;
 
 constexpr std::size_t MiB = std::size_t(1) << 20;
 constexpr std::size_t GiB = std::size_t(1) << 30;

@@ -13,10 +13,10 @@
 #include "common/multiprocess.hpp"
 #include "wholememory/gpu/gpu_test_util.hpp"
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/file_io.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <gtest/gtest.h>
 
@@ -34,7 +34,7 @@ using wholememory::bootstrap;
 using wholememory::communicator;
 using wholememory::memory_location;
 using wholememory::memory_type;
-using wm_handle = wholememory::wholememory;
+using wm_handle = wholememory::allocation;
 
 std::uint8_t pattern_byte(std::uint64_t offset, std::uint64_t seed) {
   std::uint64_t x = (offset / 8 + 1) * 0x9e3779b97f4a7c15ull ^ (seed * 0xd1b54a32d192ed03ull);

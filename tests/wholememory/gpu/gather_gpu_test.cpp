@@ -10,10 +10,10 @@
 #include "wholememory/gather_reference.hpp"
 #include "wholememory/gpu/gpu_test_util.hpp"
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <gtest/gtest.h>
 
@@ -29,7 +29,7 @@ namespace {
 
 using namespace wholememory;
 using namespace gather_ref;
-using wm_handle = ::wholememory::wholememory;
+using wm_handle = ::wholememory::allocation;
 
 struct gpu_rank {
   std::shared_ptr<communicator> comm;
@@ -79,7 +79,7 @@ void fill_table(const wm_handle& wm, const table_layout& lay, cudaStream_t strea
   part_info mine = wm.local_part();
   if (e > b)
     WM_CUDA_TRY(copy_and_wait(static_cast<char*>(mine.ptr) + (b * s - mine.offset), rows.data(),
-                           (e - b) * s, cudaMemcpyDefault));
+                              (e - b) * s, cudaMemcpyDefault));
   rank_barrier(wm.comm(), stream);
 }
 
@@ -90,13 +90,15 @@ std::pair<std::size_t, std::vector<char>> read_table(const wm_handle& wm) {
   if (wm.type() == memory_type::distributed) {
     part_info mine = wm.local_part();
     bytes.resize(mine.bytes);
-    if (mine.bytes) WM_CUDA_TRY(copy_and_wait(bytes.data(), mine.ptr, mine.bytes, cudaMemcpyDefault));
+    if (mine.bytes)
+      WM_CUDA_TRY(copy_and_wait(bytes.data(), mine.ptr, mine.bytes, cudaMemcpyDefault));
     return {mine.offset, bytes};
   }
   for (int p = 0; p < wm.num_parts(); ++p) {
     part_info part = wm.part(p);
     if (part.bytes)
-      WM_CUDA_TRY(copy_and_wait(bytes.data() + part.offset, part.ptr, part.bytes, cudaMemcpyDefault));
+      WM_CUDA_TRY(
+          copy_and_wait(bytes.data() + part.offset, part.ptr, part.bytes, cudaMemcpyDefault));
   }
   return {0, bytes};
 }

@@ -6,7 +6,7 @@
 #include "wholememory/gpu/gpu_test_util.hpp"
 #include "wholememory/gpu/ptr_gen_kernels.hpp"
 
-#include <wholememory/whole_memory.hpp>
+#include <wholememory/seed_api.hpp>
 
 #include <gtest/gtest.h>
 

@@ -8,9 +8,9 @@
 
 #include <wholememory/umem.h>
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/device.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <gtest/gtest.h>
 
@@ -166,7 +166,7 @@ TEST(UmemCudaGpu, PairsWithFileAndWholeMemory) {
     for (memory_location loc : {memory_location::device, memory_location::host}) {
       for (memory_type type : {memory_type::continuous, memory_type::chunked}) {
         SCOPED_TRACE(std::string(memory_type_name(type)) + " " + memory_location_name(loc));
-        auto wm = wholememory::wholememory::create(comm, span + 100, type, loc);
+        auto wm = wholememory::allocation::create(comm, span + 100, type, loc);
         umemWholeMemory wmc;
         umemWholeMemory_ctor(&wmc, &wm);
         umem_copy_to(&cuda, dev, &wmc, 3, span);

@@ -5,7 +5,7 @@
  * WM_* macros so that every message carries the file, the line and the failing condition or
  * call.  Messages name the bad value and the allowed range, and lead with the problem: the
  * source location and the failed check come last, in parentheses, for whoever debugs it
- * ("rank 1 (pid 42) died (host_communicator.cpp:596)").  The seed API (whole_memory.hpp)
+ * ("rank 1 (pid 42) died (host_communicator.cpp:596)").  The seed API (seed_api.hpp)
  * turns these into status codes at its boundary.
  */
 #pragma once

@@ -54,7 +54,7 @@
  */
 #pragma once
 
-#include <wholememory/wholememory.hpp>
+#include <wholememory/allocation.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -72,14 +72,14 @@ constexpr std::uint64_t default_block_bytes = std::uint64_t{16} << 20;
 /// One named array of a store: its bytes are those of `memory` (any type x location).
 struct stored_array {
   std::string name;  ///< [A-Za-z0-9_.-]+, at most 200 characters, unique in the store
-  const wholememory* memory = nullptr;
+  const allocation* memory = nullptr;
 };
 
 /// One array to load: the stored array `name` is copied into `memory`, which must have the
 /// stored byte size (any type x location, partition and rank count).
 struct loaded_array {
   std::string name;
-  wholememory* memory = nullptr;
+  allocation* memory = nullptr;
 };
 
 /// Options of store and load.
@@ -135,11 +135,11 @@ void load(const std::vector<loaded_array>& arrays, const std::string& dir,
           const file_io_options& options = {}, file_io_stats* stats = nullptr);
 
 /// store with one array named "data".
-void store(const wholememory& memory, const std::string& dir, const file_io_options& options = {},
+void store(const allocation& memory, const std::string& dir, const file_io_options& options = {},
            file_io_stats* stats = nullptr);
 
 /// load of the array named "data".
-void load(wholememory& memory, const std::string& dir, const file_io_options& options = {},
+void load(allocation& memory, const std::string& dir, const file_io_options& options = {},
           file_io_stats* stats = nullptr);
 
 /// Parses `dir/manifest`.  Local (not collective); reads only the manifest.  Throws

@@ -31,9 +31,9 @@
  */
 #pragma once
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/dtype.hpp>
 #include <wholememory/stream.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <cstddef>
 #include <thread>
@@ -46,7 +46,7 @@ namespace wholememory {
 /// in bytes (pass row_stride * dtype_size(type), or a multiple of it, as the allocation
 /// granularity).
 struct wm_tensor {
-  const wholememory* memory = nullptr;
+  const allocation* memory = nullptr;
   dtype type = dtype::float32;
   std::size_t rows = 0;
   std::size_t cols = 0;

@@ -1,6 +1,6 @@
 /*
  * The kinds of WholeMemory: how an allocation is spread (type) and where its bytes live
- * (location).  See wholememory.hpp for what each combination means.
+ * (location).  See allocation.hpp for what each combination means.
  */
 #pragma once
 

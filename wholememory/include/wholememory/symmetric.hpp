@@ -16,11 +16,11 @@
  */
 #pragma once
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/host_device.hpp>
 #include <wholememory/memory_type.hpp>
 #include <wholememory/ptr_gen.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <cstddef>
 #include <memory>
@@ -94,12 +94,12 @@ class symmetric_memory {
     return symmetric_accessor<T>{view(device)};
   }
 
-  const wholememory& memory() const { return memory_; }
+  const allocation& memory() const { return memory_; }
 
  private:
   const chunked_view* view(int device) const;
 
-  wholememory memory_;
+  allocation memory_;
   std::size_t block_bytes_ = 0;
   std::vector<std::size_t> requested_;
   mutable std::unique_ptr<chunked_view> host_view_;

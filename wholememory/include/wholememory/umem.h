@@ -6,7 +6,7 @@
  *   umemHost         host RAM; an address is the pointer value.
  *   umemFile         a stdio file; an address is a byte offset in the file.
  *   umemCuda         device memory of one GPU; an address is the device pointer value.
- *   umemWholeMemory  an existing wholememory::wholememory (any type x location, not owned);
+ *   umemWholeMemory  an existing wholememory::allocation (any type x location, not owned);
  *                    an address is a byte offset into the whole allocation.
  *
  * Addresses are uintptr_t.  Copies work between any two contexts (umem_copy_to/_from) and go
@@ -110,7 +110,7 @@ void umemFile_ctor(umemFile* ctx, const char* filename, const char* mode);
 /** Device memory of CUDA device `device`; makes it the calling thread's current device. */
 void umemCuda_ctor(umemCuda* ctx, int device);
 
-/** Context over an existing allocation: `memory` points to a wholememory::wholememory that
+/** Context over an existing allocation: `memory` points to a wholememory::allocation that
     must outlive the context (not owned; umem_alloc reserves offset ranges inside it).
     umemValueError for null or an empty handle. */
 void umemWholeMemory_ctor(umemWholeMemory* ctx, void* memory);

@@ -195,14 +195,14 @@ int current_device() {
 /// GPU, so gather and scatter read and write it as continuous memory instead of exchanging
 /// rows with nobody (the exchange's bucketing, copies and waits made a one-rank lookup 2-5x
 /// slower than a continuous one).
-bool whole_table_local(const wholememory& wm) {
+bool whole_table_local(const allocation& wm) {
   return wm.type() == memory_type::distributed && wm.num_parts() == 1 &&
          wm.location() == memory_location::device && wm.part(0).ptr != nullptr &&
          wm.part(0).device == current_device();
 }
 
 rows_ref table_rows(const wm_tensor& t, const gather_geometry& g) {
-  const wholememory& wm = *t.memory;
+  const allocation& wm = *t.memory;
   rows_ref r;
   r.stride_bytes = g.stride_bytes;
   r.col_offset_bytes = g.col_offset_bytes;

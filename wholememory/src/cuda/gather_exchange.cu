@@ -4,11 +4,11 @@
 #include "cuda/gather_launch.hpp"
 #include "gather_common.hpp"
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/cuda_check.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <cuda_runtime.h>
 
@@ -88,7 +88,7 @@ struct device_exchange {
   std::size_t self_begin = 0, self_count = 0;
 };
 
-communicator& nccl_comm_of(const wholememory& wm, const char* op) {
+communicator& nccl_comm_of(const allocation& wm, const char* op) {
   communicator& comm = wm.comm();
   WM_EXPECTS(comm.get_backend() == backend::nccl,
              op << " on distributed memory exchanges rows through NCCL; this allocation's "
@@ -194,7 +194,7 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
   return x;
 }
 
-rows_ref own_part_rows(const wholememory& wm, const gather_geometry& g) {
+rows_ref own_part_rows(const allocation& wm, const gather_geometry& g) {
   part_info mine = wm.local_part();
   rows_ref r;
   r.base = static_cast<char*>(mine.ptr);

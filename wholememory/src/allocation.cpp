@@ -4,10 +4,10 @@
 #include "fd_exchange.hpp"
 #include "posix.hpp"
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/log.hpp>
-#include <wholememory/wholememory.hpp>
 
 #include <unistd.h>
 
@@ -368,9 +368,9 @@ chunked_view make_view(const memory_impl& m) {
 }  // namespace
 }  // namespace detail
 
-wholememory wholememory::create(std::shared_ptr<communicator> comm, std::size_t total_bytes,
-                                memory_type type, memory_location location,
-                                const allocation_options& options) {
+allocation allocation::create(std::shared_ptr<communicator> comm, std::size_t total_bytes,
+                              memory_type type, memory_location location,
+                              const allocation_options& options) {
   WM_EXPECTS(comm != nullptr, "wholememory::create needs a communicator");
   detail::agree_on_arguments(*comm, total_bytes, type, location, options);
 
@@ -423,23 +423,23 @@ wholememory wholememory::create(std::shared_ptr<communicator> comm, std::size_t 
   } catch (const cuda_error& e) {
     throw cuda_error(context() + e.what());
   }
-  return wholememory(std::move(m));
+  return allocation(std::move(m));
 }
 
-wholememory::wholememory(std::unique_ptr<detail::memory_impl> impl) : impl_(std::move(impl)) {}
-wholememory::wholememory() noexcept = default;
-wholememory::wholememory(wholememory&&) noexcept = default;
+allocation::allocation(std::unique_ptr<detail::memory_impl> impl) : impl_(std::move(impl)) {}
+allocation::allocation() noexcept = default;
+allocation::allocation(allocation&&) noexcept = default;
 
-wholememory& wholememory::operator=(wholememory&& other) noexcept {
+allocation& allocation::operator=(allocation&& other) noexcept {
   if (this != &other) {
     // The handle being replaced is freed as in the destructor.
-    wholememory old(std::move(*this));
+    allocation old(std::move(*this));
     impl_ = std::move(other.impl_);
   }
   return *this;
 }
 
-wholememory::~wholememory() {
+allocation::~allocation() {
   if (!impl_) return;
   try {
     free();
@@ -455,7 +455,7 @@ wholememory::~wholememory() {
   }
 }
 
-void wholememory::free() {
+void allocation::free() {
   if (!impl_) return;
   // Released even when the barrier fails (a peer died): this process's mappings must go.
   struct releaser {
@@ -478,22 +478,22 @@ const detail::memory_impl& checked(const std::unique_ptr<detail::memory_impl>& i
 }
 }  // namespace
 
-std::size_t wholememory::size() const { return checked(impl_).parts.total_bytes; }
-memory_type wholememory::type() const { return checked(impl_).type; }
-memory_location wholememory::location() const { return checked(impl_).location; }
-const partition& wholememory::get_partition() const { return checked(impl_).parts; }
-communicator& wholememory::comm() const { return *checked(impl_).comm; }
-std::shared_ptr<communicator> wholememory::comm_ptr() const { return checked(impl_).comm; }
-int wholememory::num_parts() const { return checked(impl_).parts.num_parts(); }
+std::size_t allocation::size() const { return checked(impl_).parts.total_bytes; }
+memory_type allocation::type() const { return checked(impl_).type; }
+memory_location allocation::location() const { return checked(impl_).location; }
+const partition& allocation::get_partition() const { return checked(impl_).parts; }
+communicator& allocation::comm() const { return *checked(impl_).comm; }
+std::shared_ptr<communicator> allocation::comm_ptr() const { return checked(impl_).comm; }
+int allocation::num_parts() const { return checked(impl_).parts.num_parts(); }
 
-part_info wholememory::part(int i) const {
+part_info allocation::part(int i) const {
   const auto& m = checked(impl_);
   WM_EXPECTS(i >= 0 && i < m.parts.num_parts(),
              "part " << i << " out of range [0, " << m.parts.num_parts() << ")");
   return m.infos[i];
 }
 
-part_info wholememory::local_part() const {
+part_info allocation::local_part() const {
   const auto& m = checked(impl_);
   WM_EXPECTS(!m.single_process,
              "single-process multi-GPU memory has one part per GPU, all owned by this rank; "
@@ -501,16 +501,16 @@ part_info wholememory::local_part() const {
   return m.infos[m.comm->rank()];
 }
 
-void* wholememory::data() const {
+void* allocation::data() const {
   const auto& m = checked(impl_);
   WM_EXPECTS(m.type == memory_type::continuous,
              "data() needs continuous memory, this allocation is " << memory_type_name(m.type));
   return m.base;
 }
 
-chunked_view wholememory::host_view() const { return detail::make_view(checked(impl_)); }
+chunked_view allocation::host_view() const { return detail::make_view(checked(impl_)); }
 
-const chunked_view* wholememory::device_view(int device) const {
+const chunked_view* allocation::device_view(int device) const {
   const auto& m = checked(impl_);
   std::lock_guard<std::mutex> lock(m.views_mutex);
   auto it = m.device_views.find(device);

@@ -33,7 +33,7 @@
 
 namespace wholememory {
 
-/// Options of wholememory::create.
+/// Options of allocation::create.
 struct allocation_options {
   /// Part boundaries are multiples of this many bytes (>= 1); pass the row size in bytes.
   std::size_t granularity = 1;
@@ -63,25 +63,25 @@ class memory_impl;
 }
 
 /// Owning, move-only handle of one WholeMemory allocation.
-class wholememory {
+class allocation {
  public:
   /// Allocates `total_bytes` over the ranks of `comm`.  Collective: every rank passes the same
   /// size, type, location and options (else mismatch_error on every rank).  Throws logic_error
   /// for unsupported combinations (continuous or chunked memory over several hosts, device
   /// memory without peer access between the local GPUs, device memory in a build without
   /// CUDA), out_of_memory when a part cannot be allocated.
-  static wholememory create(std::shared_ptr<communicator> comm, std::size_t total_bytes,
-                            memory_type type, memory_location location,
-                            const allocation_options& options = {});
+  static allocation create(std::shared_ptr<communicator> comm, std::size_t total_bytes,
+                           memory_type type, memory_location location,
+                           const allocation_options& options = {});
 
-  wholememory() noexcept;
-  wholememory(wholememory&&) noexcept;
-  wholememory& operator=(wholememory&&) noexcept;
-  wholememory(const wholememory&) = delete;
-  wholememory& operator=(const wholememory&) = delete;
+  allocation() noexcept;
+  allocation(allocation&&) noexcept;
+  allocation& operator=(allocation&&) noexcept;
+  allocation(const allocation&) = delete;
+  allocation& operator=(const allocation&) = delete;
   /// Frees like free() but never throws: an error is logged to stderr, unless another
   /// exception is unwinding the stack (that one is the error to report).
-  ~wholememory();
+  ~allocation();
 
   /// Frees the allocation.  Collective: waits for every rank (barrier) before releasing, so
   /// no rank unmaps memory another still reads; once the communicator is broken() (a peer
@@ -119,7 +119,7 @@ class wholememory {
   const chunked_view* device_view(int device) const;
 
  private:
-  explicit wholememory(std::unique_ptr<detail::memory_impl> impl);
+  explicit allocation(std::unique_ptr<detail::memory_impl> impl);
   std::unique_ptr<detail::memory_impl> impl_;
 };
 

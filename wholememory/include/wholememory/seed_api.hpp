@@ -1,5 +1,5 @@
 /*
- * The seed-compatible API (namespace whole_memory), a thin layer over wholememory::wholememory.
+ * The seed-compatible API (namespace whole_memory), a thin layer over wholememory::allocation.
  *
  * Two modes, as in the seed:
  *  - single process, several GPUs (Wmsp*): one process places one allocation over a list of
