@@ -47,4 +47,5 @@ if ! "$venv/bin/python" -c 'import nanobind, numpy, pytest' >/dev/null 2>&1; the
   echo "python-env: installing nanobind, numpy, pytest into $venv" >&2
   "$venv/bin/python" -m pip install -q --disable-pip-version-check nanobind numpy pytest >&2
 fi
-echo "$venv/bin/python"
+# An absolute path: CMake reads a relative Python_EXECUTABLE from its build directory.
+echo "$(cd "$venv/bin" && pwd)/python"

@@ -58,7 +58,7 @@ void check_replaceable(const std::string& dir) {
   std::string first_line;
   std::getline(manifest, first_line);
   WM_EXPECTS(first_line == manifest_magic_line,
-             dir << ": exists and is neither empty nor a allocation store (no manifest starting "
+             dir << ": exists and is neither empty nor a wholememory store (no manifest starting "
                     "with '"
                  << manifest_magic_line << "'); refusing to replace it");
 }
