@@ -84,7 +84,7 @@ void bind_embedding(nb::module_& m) {
             o.optimizer.initial_accumulator = initial_accumulator;
             emb::table t;
             {
-              nb::gil_scoped_release release;
+              released_call release;
               t = emb::table::create(comm.comm, o);
             }
             py_table* p = new (self) py_table();
@@ -168,7 +168,7 @@ void bind_embedding(nb::module_& m) {
                   {{"indices", indices.device_type()}, {"out", out.device_type()}},
                   "lookup on a device table or with CUDA arrays");
             }
-            nb::gil_scoped_release release;
+            released_call release;
             if (cpu) {
               t.t.lookup_host(idx, dst);
             } else {
@@ -188,7 +188,7 @@ void bind_embedding(nb::module_& m) {
                   {{"indices", indices.device_type()}, {"rows", rows.device_type()}},
                   "write_rows on a device table or with CUDA arrays");
             }
-            nb::gil_scoped_release release;
+            released_call release;
             if (cpu) {
               t.t.scatter_rows_host(idx, src);
             } else {
@@ -209,7 +209,7 @@ void bind_embedding(nb::module_& m) {
                   {{"indices", indices.device_type()}, {"grads", grads.device_type()}},
                   "apply_gradients on a device table or with CUDA arrays");
             }
-            nb::gil_scoped_release release;
+            released_call release;
             if (cpu) {
               t.t.apply_gradients_host(idx, g, lr);
             } else {
@@ -232,7 +232,7 @@ void bind_embedding(nb::module_& m) {
                   {{"indices", indices.device_type()}, {"out", out.device_type()}},
                   "read_state on a device table or with CUDA arrays");
             }
-            nb::gil_scoped_release release;
+            released_call release;
             if (cpu) {
               wm::gather_host(st, idx, dst);
             } else {
@@ -262,7 +262,7 @@ void bind_embedding(nb::module_& m) {
           "store_checkpoint",
           [](py_table& t, const std::string& dir) {
             t.check_alive();
-            nb::gil_scoped_release release;
+            released_call release;
             emb::store_checkpoint(t.t, dir);
           },
           nb::arg("dir"))
@@ -270,12 +270,12 @@ void bind_embedding(nb::module_& m) {
           "load_checkpoint",
           [](py_table& t, const std::string& dir) {
             t.check_alive();
-            nb::gil_scoped_release release;
+            released_call release;
             emb::load_checkpoint(t.t, dir);
           },
           nb::arg("dir"))
       .def("free", [](py_table& t) {
-        nb::gil_scoped_release release;
+        released_call release;
         t.t.free();
       });
 

@@ -251,7 +251,7 @@ void bind_graph(nb::module_& m) {
         o.symmetrize = symmetrize;
         o.drop_self_loops = drop_self_loops;
         o.threads = threads;
-        nb::gil_scoped_release release;
+        released_call release;
         return py_host_graph{gr::generate_graph(o)};
       },
       nb::arg("num_nodes"), nb::arg("num_edges"), nb::arg("rmat"), nb::arg("a"), nb::arg("b"),
@@ -276,7 +276,7 @@ void bind_graph(nb::module_& m) {
         o.symmetrize = symmetrize;
         o.drop_self_loops = drop_self_loops;
         o.threads = threads;
-        nb::gil_scoped_release release;
+        released_call release;
         return py_host_graph{gr::generate_sbm(o)};
       },
       nb::arg("num_nodes"), nb::arg("classes"), nb::arg("avg_degree"), nb::arg("homophily"),
@@ -292,7 +292,7 @@ void bind_graph(nb::module_& m) {
         o.drop_duplicates = drop_duplicates;
         o.has_weights = has_weights;
         o.numeric_ids_as_is = numeric_ids_as_is;
-        nb::gil_scoped_release release;
+        released_call release;
         return py_host_graph{gr::convert_edge_list(path, o)};
       },
       nb::arg("path"), nb::arg("symmetrize"), nb::arg("drop_self_loops"),
@@ -304,7 +304,7 @@ void bind_graph(nb::module_& m) {
         const wm::dtype t = dtype_from_name(features_dtype);
         gr::manifest man;
         {
-          nb::gil_scoped_release release;
+          released_call release;
           man = gr::write_dataset(dir, h.g, t, overwrite);
         }
         return manifest_dict(man);
@@ -316,7 +316,7 @@ void bind_graph(nb::module_& m) {
   m.def(
       "read_dataset",
       [](const std::string& dir) {
-        nb::gil_scoped_release release;
+        released_call release;
         return py_host_graph{gr::read_dataset(dir)};
       },
       nb::arg("dir"));
@@ -357,7 +357,7 @@ void bind_graph(nb::module_& m) {
               require_gpu_reachable({{"nodes", nodes.device_type()}, {"out", out.device_type()}},
                                     "gather_features on device memory or with CUDA arrays");
             }
-            nb::gil_scoped_release release;
+            released_call release;
             if (cpu) {
               wm::gather_host(table, idx, dst);
             } else {
@@ -379,7 +379,7 @@ void bind_graph(nb::module_& m) {
             const gr::sample_options o = sample_options_of(fanouts, method, random_seed, edge_ids);
             gr::sample_result r;
             {
-              nb::gil_scoped_release release;
+              released_call release;
               r = gr::sample_host(g.g, s, count, o, threads ? threads : wm::default_host_threads());
             }
             nb::list blocks;
@@ -418,7 +418,7 @@ void bind_graph(nb::module_& m) {
               require_gpu_reachable({{"starts", starts.device_type()}, {"out", out.device_type()}},
                                     "random_walks on a device graph or with CUDA arrays");
             }
-            nb::gil_scoped_release release;
+            released_call release;
             if (cpu) {
               gr::random_walks_host(g.g, s, count, o, w, threads);
             } else {
@@ -429,7 +429,7 @@ void bind_graph(nb::module_& m) {
           nb::arg("starts"), nb::arg("out"), nb::arg("length"), nb::arg("p"), nb::arg("q"),
           nb::arg("seed"), nb::arg("first_walk"), nb::arg("stream"), nb::arg("threads"))
       .def("free", [](py_graph& g) {
-        nb::gil_scoped_release release;
+        released_call release;
         g.g.node_features.free();
         g.g.edge_weights.free();
         g.g.col_indices.free();
@@ -446,7 +446,7 @@ void bind_graph(nb::module_& m) {
                                           load_weights, load_features);
         o.verify_checksums = verify_checksums;
         o.threads = threads;
-        nb::gil_scoped_release release;
+        released_call release;
         return py_graph{gr::load_graph(comm.comm, dir, o)};
       },
       nb::arg("comm"), nb::arg("dir"), nb::arg("type"), nb::arg("location"),
@@ -461,7 +461,7 @@ void bind_graph(nb::module_& m) {
         const gr::load_options o = placement_of(type, location, features_type, features_location,
                                                 load_weights, load_features);
         const wm::dtype ft = dtype_from_name(feature_dtype);
-        nb::gil_scoped_release release;
+        released_call release;
         return py_graph{gr::make_graph(comm.comm, h.g, o, ft)};
       },
       nb::arg("comm"), nb::arg("graph"), nb::arg("type"), nb::arg("location"),
@@ -484,7 +484,7 @@ void bind_graph(nb::module_& m) {
             o.location = wm::parse_memory_location(location);
             new (self) py_negatives();
             self->comm = comm_obj;
-            nb::gil_scoped_release release;
+            released_call release;
             self->sampler = std::make_unique<gr::negative_sampler>(comm.comm, g.g, o);
           },
           nb::arg("comm"), nb::arg("graph"), nb::arg("by_degree"), nb::arg("power"),
@@ -509,7 +509,7 @@ void bind_graph(nb::module_& m) {
               require_gpu_reachable({{"out", out.device_type()}},
                                     "NegativeSampler.sample with a device table or CUDA arrays");
             }
-            nb::gil_scoped_release release;
+            released_call release;
             if (cpu) {
               n.sampler->sample_host(seed, first_draw, dst.rows, o, threads);
             } else {
@@ -543,7 +543,7 @@ void bind_graph(nb::module_& m) {
             const gr::sample_options o = sample_options_of(fanouts, method, random_seed, edge_ids);
             std::vector<gr::device_block> blocks;
             {
-              nb::gil_scoped_release release;
+              released_call release;
               blocks = s.sampler->sample(p, count, o, to_stream(stream));
             }
             const int device = wm::current_device();

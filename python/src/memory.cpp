@@ -117,7 +117,7 @@ void memory_gather(const py_memory& m, const in_array& indices, const out_array&
     require_gpu_reachable({{"indices", indices.device_type()}, {"out", out.device_type()}},
                           "gather on device memory or with CUDA arrays");
   }
-  nb::gil_scoped_release release;
+  released_call release;
   if (cpu) {
     wm::gather_host(table, idx, dst);
   } else {
@@ -137,7 +137,7 @@ void memory_scatter(py_memory& m, const in_array& values, const in_array& indice
     require_gpu_reachable({{"indices", indices.device_type()}, {"values", values.device_type()}},
                           "scatter on device memory or with CUDA arrays");
   }
-  nb::gil_scoped_release release;
+  released_call release;
   if (cpu) {
     wm::scatter_host(src, idx, table);
   } else {
@@ -214,7 +214,7 @@ void bind_memory(nb::module_& m) {
       .def(
           "barrier",
           [](py_comm& c, std::uintptr_t stream) {
-            nb::gil_scoped_release release;
+            released_call release;
             c.comm->barrier(to_stream(stream));
             c.comm->synchronize(to_stream(stream));
           },
@@ -225,7 +225,7 @@ void bind_memory(nb::module_& m) {
             std::string text(mine.c_str(), mine.size());
             std::vector<std::string> all;
             {
-              nb::gil_scoped_release release;
+              released_call release;
               all = c.bs->allgatherv(text);
             }
             nb::list out;
@@ -239,7 +239,7 @@ void bind_memory(nb::module_& m) {
           [](py_comm& c, int device) {
             py_comm out;
             out.bs = c.bs;
-            nb::gil_scoped_release release;
+            released_call release;
             out.comm = wm::make_nccl_communicator(c.bs, device);
             return out;
           },
@@ -251,7 +251,7 @@ void bind_memory(nb::module_& m) {
           [](py_comm& c) {
             py_comm out;
             {
-              nb::gil_scoped_release release;
+              released_call release;
               out.comm = c.comm->split_by_host();
             }
             out.bs = std::shared_ptr<wm::bootstrap>(out.comm, &out.comm->get_bootstrap());
@@ -266,7 +266,7 @@ void bind_memory(nb::module_& m) {
       "init_job",
       [](std::optional<double> timeout_s) {
         std::chrono::milliseconds timeout = timeout_of(timeout_s);
-        nb::gil_scoped_release release;
+        released_call release;
         return host_comm_over(wm::make_job_bootstrap(timeout));
       },
       nb::arg("timeout_s") = nb::none(),
@@ -276,7 +276,7 @@ void bind_memory(nb::module_& m) {
       [](int rank, int size, const std::string& host, int port, std::optional<double> timeout_s,
          const std::string& job_token) {
         std::chrono::milliseconds timeout = timeout_of(timeout_s);
-        nb::gil_scoped_release release;
+        released_call release;
         return host_comm_over(wm::make_tcp_bootstrap(rank, size, host, port, timeout, job_token));
       },
       nb::arg("rank"), nb::arg("size"), nb::arg("host"), nb::arg("port"),
@@ -297,7 +297,7 @@ void bind_memory(nb::module_& m) {
             opts.granularity = cols * wm::dtype_size(t);
             wm::allocation mem;
             {
-              nb::gil_scoped_release release;
+              released_call release;
               mem =
                   wm::allocation::create(comm.comm, rows * cols * wm::dtype_size(t), mt, ml, opts);
             }
@@ -353,7 +353,7 @@ void bind_memory(nb::module_& m) {
           "store",
           [](py_memory& m, const std::string& dir) {
             m.check_alive();
-            nb::gil_scoped_release release;
+            released_call release;
             wm::store(m.mem, dir);
           },
           nb::arg("dir"))
@@ -363,12 +363,12 @@ void bind_memory(nb::module_& m) {
             m.check_alive();
             wm::file_io_options opts;
             opts.verify = verify;
-            nb::gil_scoped_release release;
+            released_call release;
             wm::load(m.mem, dir, opts);
           },
           nb::arg("dir"), nb::arg("verify") = true)
       .def("free", [](py_memory& m) {
-        nb::gil_scoped_release release;
+        released_call release;
         m.mem.free();
       });
 }

@@ -40,7 +40,7 @@ void bind_symmetric(nb::module_& m) {
             const wm::memory_location loc = wm::parse_memory_location(location);
             new (self) py_symmetric();
             {
-              nb::gil_scoped_release release;
+              released_call release;
               self->heap = wm::symmetric_memory::allocate(c.comm, bytes, loc, make_symmetric);
             }
             self->device = loc == wm::memory_location::host ? -1 : wm::current_device();
@@ -88,7 +88,7 @@ void bind_symmetric(nb::module_& m) {
           "free",
           [](py_symmetric& s) {
             s.check_alive();
-            nb::gil_scoped_release release;
+            released_call release;
             s.heap.free();
           },
           "Frees every block.  Collective.");

@@ -10,13 +10,17 @@ job addresses as if it were local.
 Arrays cross by DLPack (numpy, torch, CuPy, JAX, ...).  Errors of the C++ library arrive as
 LogicError (a ValueError: a bad argument), MismatchError (ranks disagree), and RuntimeError
 subclasses (CudaError, NcclError, SystemCallError, PeerTimeoutError), with the library's
-message.
+message.  Ctrl-C during a call that waits for other ranks ends the wait within about 100 ms
+and raises KeyboardInterrupt (Interrupted, a PeerTimeoutError, if Python's SIGINT handler
+was replaced by one that does not raise); the job's communicators are unusable afterwards,
+as after a timeout.
 """
 
 from ._core import (  # noqa: F401
     Communicator,
     CudaError,
     HostGraph,
+    Interrupted,
     LogicError,
     MismatchError,
     NcclError,

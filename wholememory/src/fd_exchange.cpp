@@ -1,6 +1,7 @@
 #include "fd_exchange.hpp"
 
 #include <wholememory/error.hpp>
+#include <wholememory/interrupt.hpp>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -69,10 +70,15 @@ int remaining_ms(steady::time_point deadline) {
 /// Waits until `fd` is ready for `events`; throws timeout_error at `deadline`.
 void wait_ready(int fd, short events, steady::time_point deadline, const char* what) {
   for (;;) {
+    if (interrupt_requested())
+      WM_FAIL(interrupted_error, "allgather_local_fds: interrupted " << what);
+    const int left = remaining_ms(deadline);
     pollfd p{fd, events, 0};
-    int n = ::poll(&p, 1, remaining_ms(deadline));
+    int n = ::poll(&p, 1, std::min(left, interrupt_poll_ms));
     if (n > 0) return;
-    if (n == 0) WM_FAIL(timeout_error, "allgather_local_fds: timed out " << what);
+    if (n == 0 && left <= interrupt_poll_ms)
+      WM_FAIL(timeout_error, "allgather_local_fds: timed out " << what);
+    if (n == 0) continue;
     if (errno != EINTR) {
       int err = errno;
       WM_FAIL(system_error, "allgather_local_fds: poll failed " << what << ": " << errno_text(err));

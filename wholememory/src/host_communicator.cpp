@@ -23,6 +23,7 @@
 #include <wholememory/communicator.hpp>
 #include <wholememory/convert.hpp>
 #include <wholememory/error.hpp>
+#include <wholememory/interrupt.hpp>
 
 #include <sched.h>
 #include <signal.h>
@@ -582,6 +583,11 @@ class host_communicator final : public communicator {
         next_liveness_check = now + liveness_interval;
       }
       if (now >= deadline) fail_timeout(op, target);
+      if (interrupt_requested())
+        WM_FAIL(interrupted_error, "host communicator " << op_name(static_cast<std::int32_t>(op))
+                                                        << " #" << sequence_
+                                                        << ": interrupted while waiting for "
+                                                           "the other ranks");
       sleep_ns(backoff_ns);
       backoff_ns = std::min(backoff_ns * 2, max_sleep_ns);
     }

@@ -19,6 +19,7 @@
 // helpers in tcp_wire.hpp and tcp_socket.cpp.
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/error.hpp>
+#include <wholememory/interrupt.hpp>
 
 #include "bootstrap_rounds.hpp"
 #include "tcp_store.hpp"
@@ -201,8 +202,14 @@ class tcp_bootstrap final : public bootstrap {
         int err = rc == 0 ? 0 : errno;
         if (err == EINPROGRESS || err == EINTR) {
           // Bound each attempt, so that a black-holed address does not eat the whole timeout.
-          if (!wait_ready(fd.get(), POLLOUT,
-                          std::min(deadline, clock_type::now() + std::chrono::seconds(2)))) {
+          const io_status w = wait_ready(
+              fd.get(), POLLOUT, std::min(deadline, clock_type::now() + std::chrono::seconds(2)));
+          if (w == io_status::interrupted) {
+            WM_FAIL(interrupted_error, "make_tcp_bootstrap: rank "
+                                           << rank_ << " was interrupted while connecting to the "
+                                           << "bootstrap store at " << store_);
+          }
+          if (w != io_status::ok) {
             last_error = "connect: timed out";
             continue;
           }
@@ -222,6 +229,11 @@ class tcp_bootstrap final : public bootstrap {
                                    << rank_ << " could not reach the bootstrap store at " << store_
                                    << " within " << timeout_.count()
                                    << " ms (is rank 0 running?): " << last_error);
+      }
+      if (interrupt_requested()) {
+        WM_FAIL(interrupted_error, "make_tcp_bootstrap: rank "
+                                       << rank_ << " was interrupted while waiting for the "
+                                       << "bootstrap store at " << store_);
       }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::milliseconds(500));
@@ -246,7 +258,15 @@ class tcp_bootstrap final : public bootstrap {
     // Read even when the send failed: a store that shut down left its reason in our socket.
     reply_header reply{};
     io_status st = recv_all(conn_.get(), &reply, sizeof(reply), deadline);
-    if (sent == io_status::timed_out) st = io_status::timed_out;
+    if (sent == io_status::timed_out || sent == io_status::interrupted) st = sent;
+    if (st == io_status::interrupted) {
+      // Closing the connection makes the store fail this round for the other ranks (or the
+      // next one, if this one has completed meanwhile): nobody waits for a rank that gave up.
+      broken_ = what + ": interrupted on rank " + std::to_string(rank_);
+      conn_.reset();
+      WM_FAIL(interrupted_error, what << ": interrupted while waiting for the bootstrap store at "
+                                      << store_ << " (the bootstrap is unusable from here on)");
+    }
     if (st == io_status::ok && reply.magic != reply_magic) {
       fail(with_store(what, "the store sent a malformed reply"));
     }

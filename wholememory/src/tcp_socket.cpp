@@ -2,6 +2,7 @@
 #include "tcp_wire.hpp"
 
 #include <wholememory/error.hpp>
+#include <wholememory/interrupt.hpp>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -121,15 +122,16 @@ socket_fd open_listener(const std::string& host, int port) {
           "bootstrap store: cannot listen on " << endpoint_text(host, port) << ": " << last_error);
 }
 
-// Waits until `fd` is ready for `events` or `deadline` passes; false on timeout.
-bool wait_ready(int fd, short events, clock_type::time_point deadline) {
+io_status wait_ready(int fd, short events, clock_type::time_point deadline) {
   for (;;) {
+    if (interrupt_requested()) return io_status::interrupted;
     auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock_type::now());
-    if (left.count() <= 0) return false;
+    if (left.count() <= 0) return io_status::timed_out;
     pollfd p{fd, events, 0};
-    int rc = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 60'000)));
-    if (rc > 0) return true;
-    if (rc < 0 && errno != EINTR) return true;  // let the following call report the error
+    int rc =
+        ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), interrupt_poll_ms)));
+    if (rc > 0) return io_status::ok;
+    if (rc < 0 && errno != EINTR) return io_status::ok;  // the following call reports the error
   }
 }
 
@@ -143,7 +145,7 @@ io_status send_all(int fd, const void* data, std::size_t len, clock_type::time_p
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_ready(fd, POLLOUT, deadline)) return io_status::timed_out;
+      if (io_status w = wait_ready(fd, POLLOUT, deadline); w != io_status::ok) return w;
     } else {
       return io_status::closed;
     }
@@ -161,7 +163,7 @@ io_status recv_all(int fd, void* data, std::size_t len, clock_type::time_point d
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_ready(fd, POLLIN, deadline)) return io_status::timed_out;
+      if (io_status w = wait_ready(fd, POLLIN, deadline); w != io_status::ok) return w;
     } else {
       return io_status::closed;
     }

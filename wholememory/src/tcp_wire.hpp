@@ -104,10 +104,11 @@ std::pair<std::string, int> local_address_of(int fd);
 /// A listening socket on host:port (port 0: an ephemeral one), non-blocking.  Throws
 /// system_error naming the address and the reason.
 socket_fd open_listener(const std::string& host, int port);
-/// Waits until `fd` is ready for `events` (poll) or `deadline` passes; false on timeout.
-bool wait_ready(int fd, short events, clock_type::time_point deadline);
+enum class io_status { ok, closed, timed_out, interrupted };
 
-enum class io_status { ok, closed, timed_out };
+/// Waits until `fd` is ready for `events` (poll; ok), `deadline` passes (timed_out) or an
+/// interrupt is requested (interrupted, checked every interrupt_poll_ms).
+io_status wait_ready(int fd, short events, clock_type::time_point deadline);
 
 /// All of `len` bytes sent or received on the non-blocking `fd` before `deadline`.
 io_status send_all(int fd, const void* data, std::size_t len, clock_type::time_point deadline);

@@ -22,6 +22,7 @@
 #include <wholememory/cuda_check.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
+#include <wholememory/interrupt.hpp>
 #include <wholememory/log.hpp>
 
 #include <nccl.h>
@@ -274,6 +275,13 @@ class nccl_communicator final : public communicator {
         WM_FAIL(cuda_error, "cudaStreamQuery in synchronize failed: "
                                 << cuda_error_text(query) << "; the NCCL communicator was aborted");
       }
+      if (interrupt_requested()) {
+        abort_comm();
+        WM_FAIL(interrupted_error, "NCCL collectives on rank "
+                                       << rank()
+                                       << " were interrupted before they completed; the NCCL "
+                                          "communicator was aborted");
+      }
       if (clock_type::now() > deadline) {
         abort_comm();
         WM_FAIL(timeout_error, "NCCL collectives on rank "
@@ -402,6 +410,11 @@ class nccl_communicator final : public communicator {
       }
       if (state == ncclSuccess) return;
       if (state != ncclInProgress) throw_state(state, call);
+      if (interrupt_requested()) {
+        abort_comm();
+        WM_FAIL(interrupted_error, call << " on rank " << rank()
+                                        << " was interrupted; the NCCL communicator was aborted");
+      }
       if (clock_type::now() > deadline) {
         abort_comm();
         WM_FAIL(timeout_error, call << " on rank " << rank() << " did not finish within "
