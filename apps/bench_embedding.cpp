@@ -72,6 +72,9 @@ const std::vector<config_key> bench_embedding_schema = {
     {"types", value_kind::string, "continuous", "memory types"},
     {"locations", value_kind::string, "device", "memory locations (host only without a GPU)"},
     {"lr", value_kind::number, "0.01", "learning rate"},
+    {"comm", value_kind::string, "auto",
+     "communicator of continuous and chunked tables on GPU runs: `auto` (NCCL when every rank "
+     "has a GPU of its own, else the host communicator) or `host`; distributed tables use NCCL"},
     {"repeats", value_kind::integer, "10", "timed calls per case (median reported)"},
     {"warmup", value_kind::integer, "2", "untimed calls per case"},
     {"threads", value_kind::integer, "0", "CPU path threads (0: all cores)"},
@@ -193,6 +196,7 @@ struct settings {
   unsigned threads = 1;
   std::uint64_t seed = 0;
   std::chrono::milliseconds timeout{0};
+  bool host_comm = false;  ///< comm: host
   bool cache = false;
   std::vector<double> cache_fractions;
   double cache_sample = 0;
@@ -246,6 +250,11 @@ settings read_settings(const config& cfg) {
   if (s.threads == 0) s.threads = wm::default_host_threads();
   s.seed = static_cast<std::uint64_t>(cfg.get_int("seed"));
   s.timeout = collective_timeout(cfg);  // timeout_s, or WHOLESTORE_TIMEOUT when set
+  const std::string comm = cfg.get_string("comm");
+  if (comm != "auto" && comm != "host")
+    throw config_error("comm: '" + comm + "' is not `auto` or `host` (" + cfg.origin.at("comm") +
+                       ")");
+  s.host_comm = comm == "host";
   s.cache = cfg.get_bool("cache");
   for (const auto& f : list("cache_fractions")) {
     std::size_t used = 0;
@@ -362,7 +371,9 @@ std::vector<case_line> run_table_cases(const settings& s, const bench_context& c
   std::vector<case_line> lines;
   for (auto loc : s.locations) {
     for (auto type : s.types) {
-      auto comm = (s.gpu && c.nccl_comm) ? c.nccl_comm : c.host_comm;
+      const bool nccl = s.gpu && c.nccl_comm &&
+                        (!s.host_comm || type == wm::memory_type::distributed);
+      auto comm = nccl ? c.nccl_comm : c.host_comm;
       for (auto dt : s.dtypes) {
         for (std::size_t dim : s.dims) {
           for (auto opt : s.optimizers) {

@@ -6,8 +6,8 @@
 #   scripts/device-two-gpu.sh                     # every step, ctest -L gpu
 #   TESTS='Sgns|FileIoGpu' REPEAT=3 scripts/device-two-gpu.sh   # those tests, each 3 times
 #   STEPS='build pytest tests' scripts/device-two-gpu.sh         # only these steps
-# Steps: build pytest tests run train symmetric embedding graphsage sanitize (the last two not
-# by default)
+# Steps: build pytest tests run train symmetric embedding chunked graphsage sanitize (the last
+# three not by default)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .device-shared/data ] && [ ! -e ../shared/data ]; then
@@ -83,6 +83,24 @@ if want embedding; then
     echo "rc=$?"; grep -vE '^\[rank 1\]' "$out/bench-embedding-$n.txt" | tail -n 16
     cp "$out/bench-embedding-$n.txt" "$final/"
   done
+fi
+if want chunked && [ "$gpus" -ge 2 ]; then
+  # Two ranks, 512-byte rows, 1M lookups per rank: the gather suite's chunked and continuous
+  # memory next to embedding tables of both types over the NCCL and the host communicator
+  # (the table's chunked lookup measured 15x slower than continuous: which layer is it?).
+  step "chunked vs continuous, 2 ranks"
+  timeout 150 $b launch -n 2 -- $b bench configs/bench_gather.yaml --set types=continuous,chunked \
+    --set locations=device --set row_bytes=512 --set table_gib=5 --set ops=gather \
+    --set lookups=1048576 >"$out/chunked-gather.txt" 2>&1
+  echo "rc=$?"; grep -vE '^\[rank 1\]' "$out/chunked-gather.txt" | tail -n 8
+  for comm in auto host; do
+    timeout 150 $b launch -n 2 -- $b bench configs/bench_embedding.yaml \
+      --set types=continuous,chunked --set optimizers=sgd --set streams=uniform \
+      --set batches=1048576 --set cache=false --set repeats=5 --set comm=$comm \
+      >"$out/chunked-embedding-$comm.txt" 2>&1
+    echo "rc=$? comm=$comm"; grep -vE '^\[rank 1\]' "$out/chunked-embedding-$comm.txt" | tail -n 4
+  done
+  cp "$out"/chunked-*.txt "$final/"
 fi
 if want graphsage; then
   # examples/graphsage.py on the products-shaped SBM (generated once): the MLP baseline and

@@ -7,10 +7,12 @@
 #include "common/multiprocess.hpp"
 #include "wholememory/gpu/gpu_test_util.hpp"
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/dtype.hpp>
 #include <wholememory/error.hpp>
+#include <wholememory/gather.hpp>
 
 #include <gtest/gtest.h>
 
@@ -338,6 +340,60 @@ void dead_peer_body(std::shared_ptr<bootstrap> bs, bool checks) {
   EXPECT_LT(waited, limit) << "the timeout error came late";
 }
 
+/// Rank 1 dies while both ranks hold a distributed device allocation over NCCL.  Rank 0's next
+/// gather needs rank 1's rows: it must fail with timeout_error within about one timeout, and
+/// the allocation's destruction afterwards must neither run a collective that cannot complete
+/// (a hang) nor crash; the process then exits normally.
+void dead_peer_gather_body(std::shared_ptr<bootstrap> bs) {
+  std::shared_ptr<bootstrap> keep = bs;
+  nccl_rank rank = make_rank(std::move(bs));
+  constexpr std::size_t rows = 4096, cols = 16;
+  const auto start_all = std::chrono::steady_clock::now();
+  {
+    wholememory::allocation_options ao;
+    ao.granularity = cols * sizeof(float);
+    wholememory::allocation table = wholememory::allocation::create(
+        rank.comm, rows * cols * sizeof(float), wholememory::memory_type::distributed,
+        wholememory::memory_location::device, ao);
+    wholememory::wm_tensor t{&table, dtype::float32, rows, cols, cols, 0};
+    cuda_stream stream;
+    // Indices of rows on both ranks' parts.
+    std::vector<std::int64_t> idx(256);
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<std::int64_t>(i * 16);
+    device_buffer d_idx(idx.size() * 8, rank.device);
+    device_buffer d_out(idx.size() * cols * sizeof(float), rank.device);
+    upload(d_idx.get(), idx.data(), idx.size() * 8);
+    const wholememory::index_array ia{d_idx.get(), dtype::int64, idx.size()};
+    const wholememory::dense_matrix out{d_out.get(), dtype::float32, idx.size(), cols, cols};
+    wholememory::gather(t, ia, out, stream.get());  // both alive: works
+    WM_CUDA_TRY(cudaStreamSynchronize(stream.get()));
+    rank.comm->barrier(stream.get());
+    rank.comm->synchronize(stream.get());
+    if (rank.comm->rank() == 1) ::raise(SIGKILL);
+
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      wholememory::gather(t, ia, out, stream.get());
+      WM_CUDA_TRY(cudaStreamSynchronize(stream.get()));
+      ADD_FAILURE() << "a gather that needs a dead rank's rows succeeded";
+    } catch (const wholememory::timeout_error& e) {
+      EXPECT_NE(std::string(e.what()).find("rank"), std::string::npos) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "expected timeout_error, got: " << e.what();
+    }
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double timeout = std::chrono::duration<double>(rank.comm->timeout()).count();
+    EXPECT_LT(waited, timeout + 10.0) << "the error came late";
+    EXPECT_TRUE(rank.comm->broken()) << "the communicator should know it is broken";
+  }  // the allocation and the stream are destroyed here, after the failure
+  rank.comm.reset();
+  const double total =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_all).count();
+  EXPECT_LT(total, std::chrono::duration<double>(keep->timeout()).count() * 2 + 20.0)
+      << "unwinding after the failure waited out further timeouts";
+}
+
 TEST(NcclCommunicator, CollectivesOneProcess) {
   WHOLESTORE_REQUIRE_GPUS(1);
   EXPECT_TRUE(fork_ranks(1, collectives_body).all_ok());
@@ -381,6 +437,13 @@ TEST(NcclCommunicator, DeadPeerTimesOutInSynchronize) {
       2, [](std::shared_ptr<bootstrap> bs) { dead_peer_body(std::move(bs), false); },
       std::chrono::seconds(10));
   EXPECT_EQ(result.status[0], 0) << "the surviving rank failed";
+  EXPECT_EQ(result.status[1], 128 + SIGKILL) << "rank 1 should have died by SIGKILL";
+}
+
+TEST(NcclCommunicator, DeadPeerDuringDistributedGatherUnwindsCleanly) {
+  WHOLESTORE_REQUIRE_GPUS(2);
+  fork_result result = fork_ranks(2, dead_peer_gather_body, std::chrono::seconds(10));
+  EXPECT_EQ(result.status[0], 0) << "the surviving rank failed or crashed while unwinding";
   EXPECT_EQ(result.status[1], 128 + SIGKILL) << "rank 1 should have died by SIGKILL";
 }
 
