@@ -6,8 +6,8 @@
 #   scripts/device-two-gpu.sh                     # every step, ctest -L gpu
 #   TESTS='Sgns|FileIoGpu' REPEAT=3 scripts/device-two-gpu.sh   # those tests, each 3 times
 #   STEPS='build pytest tests' scripts/device-two-gpu.sh         # only these steps
-# Steps: build pytest tests run train symmetric embedding chunked graphsage sanitize (the last
-# three not by default)
+# Steps: build pytest tests run train symmetric embedding chunked faults graphsage sanitize (the
+# last four not by default)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .device-shared/data ] && [ ! -e ../shared/data ]; then
@@ -101,6 +101,16 @@ if want chunked && [ "$gpus" -ge 2 ]; then
     echo "rc=$? comm=$comm"; grep -vE '^\[rank 1\]' "$out/chunked-embedding-$comm.txt" | tail -n 4
   done
   cp "$out"/chunked-*.txt "$final/"
+fi
+if want faults; then
+  # The fault injector on the GPU path (sampler=gpu on device graphs, demo on device memory),
+  # FAULT_RANKS ranks (default 2) sharing the GPUs round-robin.
+  step "fault injection, GPU path, ${FAULT_RANKS:-2} ranks, ${FAULT_CASES:-30} cases"
+  FAULT_GPU=1 FAULT_CASES=${FAULT_CASES:-30} FAULT_OUT="$PWD/build/fault-gpu" \
+    timeout "${FAULT_LIMIT:-400}" scripts/fault-inject.sh build/apps/wholestore >"$out/faults.log" 2>&1
+  echo "rc=$?"; grep -vE '^case .*: ok' "$out/faults.log" | tail -n 25
+  cp "$out/faults.log" "$final/"
+  cp -r build/fault-gpu "$out/" 2>/dev/null
 fi
 if want graphsage; then
   # examples/graphsage.py on the products-shaped SBM (generated once): the MLP baseline and

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Fault injection on the CPU path: kills (SIGKILL) or stops (SIGSTOP) one process of a two-rank
-# `wholestore sample` or `demo` run at a random moment, with and without `wholestore launch`,
-# and checks what a user would see afterwards:
+# Fault injection: kills (SIGKILL) or stops (SIGSTOP) one process of a `wholestore sample` or
+# `demo` run of FAULT_RANKS ranks (default 2) at a random moment, with and without
+# `wholestore launch`, on the CPU path or (FAULT_GPU=1) on the GPU path, and checks what a user
+# would see afterwards:
 #   - every process ends within about one timeout (a stopped rank started by hand is resumed
 #     once its peer has ended, and must then end too), with a nonzero exit code;
 #   - each rank prints at most one error, which leads with the problem (no source location
@@ -15,8 +16,11 @@
 # run can be repeated), FAULT_TIMEOUT (WHOLESTORE_TIMEOUT of the runs, seconds, default 2),
 # FAULT_OUT (logs; default <build>/fault-inject), FAULT_PRIVATE_TMP (1: run in a mount
 # namespace with empty /tmp and /dev/shm, so that leftovers are told apart from other
-# programs' files exactly; default: when unshare works, which needs root).
-# Needs no GPU; two cores are enough (a full default run takes about 7 minutes there).
+# programs' files exactly; default: when unshare works, which needs root), FAULT_RANKS (ranks
+# per run, default 2), FAULT_GPU (1: the GPU sampler on graphs in device memory and `demo` on
+# device memory, ranks sharing the GPUs round-robin; distributed memory only when every rank
+# has a GPU of its own, as NCCL needs; default 0: the CPU path).
+# The CPU path needs no GPU; two cores are enough (a full default run takes about 7 minutes).
 # Exit status: 0 when every case survived, 1 otherwise (the failed cases' logs stay in FAULT_OUT).
 set -uo pipefail
 script=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
@@ -30,6 +34,9 @@ fi
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 cases=${FAULT_CASES:-100}
 timeout_s=${FAULT_TIMEOUT:-2}
+ranks=${FAULT_RANKS:-2}
+gpu=${FAULT_GPU:-0}
+[[ "$ranks" =~ ^[0-9]+$ ]] && [ "$ranks" -ge 2 ] || { echo "fault-inject: FAULT_RANKS must be >= 2" >&2; exit 2; }
 out=${FAULT_OUT:-$(dirname "$(dirname "$bin")")/fault-inject}
 
 # A private /tmp and /dev/shm: nothing but the runs can put files there.  Not when the script,
@@ -141,31 +148,41 @@ check_messages() {  # <label> <text> <must have one error: 0/1>
   --set output="$out/ds" >"$out/gen.log" 2>&1 || { echo "fault-inject: gen failed: $(tail -3 "$out/gen.log")" >&2; exit 2; }
 
 types=(continuous chunked distributed)
+path_args=(--set sampler=cpu)
+demo_args=()
+if [ "$gpu" = 1 ]; then
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU [0-9]' || true)
+  [ "${gpus:-0}" -ge 1 ] || { echo "fault-inject: FAULT_GPU=1 but no GPU is visible" >&2; exit 2; }
+  path_args=(--set sampler=gpu --set graph.location=device)
+  demo_args=(--set memory.location=device)
+  # Ranks sharing a GPU use the host communicator: distributed memory needs NCCL.
+  [ "$gpus" -ge "$ranks" ] || types=(continuous chunked)
+fi
 workloads=(sample-gen sample-load demo)
 
 # The command line of a workload on a memory type.
 workload_args() {  # <workload> <type>; sets args
   case $1 in
     sample-gen)
-      args=(sample --set sampler=cpu --set gen.num_nodes=20000 --set gen.num_edges=200000
+      args=(sample "${path_args[@]}" --set gen.num_nodes=20000 --set gen.num_edges=200000
         --set gen.feature_dim=16 --set batch_size=256 --set epochs=10 --set threads=1
         --set graph.type="$2") ;;
     sample-load)
-      args=(sample --set sampler=cpu --set dataset="$out/ds" --set batch_size=256 --set epochs=10
+      args=(sample "${path_args[@]}" --set dataset="$out/ds" --set batch_size=256 --set epochs=10
         --set threads=1 --set graph.type="$2" --set load.verify_checksums=true) ;;
     demo)
-      args=(demo --set memory.size_mib=256 --set memory.type="$2") ;;
+      args=(demo --set memory.size_mib=256 --set memory.type="$2" "${demo_args[@]}") ;;
   esac
 }
 
 # Faults land anywhere from the start to the end of a run: time one undisturbed run of each
-# workload and type on this machine (under launch, two ranks).
+# workload and type on this machine (under launch, FAULT_RANKS ranks).
 declare -A run_ms
 for workload in "${workloads[@]}"; do
   for type in "${types[@]}"; do
     workload_args "$workload" "$type"
     t0=$(date +%s%N)
-    "$bin" launch -n 2 -- "$bin" "${args[@]}" >"$out/calibrate.log" 2>&1 ||
+    "$bin" launch -n "$ranks" -- "$bin" "${args[@]}" >"$out/calibrate.log" 2>&1 ||
       { echo "fault-inject: $workload $type fails without a fault: $(tail -3 "$out/calibrate.log")" >&2; exit 2; }
     run_ms[$workload-$type]=$((($(date +%s%N) - t0) / 1000000))
   done
@@ -173,7 +190,7 @@ done
 tried=0 landed=0 missed=0 survived=0
 declare -A landed_by survived_by
 failed_cases=()
-echo "fault-inject: $cases cases, seed $seed, WHOLESTORE_TIMEOUT=$timeout_s, binary $bin, logs $out" \
+echo "fault-inject: $cases cases, $ranks ranks, $([ "$gpu" = 1 ] && echo "GPU path" || echo "CPU path"), seed $seed, WHOLESTORE_TIMEOUT=$timeout_s, binary $bin, logs $out" \
   "$([ -n "${FAULT_IN_NAMESPACE:-}" ] && echo "(private /tmp and /dev/shm)")"
 echo "undisturbed runs (ms):$(for k in "${!run_ms[@]}"; do echo -n " $k ${run_ms[$k]}"; done)"
 start_all=$(date +%s)
@@ -182,11 +199,11 @@ exec 3>&2 2>>"$out/shell.log"
 
 for ((c = 1; c <= cases; c++)); do
   workload=${workloads[RANDOM % 3]}
-  type=${types[RANDOM % 3]}
+  type=${types[RANDOM % ${#types[@]}]}
   # (No $RANDOM inside $(...): a subshell draws from a sequence of its own.)
   if ((RANDOM % 2)); then mode=hand; else mode=launch; fi
   if ((RANDOM % 2)); then sig=STOP; else sig=KILL; fi
-  target=$((RANDOM % 2))
+  target=$((RANDOM % ranks))
   # With launch, a third of the SIGKILLs go to the launcher itself.
   [ "$mode" = launch ] && [ "$sig" = KILL ] && [ $((RANDOM % 3)) = 0 ] && target=launcher
   workload_args "$workload" "$type"
@@ -204,7 +221,7 @@ for ((c = 1; c <= cases; c++)); do
   case_start=$(date +%s%N)
 
   if [ "$mode" = launch ]; then
-    "$bin" launch -n 2 -- "$bin" "${args[@]}" >"$dir/launch.log" 2>&1 &
+    "$bin" launch -n "$ranks" -- "$bin" "${args[@]}" >"$dir/launch.log" 2>&1 &
     launcher=$!
     sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
     if [ "$target" = launcher ]; then victim=$launcher; else victim=$(launched_rank "$launcher" "$target"); fi
@@ -235,9 +252,9 @@ for ((c = 1; c <= cases; c++)); do
     if [ $hit = 1 ]; then
       [ $launch_rc -ne 0 ] || [ $resumed = 1 ] || problems+=("launch exited 0 after the fault")
       if [ "$target" != launcher ]; then
-        for r in 0 1; do check_messages "rank $r" "$(grep "^\[rank $r\]" <<<"$log")" 0; done
+        for ((r = 0; r < ranks; r++)); do check_messages "rank $r" "$(grep "^\[rank $r\]" <<<"$log")" 0; done
         # Somebody must say what happened: a rank's error or launch's report of the fault.
-        [ $resumed = 1 ] && [ $launch_rc -eq 0 ] || grep -Eq "error: |wholestore launch: rank [01] (killed by signal|exited with status)" <<<"$log" ||
+        [ $resumed = 1 ] && [ $launch_rc -eq 0 ] || grep -Eq "error: |wholestore launch: rank [0-9]+ (killed by signal|exited with status)" <<<"$log" ||
           problems+=("nothing says what happened")
       fi
       outcome="launch exit $launch_rc$([ $resumed = 1 ] && echo ", the job waited for the stopped rank and ended after SIGCONT")"
@@ -247,23 +264,27 @@ for ((c = 1; c <= cases; c++)); do
     fi
   else
     pids=()
-    for r in 0 1; do
-      RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-        WHOLESTORE_JOB_TOKEN=$id "$bin" "${args[@]}" >"$dir/rank$r.log" 2>&1 &
+    for ((r = 0; r < ranks; r++)); do
+      RANK=$r WORLD_SIZE=$ranks LOCAL_RANK=$r LOCAL_WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 \
+        MASTER_PORT=$port WHOLESTORE_JOB_TOKEN=$id "$bin" "${args[@]}" >"$dir/rank$r.log" 2>&1 &
       pids[r]=$!
     done
     sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
     victim=${pids[target]}
-    other=${pids[1 - target]}
     if alive "$victim"; then
       kill -"$sig" "$victim"
       hit=1
     else
       hit=0
     fi
-    wait_bounded "$other" "$deadline_s"
-    other_rc=$wait_rc
-    [ $other_rc -eq 255 ] && problems+=("rank $((1 - target)) did not end within $deadline_s s of the fault")
+    # Every other rank ends on its own; each has the whole deadline from the fault.
+    declare -A other_rc=()
+    for ((r = 0; r < ranks; r++)); do
+      [ "$r" = "$target" ] && continue
+      wait_bounded "${pids[r]}" "$deadline_s"
+      other_rc[$r]=$wait_rc
+      [ $wait_rc -eq 255 ] && problems+=("rank $r did not end within $deadline_s s of the fault")
+    done
     if [ "$sig" = STOP ] && [ $hit = 1 ]; then
       kill -CONT "$victim" 2>/dev/null  # as a user would: the job is over, let it go
     fi
@@ -271,14 +292,19 @@ for ((c = 1; c <= cases; c++)); do
     victim_rc=$wait_rc
     [ "$sig" = KILL ] && [ $victim_rc -eq 0 ] && hit=0  # as above
     [ $victim_rc -eq 255 ] && problems+=("rank $target did not end within $deadline_s s after SIGCONT")
+    all_ok=1
+    for r in "${!other_rc[@]}"; do [ "${other_rc[$r]}" -eq 0 ] || all_ok=0; done
     if [ $hit = 1 ]; then
-      # The survivor reports an error and exits 1, unless the fault came after its last
+      # A survivor reports an error and exits 1, unless the fault came after its last
       # collective: then it ends well (0, no error).  The stopped rank, resumed, likewise.
-      if [ $other_rc -eq 0 ]; then
-        grep -q error "$dir/rank$((1 - target)).log" && problems+=("rank $((1 - target)) exited 0 after an error")
-      else
-        [ $other_rc -eq 1 ] || problems+=("rank $((1 - target)) exited $other_rc, not 1")
-      fi
+      for r in "${!other_rc[@]}"; do
+        if [ "${other_rc[$r]}" -eq 0 ]; then
+          grep -q error "$dir/rank$r.log" && problems+=("rank $r exited 0 after an error")
+        else
+          [ "${other_rc[$r]}" -eq 1 ] || problems+=("rank $r exited ${other_rc[$r]}, not 1")
+        fi
+        check_messages "rank $r" "$(cat "$dir/rank$r.log")" $([ "${other_rc[$r]}" -ne 0 ] && echo 1 || echo 0)
+      done
       if [ "$sig" = KILL ]; then
         [ $victim_rc -eq 137 ] || problems+=("the killed rank exited $victim_rc")
       elif [ $victim_rc -eq 0 ]; then
@@ -286,15 +312,14 @@ for ((c = 1; c <= cases; c++)); do
       else
         [ $victim_rc -eq 1 ] || problems+=("the resumed rank exited $victim_rc, not 1")
       fi
-      check_messages "rank $((1 - target))" "$(cat "$dir/rank$((1 - target)).log")" \
-        $([ $other_rc -ne 0 ] && echo 1 || echo 0)
       check_messages "rank $target" "$(cat "$dir/rank$target.log")" 0
-      outcome="rank $((1 - target)) exit $other_rc, rank $target exit $victim_rc"
+      outcome="ranks exit$(for ((r = 0; r < ranks; r++)); do [ "$r" = "$target" ] && echo -n " $victim_rc" || echo -n " ${other_rc[$r]}"; done)"
     else
-      [ $other_rc -eq 0 ] && [ $victim_rc -eq 0 ] ||
-        problems+=("the run ended before the fault but exited $other_rc/$victim_rc")
-      outcome="ended before the fault (exit $other_rc/$victim_rc)"
+      [ $all_ok = 1 ] && [ $victim_rc -eq 0 ] ||
+        problems+=("the run ended before the fault but exited$(for r in "${!other_rc[@]}"; do echo -n " ${other_rc[$r]}"; done) / $victim_rc")
+      outcome="ended before the fault"
     fi
+    unset other_rc
   fi
   seconds=$(awk -v ns=$(($(date +%s%N) - case_start)) 'BEGIN { printf "%.1f", ns / 1e9 }')
   unset FAULT_CASE TMPDIR WHOLESTORE_TIMEOUT
