@@ -1,11 +1,12 @@
 // Embedding tables of wholestore._core: create, lookup, raw row writes, apply_gradients with
-// every optimizer, state reads, checkpoints.
+// every optimizer, state reads, checkpoints; the device cache in front of a table.
 #include "arrays.hpp"
 #include "bindings.hpp"
 
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+#include <embedding/cache.hpp>
 #include <embedding/checkpoint.hpp>
 #include <embedding/table.hpp>
 #include <wholememory/device.hpp>
@@ -50,6 +51,31 @@ std::size_t state_index(const py_table& t, const std::string& name) {
                          " table has no state '" + name +
                          "' (it has: " + (known.empty() ? std::string("none") : known) + ")")
                             .c_str());
+}
+
+/// A device_cache and the Python table it reads (kept alive: the cache holds a reference to
+/// the C++ table inside it).
+struct py_cache {
+  nb::object table_object;
+  py_table* table = nullptr;
+  emb::device_cache cache;
+  void check_alive() const {
+    if (table == nullptr) throw nb::value_error("this device cache was freed");
+    if (!table->t) throw nb::value_error("the table of this device cache was freed");
+  }
+};
+
+/// A host int32/int64 index array as a vector of int64 (the cache's row lists).
+std::vector<std::int64_t> host_rows(const in_array& a, const char* what) {
+  if (!cpu_reachable(a.device_type()))
+    throw nb::value_error((std::string(what) + ": pass a CPU array (numpy)").c_str());
+  const wm::index_array idx = as_indices(a, what);
+  std::vector<std::int64_t> out(idx.count);
+  for (std::size_t i = 0; i < idx.count; ++i) {
+    out[i] = idx.type == wm::dtype::int32 ? static_cast<const std::int32_t*>(idx.data)[i]
+                                          : static_cast<const std::int64_t*>(idx.data)[i];
+  }
+  return out;
 }
 
 }  // namespace
@@ -278,6 +304,123 @@ void bind_embedding(nb::module_& m) {
         released_call release;
         t.t.free();
       });
+
+  nb::class_<py_cache>(m, "DeviceCache", "A GPU's copy of hot rows (see wholestore.DeviceCache).")
+      .def(
+          "__init__",
+          [](py_cache* self, nb::object table, const in_array& rows, int device) {
+            py_table& t = nb::cast<py_table&>(table);
+            t.check_alive();
+            std::vector<std::int64_t> list = host_rows(rows, "rows");
+            emb::device_cache c;
+            {
+              released_call release;
+              c = emb::device_cache(t.t, list, device);
+            }
+            py_cache* p = new (self) py_cache();
+            p->table_object = std::move(table);
+            p->table = &t;
+            p->cache = std::move(c);
+          },
+          nb::arg("table"), nb::arg("rows"), nb::arg("device"))
+      .def_prop_ro("capacity",
+                   [](const py_cache& c) {
+                     c.check_alive();
+                     return c.cache.capacity();
+                   })
+      .def_prop_ro("device",
+                   [](const py_cache& c) {
+                     c.check_alive();
+                     return c.cache.device();
+                   })
+      .def(
+          "lookup",
+          [](py_cache& c, const in_array& indices, const out_array& out, std::uintptr_t stream) {
+            c.check_alive();
+            const wm::index_array idx = as_indices(indices, "indices");
+            const wm::dense_matrix dst = as_matrix(out, idx.count, c.table->t.dim(), false, "out");
+            require_gpu_reachable({{"indices", indices.device_type()}, {"out", out.device_type()}},
+                                  "a device cache's lookup");
+            released_call release;
+            c.cache.lookup(idx, dst, to_stream(stream));
+          },
+          nb::arg("indices"), nb::arg("out"), nb::arg("stream"))
+      .def(
+          "apply_gradients",
+          [](py_cache& c, const in_array& indices, const in_array& grads, float lr,
+             std::uintptr_t stream) {
+            c.check_alive();
+            const wm::index_array idx = as_indices(indices, "indices");
+            const wm::dense_matrix g =
+                as_matrix(grads, idx.count, c.table->t.dim(), false, "grads");
+            require_gpu_reachable(
+                {{"indices", indices.device_type()}, {"grads", grads.device_type()}},
+                "a device cache's apply_gradients");
+            released_call release;
+            c.cache.apply_gradients(idx, g, lr, to_stream(stream));
+          },
+          nb::arg("indices"), nb::arg("grads"), nb::arg("lr"), nb::arg("stream"))
+      .def(
+          "write_rows",
+          [](py_cache& c, const in_array& indices, const in_array& rows, std::uintptr_t stream) {
+            c.check_alive();
+            const wm::index_array idx = as_indices(indices, "indices");
+            const wm::dense_matrix src =
+                as_matrix(rows, idx.count, c.table->t.dim(), false, "rows");
+            require_gpu_reachable(
+                {{"indices", indices.device_type()}, {"rows", rows.device_type()}},
+                "a device cache's write_rows");
+            released_call release;
+            c.cache.scatter_rows(idx, src, to_stream(stream));
+          },
+          nb::arg("indices"), nb::arg("rows"), nb::arg("stream"))
+      .def(
+          "flush",
+          [](py_cache& c, std::uintptr_t stream) {
+            c.check_alive();
+            released_call release;
+            c.cache.flush(to_stream(stream));
+          },
+          nb::arg("stream"))
+      .def(
+          "stats",
+          [](const py_cache& c, std::uintptr_t stream) {
+            c.check_alive();
+            emb::cache_stats st;
+            {
+              released_call release;
+              st = c.cache.stats(to_stream(stream));
+            }
+            return std::make_pair(st.lookups, st.hits);
+          },
+          nb::arg("stream"))
+      .def(
+          "reset_stats",
+          [](py_cache& c, std::uintptr_t stream) {
+            c.check_alive();
+            released_call release;
+            c.cache.reset_stats(to_stream(stream));
+          },
+          nb::arg("stream"))
+      .def("free", [](py_cache& c) {
+        {
+          released_call release;
+          c.cache = emb::device_cache();
+        }
+        c.table = nullptr;
+        c.table_object = nb::object();  // with the GIL
+      });
+
+  m.def(
+      "hottest_rows",
+      [](const in_array& sample, std::size_t rows, std::size_t capacity) {
+        std::vector<std::int64_t> s = host_rows(sample, "sample");
+        released_call release;
+        return emb::hottest_rows(s, rows, capacity);
+      },
+      nb::arg("sample"), nb::arg("rows"), nb::arg("capacity"),
+      "The `capacity` rows most frequent in `sample` (ties to the lower row), at most its "
+      "distinct rows; an index outside [0, rows) raises LogicError naming it.");
 
   m.def("optimizer_names", [] {
     std::vector<std::string> names;

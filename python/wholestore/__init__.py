@@ -34,7 +34,7 @@ from ._core import (  # noqa: F401
     set_device,
 )
 from ._core import __version__  # noqa: F401
-from .embedding import OPTIMIZERS, EmbeddingTable  # noqa: F401
+from .embedding import OPTIMIZERS, DeviceCache, EmbeddingTable, hottest_rows  # noqa: F401
 from .graph import (  # noqa: F401
     SAMPLE_METHODS,
     Block,

@@ -129,3 +129,90 @@ class EmbeddingTable:
         """Frees weights and state now.  Collective."""
         self._t.free()
 
+
+
+def hottest_rows(sample, rows, capacity):
+    """The ``capacity`` rows that appear most often in ``sample`` (a CPU array of indices into a
+    table of ``rows`` rows; ties go to the lower row), at most the sample's distinct rows: the
+    cache's static policy (docs/architecture.md, "Embedding cache").  An int64 numpy array."""
+    import numpy as np
+    sample = _arrays.as_indices(sample)
+    return np.asarray(_core.hottest_rows(sample, int(rows), int(capacity)), dtype=np.int64)
+
+
+class DeviceCache:
+    """A GPU's copy of the hot rows of a continuous or chunked ``EmbeddingTable`` whose weights
+    live in host memory (or on another GPU).  Lookups through the cache give exactly the bytes
+    the table's lookup gives, cached or not; ``apply_gradients`` and ``write_rows`` through it
+    update the table (write-through) and the cached copies, so neither is ever stale and a
+    checkpoint needs no flush.  ``flush()`` re-reads the cached rows after the table changed
+    some other way (another rank's cache, ``load_checkpoint``, the table's own calls).
+
+    ``rows``: the row ids to cache (a CPU array; distinct), e.g. ``hottest_rows(sample, ...)``,
+    or pass ``fraction`` and ``sample`` to choose the ``fraction * table.rows`` rows most frequent
+    in ``sample``.  ``device``: the CUDA device (default: the current one).  GPU only: inputs and
+    outputs in memory the GPU reads.  ``apply_gradients`` is collective, like the table's.
+    The cache keeps its table alive.  ``stats()`` gives (lookups, hits) since the last
+    ``reset_stats()``.
+    """
+
+    def __init__(self, table, rows=None, *, fraction=None, sample=None, device=None):
+        if (rows is None) == (fraction is None):
+            raise ValueError("pass either rows or fraction (with sample)")
+        if rows is None:
+            if sample is None:
+                raise ValueError("fraction needs a sample of the index stream to rank rows by")
+            if not 0.0 < float(fraction) <= 1.0:
+                raise ValueError(f"fraction {fraction} is not in (0, 1]")
+            rows = hottest_rows(sample, table.rows, max(1, int(float(fraction) * table.rows)))
+        self.table = table
+        device = _core.current_device() if device is None else int(device)
+        self._c = _core.DeviceCache(table._t, _arrays.as_indices(rows), device)
+
+    rows = property(lambda self: self.table.rows)
+    dim = property(lambda self: self.table.dim)
+    dtype = property(lambda self: self.table.dtype)
+    capacity = property(lambda self: self._c.capacity, doc="rows held in device memory")
+    device = property(lambda self: self._c.device)
+
+    def __repr__(self):
+        return f"DeviceCache(capacity={self.capacity}, device={self.device}, table={self.table!r})"
+
+    def lookup(self, indices, out=None, dtype=None, stream=None):
+        """As ``EmbeddingTable.lookup``, hits served from device memory.  Returns ``out``."""
+        given = out
+        out = _arrays.adapt_output(out)
+        indices = _arrays.as_indices(indices)
+        if out is None:
+            out = _arrays.empty(indices, (_arrays.length(indices), self.dim),
+                                _arrays.dtype_name(dtype) if dtype is not None else self.dtype)
+        self._c.lookup(indices, out, _arrays.stream_of(stream, indices, out))
+        return out if given is None else given
+
+    def apply_gradients(self, indices, grads, lr, stream=None):
+        """``EmbeddingTable.apply_gradients`` through the cache (collective)."""
+        indices = _arrays.as_indices(indices)
+        grads = _arrays.as_array(grads, dtype="float32")
+        self._c.apply_gradients(indices, grads, float(lr),
+                                _arrays.stream_of(stream, indices, grads))
+
+    def write_rows(self, indices, rows, stream=None):
+        """``EmbeddingTable.write_rows`` through the cache (not collective)."""
+        indices = _arrays.as_indices(indices)
+        rows = _arrays.as_array(rows, dtype="float32")
+        self._c.write_rows(indices, rows, _arrays.stream_of(stream, indices, rows))
+
+    def flush(self, stream=None):
+        """Re-reads every cached row from the table."""
+        self._c.flush(_arrays.stream_of(stream))
+
+    def stats(self, stream=None):
+        """(lookups, hits) since the cache was made or ``reset_stats``; synchronizes."""
+        return self._c.stats(_arrays.stream_of(stream))
+
+    def reset_stats(self, stream=None):
+        self._c.reset_stats(_arrays.stream_of(stream))
+
+    def free(self):
+        """Frees the device copy now."""
+        self._c.free()
