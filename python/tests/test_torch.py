@@ -66,6 +66,41 @@ def test_autograd_embedding_cpu(comm, optimizer_name):
     check_against_torch(comm, optimizer_name, "cpu", "host")
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_under_torch_compile(comm, device):
+    """torch.compile around a model with a store embedding: dynamo breaks the graph at the
+    lookup (a call into C++) and compiles the rest; forward and the sparse update equal eager."""
+    if device == "cuda" and not GPU:
+        pytest.skip("needs a GPU")
+    if not hasattr(torch, "compile"):
+        pytest.skip("torch without torch.compile")
+    location = "host" if device == "cpu" else "device"
+    make = lambda: ws.EmbeddingTable(comm, 40, 8, "float32", "continuous", location,  # noqa
+                                     optimizer="adagrad", init_range=(-1, 1), seed=6)
+    linear = torch.nn.Linear(8, 3).to(device)
+
+    class Model(torch.nn.Module):
+        def __init__(self, table):
+            super().__init__()
+            self.emb = wholestore.nn.Embedding(table, lr=0.1)
+            self.linear = linear
+
+        def forward(self, idx):
+            return torch.tanh(self.linear(self.emb(idx) * 2.0)).sum()
+
+    eager_table, compiled_table = make(), make()
+    eager, compiled = Model(eager_table), torch.compile(Model(compiled_table), backend="aot_eager")
+    for step in range(3):
+        idx = torch.tensor([[1, 5, 5], [39, 0, step]], device=device)
+        want, got = eager(idx), compiled(idx)
+        torch.testing.assert_close(got, want)
+        want.backward()
+        got.backward()
+    everything = torch.arange(40, device=device)
+    assert torch.equal(compiled_table.lookup(everything), eager_table.lookup(everything))
+    assert compiled_table.step == eager_table.step == 3
+
+
 def test_forward_without_grad_and_dtype(comm):
     table = ws.EmbeddingTable(comm, 10, 4, "float16", init_range=(-1, 1))
     module = wholestore.nn.Embedding(table, lr=0.1, dtype=torch.float32)

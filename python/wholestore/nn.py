@@ -9,6 +9,8 @@ the dense optimizer's ``step()``; a torch optimizer over ``model.parameters()`` 
 table (it has no torch Parameter).  With several ranks, ``apply_gradients`` is collective:
 every rank must run the same number of backward passes through the module.  Gradients of
 repeated indices are summed; the learning rate is ``module.lr`` at the time of the backward.
+Under ``torch.compile`` the lookup runs eagerly (a graph break) and the rest of the model
+compiles.
 """
 
 _built = {}
@@ -42,6 +44,23 @@ def _build():
             ctx.module.table.apply_gradients(flat, grad.contiguous(), ctx.module.lr)
             return None, None, None
 
+    # Under torch.compile the store's calls run eagerly: dynamo cannot trace into the C++
+    # library, and tracing its Python wrappers fails on DLPack's device enum.  The graph breaks
+    # at the lookup; the model's other layers compile as usual, and the backward through the
+    # autograd.Function still hands the gradient to the table's optimizer.
+    compiler = getattr(torch, "compiler", None)
+    disable = getattr(compiler, "disable", None) or torch._dynamo.disable
+
+    @disable
+    def _store_forward(module, indices):
+        if not torch.is_grad_enabled():
+            flat = indices.reshape(-1).contiguous()
+            out = torch.empty((flat.shape[0], module.table.dim), dtype=module.dtype,
+                              device=indices.device)
+            module.table.lookup(flat, out=out)
+            return out.reshape(tuple(indices.shape) + (module.table.dim,))
+        return _Lookup.apply(indices, module._anchor, module)
+
     class Embedding(torch.nn.Module):
         """An embedding layer over a wholestore EmbeddingTable.
 
@@ -69,13 +88,7 @@ def _build():
             return self.table.dim
 
         def forward(self, indices):
-            if not torch.is_grad_enabled():
-                flat = indices.reshape(-1).contiguous()
-                out = torch.empty((flat.shape[0], self.table.dim), dtype=self.dtype,
-                                  device=indices.device)
-                self.table.lookup(flat, out=out)
-                return out.reshape(tuple(indices.shape) + (self.table.dim,))
-            return _Lookup.apply(indices, self._anchor, self)
+            return _store_forward(self, indices)
 
         def extra_repr(self):
             return f"{self.table.rows}, {self.table.dim}, lr={self.lr}, table={self.table!r}"
