@@ -7,6 +7,7 @@
 #include "config.hpp"
 
 #include <wholememory/bootstrap.hpp>
+#include <wholememory/host_identity.hpp>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -46,8 +47,10 @@ constexpr std::size_t max_line = 64 * 1024;
 struct launch_options {
   int ranks = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;    // 0: pick a free one
-  std::string job_token;  // WHOLESTORE_JOB_TOKEN of every rank: fresh per launch
+  int master_port = 0;      // 0: pick a free one
+  int hosts = 0;            // --hosts: simulated hosts (0: the machine's own identity)
+  std::string job_token;    // WHOLESTORE_JOB_TOKEN of every rank: fresh per launch
+  std::string host_prefix;  // with --hosts: "<this host>/sim", the simulated hosts' ids + index
   std::vector<char*> command;
 };
 
@@ -74,7 +77,8 @@ std::optional<launch_options> parse_options(int argc, char** argv) {
       break;
     }
     if (arg == "-h" || arg == "--help") return std::nullopt;
-    const bool takes_value = arg == "-n" || arg == "--master-addr" || arg == "--master-port";
+    const bool takes_value =
+        arg == "-n" || arg == "--master-addr" || arg == "--master-port" || arg == "--hosts";
     if (!takes_value) {
       if (!arg.empty() && arg[0] == '-') throw usage_error("unknown option '" + arg + "'");
       break;  // the command starts here, without "--"
@@ -87,6 +91,11 @@ std::optional<launch_options> parse_options(int argc, char** argv) {
         throw usage_error(std::string("-n '") + value + "' must be a number of ranks in [1, 4096]");
       opts.ranks = *n;
       have_ranks = true;
+    } else if (arg == "--hosts") {
+      std::optional<int> h = parse_int(value, 1, 4096);
+      if (!h)
+        throw usage_error(std::string("--hosts '") + value + "' must be a number in [1, 4096]");
+      opts.hosts = *h;
     } else if (arg == "--master-addr") {
       if (*value == '\0') throw usage_error("--master-addr is empty");
       opts.master_addr = value;
@@ -98,6 +107,9 @@ std::optional<launch_options> parse_options(int argc, char** argv) {
     }
   }
   if (!have_ranks) throw usage_error("missing -n N (the number of ranks)");
+  if (opts.hosts > 0 && opts.ranks % opts.hosts != 0)
+    throw usage_error("--hosts " + std::to_string(opts.hosts) + " does not divide -n " +
+                      std::to_string(opts.ranks) + " (every simulated host gets as many ranks)");
   if (i >= argc) throw usage_error("no command to run (put it after --)");
   opts.command.assign(argv + i, argv + argc);
   opts.command.push_back(nullptr);
@@ -345,10 +357,19 @@ void start_rank(rank_process& proc, const launch_options& opts) {
     const std::string rank = std::to_string(proc.rank);
     const std::string size = std::to_string(opts.ranks);
     const std::string port = std::to_string(opts.master_port);
+    // Simulated hosts: contiguous blocks of ranks, as a launcher per node numbers them.
+    const int per_host = opts.hosts > 0 ? opts.ranks / opts.hosts : opts.ranks;
+    const std::string local_rank = std::to_string(proc.rank % per_host);
+    const std::string local_size = std::to_string(per_host);
     ::setenv("RANK", rank.c_str(), 1);
     ::setenv("WORLD_SIZE", size.c_str(), 1);
-    ::setenv("LOCAL_RANK", rank.c_str(), 1);
-    ::setenv("LOCAL_WORLD_SIZE", size.c_str(), 1);
+    ::setenv("LOCAL_RANK", local_rank.c_str(), 1);
+    ::setenv("LOCAL_WORLD_SIZE", local_size.c_str(), 1);
+    if (opts.hosts > 0) {
+      const std::string host = opts.host_prefix + std::to_string(proc.rank / per_host);
+      ::setenv("WHOLESTORE_HOST_ID", host.c_str(), 1);
+      ::setenv("NCCL_HOSTID", host.c_str(), 1);
+    }
     ::setenv("MASTER_ADDR", opts.master_addr.c_str(), 1);
     ::setenv("MASTER_PORT", port.c_str(), 1);
     ::setenv("WHOLESTORE_JOB_TOKEN", opts.job_token.c_str(), 1);
@@ -610,6 +631,7 @@ int run_launch(int argc, char** argv) {
   wholememory::timeout_from_env();
   if (opts->master_port == 0) opts->master_port = pick_free_port();
   opts->job_token = make_job_token();
+  if (opts->hosts > 0) opts->host_prefix = wholememory::host_identity() + "/sim";
   return job(std::move(*opts)).run();
 }
 
@@ -617,12 +639,17 @@ const command_info& launch_command() {
   static const command_info info{
       "launch",
       "run N ranks of a command on this host",
-      "-n N [--master-addr ADDR] [--master-port PORT] [--] COMMAND [ARGS...]",
+      "-n N [--hosts H] [--master-addr ADDR] [--master-port PORT] [--] COMMAND [ARGS...]",
       "Runs N ranks of COMMAND on this host. Each rank gets `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, "
       "`LOCAL_WORLD_SIZE`, `MASTER_ADDR` (default 127.0.0.1) and `MASTER_PORT` (default: a free "
       "port) in its environment, the variables `torchrun` sets, `WHOLESTORE_JOB_TOKEN` (random, "
       "one per launch: the bootstrap refuses processes of another job that use the same port), "
-      "and reads stdin from /dev/null; its output is prefixed with `[rank k]`. When a rank fails, "
+      "and reads stdin from /dev/null; its output is prefixed with `[rank k]`. `--hosts H` "
+      "simulates H hosts on this one (H divides N): ranks come in H contiguous blocks, "
+      "`LOCAL_RANK` and `LOCAL_WORLD_SIZE` count within the block, and `WHOLESTORE_HOST_ID` and "
+      "`NCCL_HOSTID` name the block's host, so that wholestore and NCCL treat the blocks as "
+      "separate machines (the host communicator refuses to span them, NCCL connects them "
+      "through its network transport). When a rank fails, "
       "the others are "
       "stopped and launch exits with that rank's status (128 + the signal when it was "
       "killed). SIGINT, SIGTERM and SIGHUP are passed on to the ranks; when launch itself is "
@@ -631,7 +658,8 @@ const command_info& launch_command() {
       "what follows, `--help` included, goes to COMMAND.",
       {},
       {"wholestore launch -n 2 -- wholestore sample configs/sample.yaml",
-       "wholestore launch -n 4 --master-port 29500 -- wholestore demo configs/demo.yaml"},
+       "wholestore launch -n 4 --master-port 29500 -- wholestore demo configs/demo.yaml",
+       "wholestore launch -n 4 --hosts 2 -- wholestore sample configs/sample.yaml"},
       run_launch};
   return info;
 }

@@ -440,14 +440,25 @@ struct sample_job {
 // Joins the job.  The host communicator serves continuous and chunked memory, also for ranks
 // that share a GPU; only distributed memory on the GPU path needs NCCL (its sampler and gather
 // exchange rows through it), and NCCL needs a GPU per rank: refused here, before any work,
-// with the ways out.  Rank 0 prints what runs.
+// with the ways out.  A job over several hosts (real, or simulated with launch --hosts) gives
+// every host its own copy of the graph, in memory over that host's ranks (the host
+// communicator cannot span hosts), except distributed memory on the GPU path, which spans
+// every host through NCCL; the seeds are split over all ranks either way.  Rank 0 prints what
+// runs.
 sample_job join_job(const config& cfg, const sample_settings& set) {
   sample_job job;
   job.bs = wm::make_job_bootstrap(set.timeout);
   // Every rank runs the same job: a rank with other values would build or sample a different
   // graph, or wait in a collective the others never call.
   wm::agree_on_values(*job.bs, "the config of every rank must match", shared_settings(cfg, set));
-  job.comm = wm::make_host_communicator(job.bs);
+  const wm::rank_topology topo = wm::discover_topology(*job.bs);
+  if (topo.num_hosts > 1) {
+    const int me = job.bs->rank();
+    job.comm = wm::make_host_communicator(
+        std::shared_ptr<wm::bootstrap>(job.bs->split(topo.host_of_rank[me], me)));
+  } else {
+    job.comm = wm::make_host_communicator(job.bs);
+  }
   if (set.use_gpu) {
     wm::set_device(wm::default_device(*job.comm));
     job.sharing = wm::describe_gpu_sharing(*job.bs, wm::current_device());
@@ -464,8 +475,8 @@ sample_job join_job(const config& cfg, const sample_settings& set) {
     }
     if (distributed) job.comm = wm::make_nccl_communicator(job.bs);
   }
-  job.rank = job.comm->rank();
-  job.ranks = job.comm->size();
+  job.rank = job.bs->rank();
+  job.ranks = job.bs->size();
   job.lead = job.rank == 0;
   if (job.lead) {
     std::printf("wholestore sample: %d rank(s), %s sampler, graph %s %s, features %s %s\n",
@@ -473,6 +484,12 @@ sample_job join_job(const config& cfg, const sample_settings& set) {
                 wm::memory_location_name(set.graph_location),
                 wm::memory_type_name(set.features_type),
                 wm::memory_location_name(set.features_location));
+    if (topo.num_hosts > 1) {
+      std::printf("  %d hosts: %s\n", topo.num_hosts,
+                  job.comm->get_backend() == wm::backend::nccl
+                      ? "distributed memory over every host (NCCL)"
+                      : "every host holds its own copy of the graph and features");
+    }
     if (set.use_gpu) {
       std::printf("  %d GPU(s) in use, %d rank(s) per GPU at most, %s communicator\n",
                   job.sharing.gpus, job.sharing.max_ranks_per_gpu,

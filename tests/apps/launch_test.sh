@@ -42,6 +42,28 @@ ports=$(sed -E 's/.*:([0-9]+)$/\1/' "$WORK/out" | sort -u | wc -l)
 [ "$ports" -eq 1 ] || fail "ranks saw $ports different MASTER_PORT values"
 [ $failures -eq 0 ] && pass "3 ranks with their environment and prefixed output"
 
+# ---- simulated hosts: --hosts 2 over 4 ranks --------------------------------------------------
+before=$failures
+"$WHOLESTORE" launch -n 4 --hosts 2 -- sh -c \
+  'echo "$RANK local $LOCAL_RANK/$LOCAL_WORLD_SIZE host $WHOLESTORE_HOST_ID nccl $NCCL_HOSTID"' \
+  >"$WORK/out" 2>"$WORK/err"
+rc=$?
+[ $rc -eq 0 ] || fail "launch -n 4 --hosts 2 exited with $rc: $(cat "$WORK/err")"
+for r in 0 1 2 3; do
+  h=$((r / 2))
+  grep -Eq "^\[rank $r\] $r local $((r % 2))/2 host .+/sim$h nccl .+/sim$h\$" "$WORK/out" ||
+    fail "rank $r: no 'local $((r % 2))/2 host .../sim$h' line: $(cat "$WORK/out")"
+done
+hosts=$(sed -E 's/.* host ([^ ]+) .*/\1/' "$WORK/out" | sort -u | wc -l)
+[ "$hosts" -eq 2 ] || fail "expected 2 distinct host ids, got $hosts"
+"$WHOLESTORE" launch -n 3 --hosts 2 -- true >/dev/null 2>"$WORK/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "does not divide" "$WORK/err" || fail "--hosts 2 with -n 3: exit $rc, $(cat "$WORK/err")"
+"$WHOLESTORE" launch -n 2 --hosts 0 -- true >/dev/null 2>"$WORK/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "\-\-hosts '0'" "$WORK/err" || fail "--hosts 0: exit $rc, $(cat "$WORK/err")"
+[ $failures -eq $before ] && pass "--hosts: per-host LOCAL_RANK, WHOLESTORE_HOST_ID, NCCL_HOSTID; bad values refused"
+
 # ---- stderr, partial last lines and an explicit master address and port ----------------------
 before=$failures
 "$WHOLESTORE" launch -n 2 --master-addr 10.0.0.7 --master-port 4567 -- sh -c \

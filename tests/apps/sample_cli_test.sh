@@ -26,6 +26,21 @@ for ranks in 1 2; do
   done
 done
 
+# Two simulated hosts of two ranks (launch --hosts 2): each host holds its own copy of the graph
+# (the host communicator cannot span hosts); a node's sample does not depend on which rank
+# takes it, so the job samples exactly the edges of one host of four ranks.
+for type in continuous chunked distributed; do
+  one="$work/hosts1-$type.log" two="$work/hosts2-$type.log"
+  "$bin" launch -n 4 -- "$bin" sample configs/sample.yaml "${small[@]}" --set batches=0 \
+    --set graph.type="$type" >"$one" 2>&1 || fail "4 ranks, $type: exited non-zero: $(tail -3 "$one")"
+  "$bin" launch -n 4 --hosts 2 -- "$bin" sample configs/sample.yaml "${small[@]}" --set batches=0 \
+    --set graph.type="$type" >"$two" 2>&1 || fail "2 hosts x 2 ranks, $type: exited non-zero: $(tail -3 "$two")"
+  grep -q "2 hosts: every host holds its own copy" "$two" || fail "2 hosts, $type: no hosts line: $(head -5 "$two")"
+  edges() { grep -Eo "[0-9]+ sampled edges" "$1" | head -1; }
+  [ -n "$(edges "$one")" ] && [ "$(edges "$one")" = "$(edges "$two")" ] ||
+    fail "2 hosts, $type: '$(edges "$two")' differs from one host's '$(edges "$one")'"
+done
+
 # --report: the YAML has the summary's keys and the effective config.
 "$bin" sample configs/sample.yaml "${small[@]}" --report "$work/report.yaml" >"$work/report.log" 2>&1 ||
   fail "--report run exited non-zero: $(tail -3 "$work/report.log")"

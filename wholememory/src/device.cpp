@@ -4,6 +4,7 @@
 #include <wholememory/device.hpp>
 #include <wholememory/device_buffer.hpp>
 #include <wholememory/error.hpp>
+#include <wholememory/host_identity.hpp>
 
 #include <unistd.h>
 
@@ -142,10 +143,12 @@ cuda_environment describe_cuda_environment() {
 }
 
 namespace {
-// One rank's GPU, as the others see it: the host it runs on and the device's PCI bus id (the
-// same GPU has the same bus id whatever CUDA_VISIBLE_DEVICES each process was given).
+// One rank's GPU, as the others see it: the host it runs on (host_identity: ranks of simulated
+// hosts on one machine do not share a GPU, as NCCL, given NCCL_HOSTID, sees it too) and the
+// device's PCI bus id (the same GPU has the same bus id whatever CUDA_VISIBLE_DEVICES each
+// process was given).
 struct gpu_identity {
-  char host[64];
+  char host[max_host_identity + 1];
   char bus_id[32];
   std::int32_t device;  // this process's ordinal, -1 for no GPU
 };
@@ -153,7 +156,8 @@ struct gpu_identity {
 
 gpu_sharing describe_gpu_sharing(bootstrap& bs, int device) {
   gpu_identity mine{};
-  ::gethostname(mine.host, sizeof(mine.host) - 1);
+  const std::string host = host_identity();
+  std::memcpy(mine.host, host.data(), std::min(host.size(), sizeof(mine.host) - 1));
   mine.device = device;
 #if defined(WHOLESTORE_HAS_CUDA)
   if (device >= 0) {

@@ -23,6 +23,7 @@
 #include <wholememory/communicator.hpp>
 #include <wholememory/convert.hpp>
 #include <wholememory/error.hpp>
+#include <wholememory/host_identity.hpp>
 #include <wholememory/interrupt.hpp>
 
 #include <sched.h>
@@ -645,9 +646,7 @@ std::shared_ptr<communicator> make_host_communicator(std::shared_ptr<bootstrap> 
   rank_topology topology = discover_topology(*bs);
   if (topology.num_hosts != 1) {
     // Every rank sees the same topology, so all of them take this extra round and throw.
-    char host[256] = {};
-    ::gethostname(host, sizeof(host) - 1);
-    std::vector<std::string> names = bs->allgatherv(host);
+    std::vector<std::string> names = bs->allgatherv(host_identity());
     std::ostringstream hosts;
     std::vector<std::string> seen;
     for (const std::string& name : names) {

@@ -1,11 +1,13 @@
 #include <wholememory/communicator.hpp>
 #include <wholememory/error.hpp>
+#include <wholememory/host_identity.hpp>
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -27,11 +29,26 @@ const char* backend_name(backend b) {
   return "unknown";
 }
 
-rank_topology discover_topology(bootstrap& bs) {
+std::string host_identity() {
+  if (const char* id = std::getenv("WHOLESTORE_HOST_ID")) {
+    const std::string value(id);
+    WM_EXPECTS(
+        !value.empty() && value.size() <= max_host_identity,
+        "WHOLESTORE_HOST_ID must be 1 to " << max_host_identity << " bytes, not " << value.size());
+    for (unsigned char c : value) {
+      WM_EXPECTS(c >= 0x20 && c != 0x7f, "WHOLESTORE_HOST_ID holds a control character (byte "
+                                             << static_cast<int>(c) << ")");
+    }
+    return value;
+  }
   char host[HOST_NAME_MAX + 1] = {};
   WM_SYSCALL_TRY(::gethostname(host, sizeof(host) - 1));
-  // "pid hostname": the pid first so that any host name, spaces included, parses back.
-  const std::string mine = std::to_string(static_cast<long>(::getpid())) + " " + host;
+  return host;
+}
+
+rank_topology discover_topology(bootstrap& bs) {
+  // "pid host": the pid first so that any host name, spaces included, parses back.
+  const std::string mine = std::to_string(static_cast<long>(::getpid())) + " " + host_identity();
   const std::vector<std::string> all = bs.allgatherv(mine);
 
   rank_topology topo;
