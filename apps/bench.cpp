@@ -262,8 +262,9 @@ int run_bench(int argc, char** argv) {
   // The config is checked: join the job.
   std::shared_ptr<wholememory::bootstrap> bs = wholememory::make_job_bootstrap(timeout);
   agree_on_config(*bs, cfg, "bench", {"timeout_s", "threads"});
-  auto host_comm = wholememory::make_host_communicator(bs);
-  const int rank = host_comm->rank(), ranks = host_comm->size();
+  // Over several hosts (real or launch --hosts) continuous and chunked memory is per host.
+  auto host_comm = wholememory::make_local_host_communicator(bs);
+  const int rank = bs->rank(), ranks = bs->size();
   const bool lead = rank == 0;
 
   // ---- ceilings, one rank at a time so they do not share the links ---------------------------
@@ -284,7 +285,7 @@ int run_bench(int argc, char** argv) {
     BENCH_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
     for (int r = 0; r < ranks; ++r) {
       if (r == rank) ceil = measure_gpu_ceilings(device, stream);
-      host_comm->barrier(nullptr);
+      bs->barrier();
     }
     if (std::find(types.begin(), types.end(), wholememory::memory_type::distributed) !=
         types.end()) {
@@ -326,7 +327,7 @@ int run_bench(int argc, char** argv) {
       opts.granularity = granularity;
       auto wm = wholememory::allocation::create(comm, table_bytes, mtype, loc, opts);
       fill_part(wm, seed);
-      host_comm->barrier(nullptr);
+      bs->barrier();
       for (std::size_t row_bytes : row_sizes) {
         const std::size_t rows = table_bytes / row_bytes;
         const std::size_t cols = row_bytes / elem;
@@ -431,7 +432,7 @@ int run_bench(int argc, char** argv) {
             };
             std::vector<double> times;
             for (int r = 0; r < warmup + repeats; ++r) {
-              host_comm->barrier(nullptr);
+              bs->barrier();
               auto t0 = std::chrono::steady_clock::now();
               call();
 #if defined(WHOLESTORE_HAS_CUDA)
@@ -443,7 +444,7 @@ int run_bench(int argc, char** argv) {
             }
             const double t = median(times);
             std::vector<double> all(ranks);
-            host_comm->allgather(&t, all.data(), 1, wholememory::dtype::float64, nullptr);
+            bs->allgather(&t, all.data(), sizeof(double));
             const double slowest = *std::max_element(all.begin(), all.end());
             result_row row;
             row.op = op;
@@ -486,7 +487,7 @@ int run_bench(int argc, char** argv) {
           }
         }
       }
-      host_comm->barrier(nullptr);
+      bs->barrier();
     }
   }
 #if defined(WHOLESTORE_HAS_CUDA)

@@ -371,8 +371,8 @@ std::vector<case_line> run_table_cases(const settings& s, const bench_context& c
   std::vector<case_line> lines;
   for (auto loc : s.locations) {
     for (auto type : s.types) {
-      const bool nccl = s.gpu && c.nccl_comm &&
-                        (!s.host_comm || type == wm::memory_type::distributed);
+      const bool nccl =
+          s.gpu && c.nccl_comm && (!s.host_comm || type == wm::memory_type::distributed);
       auto comm = nccl ? c.nccl_comm : c.host_comm;
       for (auto dt : s.dtypes) {
         for (std::size_t dim : s.dims) {
@@ -703,9 +703,10 @@ int run_bench_embedding(int argc, char** argv) {
   bench_context c;
   c.bs = wm::make_job_bootstrap(s.timeout);
   agree_on_config(*c.bs, cfg, "bench", {"timeout_s", "threads"});
-  c.host_comm = wm::make_host_communicator(c.bs);
-  c.rank = c.host_comm->rank();
-  c.ranks = c.host_comm->size();
+  // Over several hosts (real or launch --hosts) continuous and chunked tables are per host.
+  c.host_comm = wm::make_local_host_communicator(c.bs);
+  c.rank = c.bs->rank();
+  c.ranks = c.bs->size();
   c.lead = c.rank == 0;
 #if defined(WHOLESTORE_HAS_CUDA)
   if (s.gpu) {

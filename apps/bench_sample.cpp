@@ -161,7 +161,7 @@ std::vector<walk_result> run_walk_cases(const config& cfg, const graph::host_csr
   if (batch < 1) throw config_error("walk_batch must be >= 1");
   const double p = cfg.get_number("node2vec_p"), q = cfg.get_number("node2vec_q");
   if (!(p > 0) || !(q > 0)) throw config_error("node2vec_p and node2vec_q must be > 0");
-  const int rank = comm->rank(), ranks = comm->size();
+  const int rank = bs.rank(), ranks = bs.size();
   const bool lead = rank == 0;
   const auto n = static_cast<std::size_t>(batch);
   const std::size_t width = static_cast<std::size_t>(length) + 1;
@@ -314,8 +314,9 @@ int run_bench_sample(int argc, char** argv) {
 
   std::shared_ptr<wm::bootstrap> bs = wm::make_job_bootstrap(timeout);
   agree_on_config(*bs, cfg, "bench", {"timeout_s", "threads", "gen_threads"});
-  auto host_comm = wm::make_host_communicator(bs);
-  const int rank = host_comm->rank(), ranks = host_comm->size();
+  // Over several hosts (real or launch --hosts) continuous and chunked graphs are per host.
+  auto host_comm = wm::make_local_host_communicator(bs);
+  const int rank = bs->rank(), ranks = bs->size();
   const bool lead = rank == 0;
   std::shared_ptr<wm::communicator> nccl_comm;
   cudaStream_t stream = nullptr;

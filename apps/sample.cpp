@@ -451,14 +451,8 @@ sample_job join_job(const config& cfg, const sample_settings& set) {
   // Every rank runs the same job: a rank with other values would build or sample a different
   // graph, or wait in a collective the others never call.
   wm::agree_on_values(*job.bs, "the config of every rank must match", shared_settings(cfg, set));
-  const wm::rank_topology topo = wm::discover_topology(*job.bs);
-  if (topo.num_hosts > 1) {
-    const int me = job.bs->rank();
-    job.comm = wm::make_host_communicator(
-        std::shared_ptr<wm::bootstrap>(job.bs->split(topo.host_of_rank[me], me)));
-  } else {
-    job.comm = wm::make_host_communicator(job.bs);
-  }
+  job.comm = wm::make_local_host_communicator(job.bs);
+  const int num_hosts = wm::discover_topology(*job.bs).num_hosts;
   if (set.use_gpu) {
     wm::set_device(wm::default_device(*job.comm));
     job.sharing = wm::describe_gpu_sharing(*job.bs, wm::current_device());
@@ -484,8 +478,8 @@ sample_job join_job(const config& cfg, const sample_settings& set) {
                 wm::memory_location_name(set.graph_location),
                 wm::memory_type_name(set.features_type),
                 wm::memory_location_name(set.features_location));
-    if (topo.num_hosts > 1) {
-      std::printf("  %d hosts: %s\n", topo.num_hosts,
+    if (num_hosts > 1) {
+      std::printf("  %d hosts: %s\n", num_hosts,
                   job.comm->get_backend() == wm::backend::nccl
                       ? "distributed memory over every host (NCCL)"
                       : "every host holds its own copy of the graph and features");

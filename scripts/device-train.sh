@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 if [ -d .device-shared/data ] && [ ! -e ../shared/data ]; then
   mkdir -p ../shared && cp -r .device-shared/data ../shared/
 fi
-export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 WHOLESTORE_EXPECT_GPU=1
 final=${OUT:-/tmp/wholestore-out}
 out=$(mktemp -d)
 mkdir -p "$final"

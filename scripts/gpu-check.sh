@@ -14,7 +14,8 @@
 set -euo pipefail
 
 # NVLink multicast (NVLS) stays off on the shared GPU machines.
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# GPUs are expected here: a CUDA error fails the GPU tests instead of skipping them.
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 WHOLESTORE_EXPECT_GPU=1
 
 # nvcc is not always on PATH; CMake's CUDA detection looks there first.
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then

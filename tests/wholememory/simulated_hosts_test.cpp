@@ -103,9 +103,9 @@ TEST(SimulatedHosts, TopologyRefusalAndPerHostReplicas) {
       EXPECT_NE(what.find("sim-b"), std::string::npos) << what;
     }
 
-    // One host communicator per host; its memory is that host's alone.
-    auto local = wm::make_host_communicator(
-        std::shared_ptr<wm::bootstrap>(bs->split(topo.host_of_rank[me], me)));
+    // One host communicator per host (make_local_host_communicator splits by host); its
+    // memory is that host's alone.
+    auto local = wm::make_local_host_communicator(bs);
     ASSERT_EQ(local->size(), 2);
     EXPECT_EQ(local->rank(), me % 2);
     EXPECT_EQ(local->topology().num_hosts, 1);

@@ -81,6 +81,14 @@ rank_topology discover_topology(bootstrap& bs) {
   return topo;
 }
 
+std::shared_ptr<communicator> make_local_host_communicator(std::shared_ptr<bootstrap> bs) {
+  WM_EXPECTS(bs != nullptr, "make_local_host_communicator needs a bootstrap");
+  const rank_topology topo = discover_topology(*bs);
+  if (topo.num_hosts == 1) return make_host_communicator(std::move(bs));
+  const int me = bs->rank();
+  return make_host_communicator(std::shared_ptr<bootstrap>(bs->split(topo.host_of_rank[me], me)));
+}
+
 std::shared_ptr<communicator> communicator::split_by_host() {
   return split(topology_.host_of_rank[rank()], rank());
 }

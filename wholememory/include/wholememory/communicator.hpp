@@ -106,12 +106,18 @@ class communicator {
   rank_topology topology_;
 };
 
-/// Gathers host names and pids over `bs` and derives the topology.  Collective.
+/// Gathers host identities (host_identity.hpp) and pids over `bs` and derives the topology.
+/// Collective.
 rank_topology discover_topology(bootstrap& bs);
 
 /// Host backend over shared memory.  All ranks must be on one host (else logic_error naming the
 /// hosts).  Collective.
 std::shared_ptr<communicator> make_host_communicator(std::shared_ptr<bootstrap> bs);
+
+/// The host communicator of this rank's host: over every rank of `bs` when they share one host,
+/// else over the ranks of this host only (a split of `bs`), the communicator of a per-host
+/// replica in a job over several hosts.  Collective over `bs`.
+std::shared_ptr<communicator> make_local_host_communicator(std::shared_ptr<bootstrap> bs);
 
 /// NCCL backend on CUDA device `device` (the caller's current device when -1).  Collective.
 /// Throws logic_error in a build without CUDA.
