@@ -639,8 +639,8 @@ const command_info& launch_command() {
   static const command_info info{
       "launch",
       "run N ranks of a command on this host",
-      "-n N [--hosts H] [--master-addr ADDR] [--master-port PORT] [--] COMMAND [ARGS...]",
-      "Runs N ranks of COMMAND on this host. Each rank gets `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, "
+      "-n N [--hosts H] [--master-addr A] [--master-port P] [--] CMD [ARG...]",
+      "Runs N ranks of CMD on this host. Each rank gets `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, "
       "`LOCAL_WORLD_SIZE`, `MASTER_ADDR` (default 127.0.0.1) and `MASTER_PORT` (default: a free "
       "port) in its environment, the variables `torchrun` sets, `WHOLESTORE_JOB_TOKEN` (random, "
       "one per launch: the bootstrap refuses processes of another job that use the same port), "
@@ -655,7 +655,7 @@ const command_info& launch_command() {
       "killed). SIGINT, SIGTERM and SIGHUP are passed on to the ranks; when launch itself is "
       "killed (even with SIGKILL), its ranks and whatever they started die with it.\n\n"
       "launch's options end at `--` or at the first argument that does not start with `-`; "
-      "what follows, `--help` included, goes to COMMAND.",
+      "what follows, `--help` included, goes to CMD.",
       {},
       {"wholestore launch -n 2 -- wholestore sample configs/sample.yaml",
        "wholestore launch -n 4 --master-port 29500 -- wholestore demo configs/demo.yaml",
