@@ -253,10 +253,12 @@ struct loaded_graph {
 // Loads `set.dataset` or, when there is none, generates the gen.* graph on every rank and places
 // it in WholeMemory; rank 0 (`lead`) shows progress and the graph.  Collective over comm and bs.
 loaded_graph load_or_generate(const config& cfg, const sample_settings& set,
-                              const std::shared_ptr<wm::communicator>& comm, wm::bootstrap& bs,
-                              bool lead) {
+                              const std::shared_ptr<wm::communicator>& comm,
+                              const std::shared_ptr<wm::communicator>& features_comm,
+                              wm::bootstrap& bs, bool lead) {
   loaded_graph out;
   graph::load_options where = set.where;
+  where.features_comm = features_comm;
   if (!set.generate) {
     out.source = set.dataset;
     where.verify_checksums = cfg.get_bool("load.verify_checksums");
@@ -432,6 +434,9 @@ void write_sample_report(const std::string& path, const sample_outcome& o, const
 struct sample_job {
   std::shared_ptr<wm::bootstrap> bs;
   std::shared_ptr<wm::communicator> comm;
+  /// The features' communicator when it is not `comm` (several hosts: the graph per host, the
+  /// features distributed over every rank through NCCL).
+  std::shared_ptr<wm::communicator> features_comm;
   wm::gpu_sharing sharing;
   int rank = 0, ranks = 1;
   bool lead = true;
@@ -467,7 +472,14 @@ sample_job join_job(const config& cfg, const sample_settings& set) {
           "GPU), run as many ranks as GPUs (WHOLESTORE_RANKS or launch -n), give each rank its "
           "own GPU (CUDA_VISIBLE_DEVICES), or sampler=cpu");
     }
-    if (distributed) job.comm = wm::make_nccl_communicator(job.bs);
+    const bool graph_per_host = num_hosts > 1 && set.graph_type != wm::memory_type::distributed;
+    if (distributed && graph_per_host) {
+      // The seed's multi-node layout: each host keeps its copy of the graph (continuous or
+      // chunked over its own ranks); the features are distributed over every rank.
+      job.features_comm = wm::make_nccl_communicator(job.bs);
+    } else if (distributed) {
+      job.comm = wm::make_nccl_communicator(job.bs);
+    }
   }
   job.rank = job.bs->rank();
   job.ranks = job.bs->size();
@@ -480,7 +492,9 @@ sample_job join_job(const config& cfg, const sample_settings& set) {
                 wm::memory_location_name(set.features_location));
     if (num_hosts > 1) {
       std::printf("  %d hosts: %s\n", num_hosts,
-                  job.comm->get_backend() == wm::backend::nccl
+                  job.features_comm ? "a copy of the graph per host, the features distributed "
+                                      "over every host (NCCL)"
+                  : job.comm->get_backend() == wm::backend::nccl
                       ? "distributed memory over every host (NCCL)"
                       : "every host holds its own copy of the graph and features");
     }
@@ -671,7 +685,7 @@ int run_sample(int argc, char** argv) {
   config cfg = load_config(sample_schema, args.config_file, args.overrides);
   const sample_settings set = read_settings(cfg);
   const sample_job job = join_job(cfg, set);
-  loaded_graph loaded = load_or_generate(cfg, set, job.comm, *job.bs, job.lead);
+  loaded_graph loaded = load_or_generate(cfg, set, job.comm, job.features_comm, *job.bs, job.lead);
   const batch_plan plan = plan_batches(job, set, loaded.g);
   const rank_figures mine = run_epochs(job, set, cfg, loaded.g, plan);
 

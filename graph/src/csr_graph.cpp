@@ -215,7 +215,8 @@ csr_graph make_graph(std::shared_ptr<wm::communicator> comm, const host_csr& gra
                   "node features cannot be stored as " << wm::dtype_name(feature_type));
       }
     }
-    g.node_features = make_array(comm, conv.data(), graph.num_nodes * graph.feature_dim, esz,
+    g.node_features = make_array(placement.features_comm ? placement.features_comm : comm,
+                                 conv.data(), graph.num_nodes * graph.feature_dim, esz,
                                  graph.feature_dim, placement.features_type.value_or(type),
                                  placement.features_location.value_or(location), "node_features");
   }

@@ -437,10 +437,10 @@ csr_graph load_graph(std::shared_ptr<wm::communicator> comm, const std::string& 
   if (want_features) {
     g.feature_type = m.node_features->type;
     g.feature_dim = m.feature_dim;
-    g.node_features =
-        create_array(comm, m.num_nodes * m.feature_dim, wm::dtype_size(g.feature_type),
-                     m.feature_dim, options.features_type.value_or(options.type),
-                     options.features_location.value_or(options.location), "node_features");
+    g.node_features = create_array(
+        options.features_comm ? options.features_comm : comm, m.num_nodes * m.feature_dim,
+        wm::dtype_size(g.feature_type), m.feature_dim, options.features_type.value_or(options.type),
+        options.features_location.value_or(options.location), "node_features");
   }
 
   // 3. This rank's byte ranges, read in parallel.

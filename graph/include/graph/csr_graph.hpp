@@ -59,6 +59,10 @@ struct load_options {
   /// Type and location of node_features; unset: the same as the graph's.
   std::optional<wholememory::memory_type> features_type;
   std::optional<wholememory::memory_location> features_location;
+  /// Communicator of node_features; unset: the graph's.  Over the same ranks or more (every
+  /// rank of it calls), e.g. the graph replicated per host over a host's communicator and the
+  /// features distributed over every rank of the job (the seed's multi-node layout).
+  std::shared_ptr<wholememory::communicator> features_comm;
   bool load_weights = true;       ///< when the dataset has them
   bool load_features = true;      ///< when the dataset has them
   bool verify_checksums = false;  ///< whole-file checksums before loading (reads every file)
