@@ -14,6 +14,19 @@ from . import _arrays, _core
 OPTIMIZERS = tuple(_core.optimizer_names())
 
 
+def _lookup(core, dim, table_dtype, indices, out, dtype, stream):
+    """Rows `indices` of a table or cache (`core`) into `out`, allocated when None like
+    `indices` ([n, dim], `dtype` or the table's); returns what the caller passed or allocated."""
+    given = out
+    out = _arrays.adapt_output(out)
+    indices = _arrays.as_indices(indices)
+    if out is None:
+        out = _arrays.empty(indices, (_arrays.length(indices), dim),
+                            _arrays.dtype_name(dtype) if dtype is not None else table_dtype)
+    core.lookup(indices, out, _arrays.stream_of(stream, indices, out))
+    return out if given is None else given
+
+
 class EmbeddingTable:
     """A trainable embedding table over the ranks of ``comm``.
 
@@ -71,14 +84,7 @@ class EmbeddingTable:
         threads, anything else on the GPU on ``stream`` (default: the current stream of the
         indices' framework).  An index outside [0, rows) raises LogicError naming it, ``out``
         untouched.  Returns ``out``."""
-        given = out
-        out = _arrays.adapt_output(out)
-        indices = _arrays.as_indices(indices)
-        if out is None:
-            out = _arrays.empty(indices, (_arrays.length(indices), self.dim),
-                                _arrays.dtype_name(dtype) if dtype is not None else self.dtype)
-        self._t.lookup(indices, out, _arrays.stream_of(stream, indices, out))
-        return out if given is None else given
+        return _lookup(self._t, self.dim, self.dtype, indices, out, dtype, stream)
 
     read_rows = lookup
 
@@ -180,14 +186,7 @@ class DeviceCache:
 
     def lookup(self, indices, out=None, dtype=None, stream=None):
         """As ``EmbeddingTable.lookup``, hits served from device memory.  Returns ``out``."""
-        given = out
-        out = _arrays.adapt_output(out)
-        indices = _arrays.as_indices(indices)
-        if out is None:
-            out = _arrays.empty(indices, (_arrays.length(indices), self.dim),
-                                _arrays.dtype_name(dtype) if dtype is not None else self.dtype)
-        self._c.lookup(indices, out, _arrays.stream_of(stream, indices, out))
-        return out if given is None else given
+        return _lookup(self._c, self.dim, self.dtype, indices, out, dtype, stream)
 
     def apply_gradients(self, indices, grads, lr, stream=None):
         """``EmbeddingTable.apply_gradients`` through the cache (collective)."""
