@@ -26,9 +26,9 @@ for ranks in 1 2; do
   done
 done
 
-# Two simulated hosts of two ranks (launch --hosts 2): each host holds its own copy of the graph
-# (the host communicator cannot span hosts); a node's sample does not depend on which rank
-# takes it, so the job samples exactly the edges of one host of four ranks.
+# Two simulated hosts of two ranks (launch --hosts 2), and four of one: each host holds its own
+# copy of the graph (the host communicator cannot span hosts); a node's sample does not depend
+# on which rank takes it, so the job samples exactly the edges of one host of four ranks.
 for type in continuous chunked distributed; do
   one="$work/hosts1-$type.log" two="$work/hosts2-$type.log"
   "$bin" launch -n 4 -- "$bin" sample configs/sample.yaml "${small[@]}" --set batches=0 \
@@ -39,6 +39,12 @@ for type in continuous chunked distributed; do
   edges() { grep -Eo "[0-9]+ sampled edges" "$1" | head -1; }
   [ -n "$(edges "$one")" ] && [ "$(edges "$one")" = "$(edges "$two")" ] ||
     fail "2 hosts, $type: '$(edges "$two")' differs from one host's '$(edges "$one")'"
+  # Four hosts of one rank each: four copies, still the same edges.
+  four="$work/hosts4-$type.log"
+  "$bin" launch -n 4 --hosts 4 -- "$bin" sample configs/sample.yaml "${small[@]}" --set batches=0 \
+    --set graph.type="$type" >"$four" 2>&1 || fail "4 hosts, $type: exited non-zero: $(tail -3 "$four")"
+  [ "$(edges "$one")" = "$(edges "$four")" ] ||
+    fail "4 hosts, $type: '$(edges "$four")' differs from one host's '$(edges "$one")'"
 done
 
 # --report: the YAML has the summary's keys and the effective config.
