@@ -121,6 +121,23 @@ done
 run threads "$bin" launch -n 2 -- bash -c "exec \"$bin\" bench configs/bench_embedding.yaml ${tiny[*]} --set optimizers= --set cache=false --set threads=\$((1 + RANK))"
 has threads '^wholestore bench \(embedding\): 2 rank\(s\)'
 
+# The gather suite says when its index stream repeats rows (a 1 MiB table of 16 Ki 64-byte
+# rows, 20,000 lookups: about 58% distinct; 4 KiB rows: 262 rows, about 1%), and not when the
+# stream is nearly all distinct (a 256 MiB table, 4 Mi rows of 64 B).
+"$bin" bench configs/bench_gather.yaml --set cpu_table_gib=0.001 --set cpu_lookups=20000 \
+  --set repeats=1 --set warmup=0 --set types=continuous --set ops=gather \
+  --set row_bytes=64,4096 --report "$work/gather.yaml" >"$work/gather.log" 2>&1 ||
+  fail "gather bench exited non-zero: $(tail -3 "$work/gather.log")"
+grep -Eq '^gather .* 64 B .*\[indices repeat rows: [56][0-9]\.[0-9]% distinct\]$' "$work/gather.log" &&
+  grep -Eq '^gather .* 4096 B .*\[indices repeat rows: [0-9]\.[0-9]% distinct\]$' "$work/gather.log" ||
+  fail "gather lines do not say how much the indices repeat: $(grep '^gather' "$work/gather.log")"
+grep -q "distinct_share: " "$work/gather.yaml" || fail "the gather report lacks distinct_share"
+"$bin" bench configs/bench_gather.yaml --set cpu_table_gib=0.25 --set cpu_lookups=20000 \
+  --set repeats=1 --set warmup=0 --set types=continuous --set ops=gather --set row_bytes=64 \
+  >"$work/gather-big.log" 2>&1 || fail "gather bench (big table) exited non-zero"
+grep -q "indices repeat rows" "$work/gather-big.log" &&
+  fail "a nearly distinct stream was reported as repeating: $(grep '^gather' "$work/gather-big.log")"
+
 if [ "$failures" -ne 0 ]; then
   echo "bench_embedding_cli_test: $failures failure(s)"
   exit 1
