@@ -114,6 +114,24 @@ wait_bounded() {
   wait_rc=$?
 }
 
+# Sends $sig to <pid> and sets hit: 1 when the fault landed.  A SIGSTOP that finds the process
+# gone or a zombie within 0.2 s did not land: it was already exiting (its work done, not yet
+# reaped), could not stop, and its run must then end well.
+signal_victim() {
+  local pid=$1 state
+  kill -"$sig" "$pid" 2>/dev/null || { hit=0; return; }
+  hit=1
+  [ "$sig" = STOP ] || return
+  for _ in 1 2 3 4; do
+    state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)
+    case "$state" in
+      T | t) return ;;
+      '' | Z | X) hit=0; return ;;
+    esac
+    sleep 0.05
+  done  # still running (e.g. in the kernel): the stop will land, count it
+}
+
 # The pid of rank <r> among the children of launcher <pid>, waiting up to 3 s for it to start.
 launched_rank() {
   local launcher=$1 r=$2 child
@@ -226,8 +244,7 @@ for ((c = 1; c <= cases; c++)); do
     sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
     if [ "$target" = launcher ]; then victim=$launcher; else victim=$(launched_rank "$launcher" "$target"); fi
     if [ -n "$victim" ] && alive "$victim"; then
-      kill -"$sig" "$victim"
-      hit=1
+      signal_victim "$victim"
     else
       hit=0
     fi
@@ -272,8 +289,7 @@ for ((c = 1; c <= cases; c++)); do
     sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
     victim=${pids[target]}
     if alive "$victim"; then
-      kill -"$sig" "$victim"
-      hit=1
+      signal_victim "$victim"
     else
       hit=0
     fi
