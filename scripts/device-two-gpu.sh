@@ -85,10 +85,11 @@ if want embedding; then
     cp "$out/bench-embedding-$n.txt" "$final/"
   done
 fi
-if want chunked && [ "$gpus" -ge 2 ]; then
-  # Two ranks, 512-byte rows, 1M lookups per rank: the gather suite's chunked and continuous
-  # memory next to embedding tables of both types over the NCCL and the host communicator
-  # (the table's chunked lookup measured 15x slower than continuous: which layer is it?).
+if want chunked && [ "$gpus" -ge 1 ]; then
+  # Two ranks (sharing the GPU on a one-GPU machine), 512-byte rows, 1M lookups per rank: the
+  # gather suite's chunked and continuous memory next to embedding tables of both types over
+  # the NCCL and the host communicator (the table's chunked lookup measured 15x slower than
+  # continuous: which layer is it?).
   step "chunked vs continuous, 2 ranks"
   timeout 150 $b launch -n 2 -- $b bench configs/bench_gather.yaml --set types=continuous,chunked \
     --set locations=device --set row_bytes=512 --set table_gib=5 --set ops=gather \

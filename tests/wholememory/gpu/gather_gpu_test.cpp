@@ -332,6 +332,93 @@ TEST_P(GpuGather, OutOfRangeAndEmptyLists) {
   });
 }
 
+// The copy is enqueued behind the index check and skips itself when the check found a bad
+// index (the host waits for the check only after the copy is queued).  Every path that copies
+// behind a check: same-dtype and converting gathers, address-sorted host visiting, scatter
+// with and without duplicate removal, converting scatter; long lists so that many blocks run,
+// bad entries late in the list and more than one of them (the first is reported).  Nothing
+// may change: the output of a gather, the table of a scatter.
+TEST_P(GpuGather, BadIndexSkipsEveryCopyBehindTheCheck) {
+  auto [ranks, type, loc] = GetParam();
+  WHOLESTORE_REQUIRE_GPUS(ranks);
+  if (type == memory_type::distributed) GTEST_SKIP() << "the exchange checks on every rank";
+  run_on_gpus(ranks, [type = type, loc = loc](std::shared_ptr<bootstrap> bs) {
+    gpu_rank g = start_rank(bs, type);
+    cuda_stream stream;
+    table_layout lay{dtype::float32, 3000, 8, 8, 0, 17};
+    auto wm = make_table(g.comm, lay, type, loc);
+    fill_table(wm, lay, stream.get());
+    const std::vector<char> before = read_table(wm).second;
+    const std::size_t n = 300000;
+    const std::size_t first_bad = 250003;
+    std::vector<std::int64_t> idx(n);
+    for (std::size_t i = 0; i < n; ++i) idx[i] = hash3(99, g.comm->rank(), i) % lay.rows;
+    const bool bad_here = g.comm->rank() == 0;
+    if (bad_here) {
+      idx[first_bad] = 3000;
+      idx[first_bad + 7] = -1;
+      idx[n - 1] = 1 << 30;
+    }
+    for (dtype it : {dtype::int64, dtype::int32}) {
+      auto ib = index_bytes(idx, it);
+      device_buffer d_idx(ib.size(), g.device);
+      WM_CUDA_TRY(copy_and_wait(d_idx.get(), ib.data(), ib.size(), cudaMemcpyHostToDevice));
+      const index_array indices{d_idx.get(), it, n};
+      device_buffer d_rows(n * 8 * 4, g.device);
+      auto expect_refused = [&](const char* what, auto&& call) {
+        try {
+          call();
+          EXPECT_FALSE(bad_here) << what << ": no error";
+        } catch (const logic_error& e) {
+          EXPECT_TRUE(bad_here) << what << ": " << e.what();
+          EXPECT_NE(
+              std::string(e.what()).find("index 3000 at position " + std::to_string(first_bad)),
+              std::string::npos)
+              << what << ": " << e.what();
+        }
+        WM_CUDA_TRY(cudaStreamSynchronize(stream.get()));
+      };
+      for (dtype out_type : {dtype::float32, dtype::float16}) {
+        for (std::size_t threshold : {std::size_t{0}, std::numeric_limits<std::size_t>::max()}) {
+          gather_options o;
+          o.sort_host_threshold = threshold;
+          WM_CUDA_TRY(cudaMemset(d_rows.get(), 0x5A, n * 8 * 4));
+          expect_refused("gather", [&] {
+            gather(lay.tensor(wm), indices, dense_matrix{d_rows.get(), out_type, n, 8, 8}, o,
+                   stream.get());
+          });
+          if (bad_here) {
+            std::vector<unsigned char> out(n * 8 * dtype_size(out_type));
+            WM_CUDA_TRY(
+                copy_and_wait(out.data(), d_rows.get(), out.size(), cudaMemcpyDeviceToHost));
+            for (std::size_t b = 0; b < out.size(); ++b)
+              ASSERT_EQ(out[b], 0x5A) << "gather to " << dtype_name(out_type)
+                                      << " wrote output byte " << b << " despite the error";
+          }
+        }
+      }
+      rank_barrier(*g.comm, stream.get());
+      for (dtype in_type : {dtype::float32, dtype::float16}) {
+        for (bool unique : {false, true}) {
+          gather_options o;
+          o.unique_indices = unique;
+          WM_CUDA_TRY(cudaMemset(d_rows.get(), 0x11, n * 8 * 4));
+          if (bad_here) {
+            expect_refused("scatter", [&] {
+              scatter(dense_matrix{d_rows.get(), in_type, n, 8, 8}, indices, lay.tensor(wm), o,
+                      stream.get());
+            });
+          }
+          rank_barrier(*g.comm, stream.get());
+          ASSERT_TRUE(read_table(wm).second == before)
+              << "scatter from " << dtype_name(in_type) << (unique ? " (unique)" : "")
+              << " changed the table despite the error";
+        }
+      }
+    }
+  });
+}
+
 TEST_P(GpuGather, ScatterWithUniqueIndicesSkipsTheSort) {
   auto [ranks, type, loc] = GetParam();
   WHOLESTORE_REQUIRE_GPUS(ranks);

@@ -56,6 +56,24 @@ void stream_wait(cudaStream_t waiter, cudaStream_t from) {
   WM_CUDA_TRY(err);
 }
 
+int resident_blocks(const void* kernel, int (*query)(const void*, int)) {
+  struct entry {
+    int device;
+    const void* kernel;
+    int blocks;
+  };
+  thread_local std::vector<entry> known;
+  int device = 0;
+  WM_CUDA_TRY(cudaGetDevice(&device));
+  for (const entry& e : known)
+    if (e.device == device && e.kernel == kernel) return e.blocks;
+  int sms = 0;
+  WM_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int blocks = sms * std::max(query(kernel, device), 1);
+  known.push_back(entry{device, kernel, blocks});
+  return blocks;
+}
+
 int blocks_for_items(std::int64_t n) {
   int device = 0, sms = 0;
   WM_CUDA_TRY(cudaGetDevice(&device));
@@ -217,51 +235,76 @@ rows_ref table_rows(const wm_tensor& t, const gather_geometry& g) {
   return r;
 }
 
-/// The calling thread's word for the index check on the current device, and its pinned
-/// host copy: allocated once, kept for the thread's life (like side_stream), so a check costs
-/// no allocation and its copy back is a plain DMA.
-struct check_word {
-  unsigned long long* device = nullptr;
+/// The calling thread's pinned host word for the index check's result on the current device,
+/// and the event that marks the result's arrival: allocated once, kept for the thread's life
+/// (like side_stream), so a check costs no host allocation and its copy back is a plain DMA.
+/// One thread waits for one check at a time, so one word and one event serve all its checks.
+struct check_slot {
   unsigned long long* host = nullptr;
+  cudaEvent_t done = nullptr;
 };
-check_word& thread_check_word() {
-  thread_local std::vector<check_word> words;
+check_slot& thread_check_slot() {
+  thread_local std::vector<check_slot> slots;
   int device = 0;
   WM_CUDA_TRY(cudaGetDevice(&device));
-  if (static_cast<int>(words.size()) <= device) words.resize(device + 1);
-  check_word& w = words[device];
-  if (w.device == nullptr) {
-    void* d = nullptr;
-    allocate_device_buffer(sizeof(unsigned long long), device, &d).release();  // kept
+  if (static_cast<int>(slots.size()) <= device) slots.resize(device + 1);
+  check_slot& s = slots[device];
+  if (s.host == nullptr) {
     void* h = nullptr;
     WM_CUDA_TRY(cudaHostAlloc(&h, sizeof(unsigned long long), cudaHostAllocDefault));
-    w.device = static_cast<unsigned long long*>(d);
-    w.host = static_cast<unsigned long long*>(h);
+    s.host = static_cast<unsigned long long*>(h);
+    WM_CUDA_TRY(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
   }
-  return w;
+  return s;
 }
 
-/// Checks the indices on the device; one 8-byte copy back and a stream synchronization (a
-/// bad index costs one more copy, of its value).
+/// The index check of a continuous or chunked gather or scatter, enqueued ahead of the copy it
+/// guards.  The check kernel writes the first bad position into a device word of this call's
+/// own (stream-ordered, so calls on other streams never share it); the copy kernels read the
+/// word (rows_ref::skip_word) and copy nothing when it names a position.  The host waits only
+/// for the check's 8-byte result, after the copy is enqueued: the GPU runs check and copy back
+/// to back, and the caller's stream goes on while the host reads the result.  A bad index
+/// costs a stream synchronization (the skipped copy ends first) and one more copy, of its value.
 template <typename IndexT>
-bad_index check_indices(const IndexT* idx, std::size_t n, std::size_t rows, cudaStream_t stream) {
-  if (n == 0) return {};
-  check_word& w = thread_check_word();
-  WM_CUDA_TRY(cudaMemsetAsync(w.device, 0xff, sizeof(unsigned long long), stream));
-  const auto sn = static_cast<std::int64_t>(n);
-  find_bad_index_kernel<<<blocks_for_items(sn), block_threads, 0, stream>>>(
-      idx, sn, static_cast<std::int64_t>(rows), w.device);
-  WM_CUDA_CHECK_LAUNCH(stream);
-  WM_CUDA_TRY(cudaMemcpyAsync(w.host, w.device, sizeof(unsigned long long), cudaMemcpyDeviceToHost,
-                              stream));
-  WM_CUDA_TRY(cudaStreamSynchronize(stream));
-  if (*w.host == ~0ull) return {};
-  const auto position = static_cast<std::int64_t>(*w.host);
-  IndexT value = 0;
-  WM_CUDA_TRY(cudaMemcpyAsync(&value, idx + position, sizeof value, cudaMemcpyDefault, stream));
-  WM_CUDA_TRY(cudaStreamSynchronize(stream));
-  return bad_index{position, static_cast<std::int64_t>(value)};
-}
+class index_check {
+ public:
+  index_check(const IndexT* idx, std::size_t n, std::size_t rows, cudaStream_t stream)
+      : idx_(idx), n_(n), stream_(stream), word_(n > 0 ? sizeof(unsigned long long) : 0, stream) {
+    if (n == 0) return;
+    slot_ = &thread_check_slot();
+    WM_CUDA_TRY(
+        cudaMemsetAsync(word_.as<unsigned long long>(), 0xff, sizeof(unsigned long long), stream));
+    const auto sn = static_cast<std::int64_t>(n);
+    find_bad_index_kernel<<<blocks_for_items(sn), block_threads, 0, stream>>>(
+        idx, sn, static_cast<std::int64_t>(rows), word_.as<unsigned long long>());
+    WM_CUDA_CHECK_LAUNCH(stream);
+    WM_CUDA_TRY(cudaMemcpyAsync(slot_->host, word_.as<unsigned long long>(),
+                                sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
+    WM_CUDA_TRY(cudaEventRecord(slot_->done, stream));
+  }
+
+  /// The word for rows_ref::skip_word (nullptr when there is nothing to check).
+  const unsigned long long* word() const { return word_.as<unsigned long long>(); }
+
+  /// Waits for the check; the first bad index, if any.
+  bad_index result() {
+    if (n_ == 0) return {};
+    WM_CUDA_TRY(cudaEventSynchronize(slot_->done));
+    if (*slot_->host == ~0ull) return {};
+    const auto position = static_cast<std::int64_t>(*slot_->host);
+    IndexT value = 0;
+    WM_CUDA_TRY(cudaMemcpyAsync(&value, idx_ + position, sizeof value, cudaMemcpyDefault, stream_));
+    WM_CUDA_TRY(cudaStreamSynchronize(stream_));
+    return bad_index{position, static_cast<std::int64_t>(value)};
+  }
+
+ private:
+  const IndexT* idx_;
+  std::size_t n_;
+  cudaStream_t stream_;
+  stream_buffer word_;
+  check_slot* slot_ = nullptr;
+};
 
 // ---- continuous and chunked -----------------------------------------------------------------
 
@@ -272,23 +315,27 @@ void gather_typed(const wm_tensor& table, const IndexT* idx, const dense_matrix&
     gather_distributed(table, idx, out, g, options, stream);
     return;
   }
-  bad_index bad = check_indices(idx, g.count, table.rows, stream);
-  if (bad.position >= 0) throw_bad_index("gather", bad, table.rows);
-  if (g.count == 0 || table.cols == 0) return;
-  const rows_ref src = table_rows(table, g);
-  const rows_ref dst = dense_rows(out, g.dense_stride_bytes);
-  if (!sorts_host(table, g.count, options)) {
-    gather_entries(table.cols, table.type, src, idx, out.type, dst, nullptr, g.count,
-                   g.table_row_bytes, stream);
-    return;
+  index_check<IndexT> check(idx, g.count, table.rows, stream);
+  if (g.count > 0 && table.cols > 0) {
+    rows_ref src = table_rows(table, g);
+    src.skip_word = check.word();
+    const rows_ref dst = dense_rows(out, g.dense_stride_bytes);
+    if (!sorts_host(table, g.count, options)) {
+      gather_entries(table.cols, table.type, src, idx, out.type, dst, nullptr, g.count,
+                     g.table_row_bytes, stream);
+    } else {
+      // Visit the host rows in address order, writing each to its original position (a bad
+      // index only misplaces its entry in the sort, and the copy is skipped).
+      stream_buffer keys(g.count * sizeof(IndexT), stream);
+      stream_buffer positions(g.count * sizeof(std::int64_t), stream);
+      sort_by_key(idx, keys.as<IndexT>(), positions.as<std::int64_t>(),
+                  static_cast<std::int64_t>(g.count), table.rows - 1, stream);
+      gather_entries(table.cols, table.type, src, keys.as<IndexT>(), out.type, dst,
+                     positions.as<std::int64_t>(), g.count, g.table_row_bytes, stream);
+    }
   }
-  // Visit the host rows in address order, writing each to its original position.
-  stream_buffer keys(g.count * sizeof(IndexT), stream);
-  stream_buffer positions(g.count * sizeof(std::int64_t), stream);
-  sort_by_key(idx, keys.as<IndexT>(), positions.as<std::int64_t>(),
-              static_cast<std::int64_t>(g.count), table.rows - 1, stream);
-  gather_entries(table.cols, table.type, src, keys.as<IndexT>(), out.type, dst,
-                 positions.as<std::int64_t>(), g.count, g.table_row_bytes, stream);
+  bad_index bad = check.result();
+  if (bad.position >= 0) throw_bad_index("gather", bad, table.rows);
 }
 
 template <typename IndexT>
@@ -298,12 +345,15 @@ void scatter_typed(const dense_matrix& in, const IndexT* idx, const wm_tensor& t
     scatter_distributed(in, idx, table, g, options, stream);
     return;
   }
-  bad_index bad = check_indices(idx, g.count, table.rows, stream);
-  if (bad.position >= 0) throw_bad_index("scatter", bad, table.rows);
+  index_check<IndexT> check(idx, g.count, table.rows, stream);
   const bool sort_rows = !options.unique_indices || sorts_host(table, g.count, options);
+  rows_ref dst = table_rows(table, g);
+  dst.skip_word = check.word();
   scatter_entries(table.cols, in.type, dense_rows(in, g.dense_stride_bytes), nullptr, table.type,
-                  table_rows(table, g), idx, g.count, table.rows, table.cols * g.dense_elem_bytes,
-                  sort_rows, stream);
+                  dst, idx, g.count, table.rows, table.cols * g.dense_elem_bytes, sort_rows,
+                  stream);
+  bad_index bad = check.result();
+  if (bad.position >= 0) throw_bad_index("scatter", bad, table.rows);
 }
 
 }  // namespace

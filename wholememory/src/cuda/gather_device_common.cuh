@@ -57,17 +57,28 @@ int blocks_for_items(std::int64_t n);
 // as when they were one file.
 namespace {
 
-// result[0]: the smallest bad position (all ones when none).
+// result[0]: the smallest bad position (all ones when none).  Four loads in flight per thread
+// (a thread's entries i, i + stride, ... in increasing order, so its first bad one is its
+// smallest): the check reads every index once at close to the copy rate.
 template <typename IndexT>
 __global__ void find_bad_index_kernel(const IndexT* __restrict__ idx, std::int64_t n,
                                       std::int64_t rows, unsigned long long* result) {
+  constexpr int unroll = 4;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
-    const std::int64_t v = static_cast<std::int64_t>(idx[i]);
-    if (v < 0 || v >= rows) {
-      atomicMin(result, static_cast<unsigned long long>(i));
-      return;  // later entries of this thread come after i
+       i += unroll * stride) {
+    std::int64_t v[unroll];
+#pragma unroll
+    for (int k = 0; k < unroll; ++k) {
+      const std::int64_t j = i + k * stride;
+      v[k] = j < n ? static_cast<std::int64_t>(idx[j]) : 0;
+    }
+#pragma unroll
+    for (int k = 0; k < unroll; ++k) {
+      if (v[k] < 0 || v[k] >= rows) {
+        atomicMin(result, static_cast<unsigned long long>(i + k * stride));
+        return;  // later entries of this thread come after this one
+      }
     }
   }
 }

@@ -22,6 +22,7 @@
 
 #include <wholememory/convert.hpp>
 #include <wholememory/cuda_check.hpp>
+#include <wholememory/log.hpp>
 
 #include <cuda_runtime.h>
 
@@ -55,7 +56,8 @@ template <typename VecT, typename SrcGen, typename DstGen, typename SrcIdx, type
 __global__ void __launch_bounds__(copy_block_threads)
     copy_rows_kernel(row_addresser<SrcGen> src, const SrcIdx* __restrict__ src_idx,
                      row_addresser<DstGen> dst, const DstIdx* __restrict__ dst_idx, std::int64_t n,
-                     int vecs_per_row, int group_shift) {
+                     int vecs_per_row, int group_shift, const unsigned long long* skip_word) {
+  if (skip_word != nullptr && *skip_word != ~0ull) return;  // the index check found a bad one
   __shared__ chunked_view views[2];
   const row_addresser<SrcGen> src_in = src;
   const row_addresser<DstGen> dst_in = dst;
@@ -135,23 +137,28 @@ __global__ void __launch_bounds__(copy_block_threads)
   }
 }
 
+/// Blocks of copy_block_threads that fill every SM of the current device with `kernel`:
+/// measured once per (thread, device, kernel) and kept, so a launch costs no occupancy query.
+int resident_blocks(const void* kernel, int (*query)(const void*, int));
+
 /// Blocks for a kernel: enough for the work, at most what fills every SM.
 template <typename Kernel>
 int blocks_for(Kernel kernel, std::int64_t threads_needed) {
-  int device = 0, sms = 0, per_sm = 0;
-  WM_CUDA_TRY(cudaGetDevice(&device));
-  WM_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  WM_CUDA_TRY(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, copy_block_threads, 0));
-  const std::int64_t full = static_cast<std::int64_t>(sms) * std::max(per_sm, 1);
+  const int full = resident_blocks(reinterpret_cast<const void*>(kernel), [](const void* k, int) {
+    int per_sm = 0;
+    WM_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, reinterpret_cast<Kernel>(const_cast<void*>(k)), copy_block_threads, 0));
+    return per_sm;
+  });
   const std::int64_t needed = (threads_needed + copy_block_threads - 1) / copy_block_threads;
-  return static_cast<int>(std::max<std::int64_t>(1, std::min(full, needed)));
+  return static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(full, needed)));
 }
 
 template <typename VecT, typename SrcGen, typename DstGen, typename SrcIdx, typename DstIdx>
 void launch_copy_rows_vec(row_addresser<SrcGen> src, const SrcIdx* src_idx,
                           row_addresser<DstGen> dst, const DstIdx* dst_idx, std::int64_t n,
-                          std::size_t row_bytes, cudaStream_t stream) {
+                          std::size_t row_bytes, const unsigned long long* skip_word,
+                          cudaStream_t stream) {
   const int W = static_cast<int>(row_bytes / sizeof(VecT));
   int group_shift = 5;
   std::int64_t threads_needed = 0;
@@ -164,7 +171,8 @@ void launch_copy_rows_vec(row_addresser<SrcGen> src, const SrcIdx* src_idx,
   }
   auto kernel = copy_rows_kernel<VecT, SrcGen, DstGen, SrcIdx, DstIdx>;
   const int blocks = blocks_for(kernel, threads_needed);
-  kernel<<<blocks, copy_block_threads, 0, stream>>>(src, src_idx, dst, dst_idx, n, W, group_shift);
+  kernel<<<blocks, copy_block_threads, 0, stream>>>(src, src_idx, dst, dst_idx, n, W, group_shift,
+                                                    skip_word);
   WM_CUDA_CHECK_LAUNCH(stream);
 }
 
@@ -178,28 +186,34 @@ inline int vector_bytes(std::uintptr_t bits) {
 template <typename SrcGen, typename DstGen, typename SrcIdx, typename DstIdx>
 void launch_copy_rows(row_addresser<SrcGen> src, const SrcIdx* src_idx, row_addresser<DstGen> dst,
                       const DstIdx* dst_idx, std::int64_t n, std::size_t row_bytes,
-                      std::uintptr_t address_bits, cudaStream_t stream) {
+                      std::uintptr_t address_bits, const unsigned long long* skip_word,
+                      cudaStream_t stream) {
   if (n <= 0 || row_bytes == 0) return;
   // The kernel counts vectors of a row in an int.
   WM_EXPECTS(row_bytes <= static_cast<std::size_t>(INT32_MAX),
              "rows of " << row_bytes << " bytes exceed the 2 GiB a gather row may have");
   const std::uintptr_t bits = address_bits | row_bytes | src.stride_bytes | src.col_offset_bytes |
                               dst.stride_bytes | dst.col_offset_bytes;
+  WM_LOG(log_level::debug, "row copy: " << n << " rows of " << row_bytes << " bytes in "
+                                        << vector_bytes(bits) << "-byte vectors (address bits 0x"
+                                        << std::hex << (bits & 0xff) << std::dec << ")");
   switch (vector_bytes(bits)) {
     case 16:
-      launch_copy_rows_vec<uint4>(src, src_idx, dst, dst_idx, n, row_bytes, stream);
+      launch_copy_rows_vec<uint4>(src, src_idx, dst, dst_idx, n, row_bytes, skip_word, stream);
       break;
     case 8:
-      launch_copy_rows_vec<uint2>(src, src_idx, dst, dst_idx, n, row_bytes, stream);
+      launch_copy_rows_vec<uint2>(src, src_idx, dst, dst_idx, n, row_bytes, skip_word, stream);
       break;
     case 4:
-      launch_copy_rows_vec<unsigned>(src, src_idx, dst, dst_idx, n, row_bytes, stream);
+      launch_copy_rows_vec<unsigned>(src, src_idx, dst, dst_idx, n, row_bytes, skip_word, stream);
       break;
     case 2:
-      launch_copy_rows_vec<unsigned short>(src, src_idx, dst, dst_idx, n, row_bytes, stream);
+      launch_copy_rows_vec<unsigned short>(src, src_idx, dst, dst_idx, n, row_bytes, skip_word,
+                                           stream);
       break;
     default:
-      launch_copy_rows_vec<unsigned char>(src, src_idx, dst, dst_idx, n, row_bytes, stream);
+      launch_copy_rows_vec<unsigned char>(src, src_idx, dst, dst_idx, n, row_bytes, skip_word,
+                                          stream);
       break;
   }
 }
@@ -220,9 +234,10 @@ void launch_gather_rows_impl(const rows_ref& table, const IndexT* idx, const row
   const auto sn = static_cast<std::int64_t>(n);
   if (table.view != nullptr) {
     launch_copy_rows(chunked_rows(table), idx, plain_rows(out), out_pos, sn, row_bytes, bits,
-                     stream);
+                     table.skip_word, stream);
   } else {
-    launch_copy_rows(plain_rows(table), idx, plain_rows(out), out_pos, sn, row_bytes, bits, stream);
+    launch_copy_rows(plain_rows(table), idx, plain_rows(out), out_pos, sn, row_bytes, bits,
+                     table.skip_word, stream);
   }
 }
 
@@ -233,9 +248,11 @@ void launch_scatter_rows_impl(const rows_ref& in, const std::int64_t* in_pos, co
   const std::uintptr_t bits = table.address_bits | in.address_bits;
   const auto sn = static_cast<std::int64_t>(n);
   if (table.view != nullptr) {
-    launch_copy_rows(plain_rows(in), in_pos, chunked_rows(table), idx, sn, row_bytes, bits, stream);
+    launch_copy_rows(plain_rows(in), in_pos, chunked_rows(table), idx, sn, row_bytes, bits,
+                     table.skip_word, stream);
   } else {
-    launch_copy_rows(plain_rows(in), in_pos, plain_rows(table), idx, sn, row_bytes, bits, stream);
+    launch_copy_rows(plain_rows(in), in_pos, plain_rows(table), idx, sn, row_bytes, bits,
+                     table.skip_word, stream);
   }
 }
 
@@ -268,7 +285,9 @@ struct device_index {
 template <typename Src, typename Dst>
 __global__ void __launch_bounds__(copy_block_threads)
     convert_rows_kernel(device_rows src, device_index src_idx, device_rows dst,
-                        device_index dst_idx, std::int64_t n, std::int64_t cols) {
+                        device_index dst_idx, std::int64_t n, std::int64_t cols,
+                        const unsigned long long* skip_word) {
+  if (skip_word != nullptr && *skip_word != ~0ull) return;  // the index check found a bad one
   const int lane = threadIdx.x & 31;
   const std::int64_t warp = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const std::int64_t warps = (static_cast<std::int64_t>(gridDim.x) * blockDim.x) >> 5;
@@ -292,8 +311,9 @@ void launch_convert_rows_typed(const rows_ref& src, index_ref src_idx, const row
   device_index di{dst_idx.data, dst_idx.is64};
   auto kernel = convert_rows_kernel<Src, Dst>;
   const int blocks = blocks_for(kernel, static_cast<std::int64_t>(n) * 32);
-  kernel<<<blocks, copy_block_threads, 0, stream>>>(s, si, d, di, static_cast<std::int64_t>(n),
-                                                    static_cast<std::int64_t>(cols));
+  kernel<<<blocks, copy_block_threads, 0, stream>>>(
+      s, si, d, di, static_cast<std::int64_t>(n), static_cast<std::int64_t>(cols),
+      src.skip_word != nullptr ? src.skip_word : dst.skip_word);
   WM_CUDA_CHECK_LAUNCH(stream);
 }
 

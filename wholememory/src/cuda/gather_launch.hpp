@@ -26,6 +26,10 @@ struct rows_ref {
   std::size_t col_offset_bytes = 0;
   /// OR of every part address (or of base), to find the widest aligned vector.
   std::uintptr_t address_bits = 0;
+  /// The index check's device word, when the copy is enqueued behind a check it must honour:
+  /// the kernel reads it first and copies nothing unless it is all ones (no bad index), so a
+  /// bad index leaves the destination untouched without a host round trip before the copy.
+  const unsigned long long* skip_word = nullptr;
 };
 
 /// An index list of int32 or int64 entries; data nullptr means the identity.

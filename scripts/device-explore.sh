@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Exploration on the GPU machine (issue 15): the gather kernel variants of
+# scripts/experiments/gather_variants.cu, the library's gather bench at narrow rows, and
+# the sampling bench's weighted cases, each in one call.  Logs under $OUT.
+#   EXPLORE="variants gather sample" scripts/device-explore.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export NCCL_NVLS_ENABLE=0 WHOLESTORE_EXPECT_GPU=1
+final=${OUT:-/tmp/wholestore-out}
+mkdir -p "$final"
+steps=" ${EXPLORE:-variants gather sample} "
+want() { [[ "$steps" == *" $1 "* ]]; }
+nvidia-smi -L
+b=build/apps/wholestore
+if want variants; then
+  echo "==== variants ($(date +%T))"
+  nvcc -O3 -std=c++17 -arch=sm_90 scripts/experiments/gather_variants.cu -o /tmp/gv &&
+    /tmp/gv 8 4194304 2>&1 | tee "$final/variants.txt"
+fi
+if want build || want gather || want sample || want tests || want chunkdebug; then
+  echo "==== build ($(date +%T))"
+  targets="--target wholestore"
+  want tests && targets=""
+  { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release &&
+    cmake --build build -j "$(nproc)" $targets; } >"$final/build.log" 2>&1 ||
+    { tail -n 30 "$final/build.log"; exit 1; }
+fi
+if want tests; then
+  echo "==== GPU tests: ${TESTS_FILTER:-gather and embedding} ($(date +%T))"
+  timeout 300 build/tests/wholememory_gpu_tests --gtest_filter="${TESTS_FILTER:-*GpuGather*}" \
+    >"$final/tests-wholememory.txt" 2>&1
+  echo "rc=$?"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|tests ran" "$final/tests-wholememory.txt"
+  if [ -z "${TESTS_FILTER:-}" ]; then
+    timeout 300 build/tests/embedding_gpu_tests >"$final/tests-embedding.txt" 2>&1
+    echo "rc=$?"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|tests ran" "$final/tests-embedding.txt"
+  fi
+fi
+if want chunkdebug; then
+  # Issue 10: which copy does the chunked table's lookup run with two ranks?
+  echo "==== chunked table lookup, 2 ranks, debug log ($(date +%T))"
+  WHOLESTORE_LOG_LEVEL=debug timeout 200 $b launch -n 2 -- $b bench configs/bench_embedding.yaml \
+    --set types=chunked,continuous --set optimizers=sgd --set streams=uniform \
+    --set batches=1048576 --set cache=false --set repeats=3 >"$final/chunkdebug.txt" 2>&1
+  echo "rc=$?"
+  grep -E "row copy" "$final/chunkdebug.txt" | sed -E 's/^\[rank [0-9]\] //; s/[0-9]+ rows/N rows/' |
+    sort | uniq -c | sort -rn | head -n 12
+  grep -E "lookup ms|uniform " "$final/chunkdebug.txt" | grep -v "row copy" | head -n 6
+  # The gather suite on parts of 2.56e9 bytes (10M rows of 512 B over two ranks), the table's
+  # shape, next to its default 5 GiB (parts of whole 2 MiB pages).
+  for gib in 4.76837158203125 5; do
+    timeout 150 $b launch -n 2 -- $b bench configs/bench_gather.yaml --set types=chunked \
+      --set locations=device --set row_bytes=512 --set table_gib=$gib --set ops=gather \
+      --set lookups=1048576 2>&1 | grep -E "^\[rank 0\] gather"
+  done
+fi
+if want profile; then
+  echo "==== profile: GPU trace of checked gathers, 64 B rows ($(date +%T))"
+  if command -v nsys >/dev/null; then
+    nsys profile -o /tmp/gprof --force-overwrite true $b bench configs/bench_gather.yaml \
+      --set types=continuous --set locations=device --set row_bytes=64 --set ops=gather \
+      --set repeats=3 --set warmup=1 >/dev/null 2>&1
+    nsys stats --report cuda_gpu_trace --format csv /tmp/gprof.nsys-rep 2>/dev/null |
+      awk -F, '{print $1", "$2", "$NF}' | tail -n 24
+  else
+    echo "no nsys here"; ls /usr/local/cuda/bin | grep -i -E "nsys|ncu" || true
+  fi
+fi
+if want gather; then
+  echo "==== gather bench ($(date +%T))"
+  $b bench configs/bench_gather.yaml --set types=continuous,chunked --set locations=device \
+    --set row_bytes=64,128,256,512,1024,4096 --set ops=gather --set kernel_only=true \
+    --report "$final/gather.yaml" 2>&1 | tee "$final/gather.txt" | tail -n 14
+fi
+if want sample; then
+  echo "==== sample bench ($(date +%T))"
+  $b bench configs/bench_sample.yaml --set methods=weighted,uniform --set locations=device \
+    --set samplers=gpu --set walks= --report "$final/sample.yaml" 2>&1 | tee "$final/sample.txt" |
+    tail -n 12
+fi
