@@ -22,13 +22,6 @@ namespace {
 
 using wholememory::convert_element;
 
-/// The received list of the owner: global indices and their float32 gradient rows, in rank
-/// order and, within a rank, in that rank's list order.
-struct received_rows {
-  std::vector<std::int64_t> index;
-  std::vector<float> grads;  // index.size() x dim
-};
-
 template <typename IndexT>
 bad_index first_bad_index(const IndexT* idx, std::size_t n, std::size_t rows) {
   for (std::size_t i = 0; i < n; ++i) {
@@ -50,13 +43,13 @@ std::int64_t index_at(const wholememory::index_array& a, std::size_t i) {
 }
 
 /// Copies gradient rows to `dst` as float32: row k of dst is row src_row[k] of `grads`.
-void pack_gradients(const wholememory::dense_matrix& grads, const std::vector<std::size_t>& src_row,
-                    float* dst, unsigned threads) {
+void pack_gradients(const wholememory::dense_matrix& grads, const std::size_t* src_row,
+                    std::size_t n, float* dst, unsigned threads) {
   const std::size_t dim = grads.cols;
   dispatch_float_type(grads.type, "gradients", [&](auto tag) {
     using G = decltype(tag);
     const G* g = static_cast<const G*>(grads.data);
-    parallel_ranges(src_row.size(), threads, 4096, [&](std::size_t b, std::size_t e) {
+    parallel_ranges(n, threads, 4096, [&](std::size_t b, std::size_t e) {
       for (std::size_t k = b; k < e; ++k) {
         const G* row = g + src_row[k] * grads.row_stride;
         for (std::size_t c = 0; c < dim; ++c) dst[k * dim + c] = convert_element<float>(row[c]);
@@ -202,7 +195,8 @@ void table::apply_gradients_host(const wholememory::index_array& indices,
   std::string error =
       detail::check_apply_arguments(t, indices, grads, lr, op, detail::apply_path::host);
   detail::bad_index bad;
-  std::vector<int> owner;
+  detail::host_workspace& ws = t.host;
+  int* owner = nullptr;
   std::vector<std::size_t> send_counts(ranks, 0);
   if (error.empty()) {
     bad = indices.type == wholememory::dtype::int32
@@ -211,7 +205,7 @@ void table::apply_gradients_host(const wholememory::index_array& indices,
               : detail::first_bad_index(static_cast<const std::int64_t*>(indices.data), n,
                                         t.options.rows);
     if (bad.position < 0) {
-      owner.resize(n);
+      owner = detail::scratch(ws.owner, n);
       for (std::size_t i = 0; i < n; ++i) {
         owner[i] = ranks == 1 ? 0 : detail::owner_of(t.row_begin, detail::index_at(indices, i));
         ++send_counts[owner[i]];
@@ -223,53 +217,58 @@ void table::apply_gradients_host(const wholememory::index_array& indices,
   t.step += 1;
   const detail::update_params params = detail::make_update_params(t.options.optimizer, lr, t.step);
 
-  // Bucket by owner, stably (counting sort), so each bucket keeps the caller's order.
+  // Bucket by owner, stably (counting sort), so each bucket keeps the caller's order.  The
+  // lists live in the table's workspace (kept across calls, so their pages stay mapped).
   std::vector<std::size_t> send_displs = detail::displacements(counts.send);
-  std::vector<std::size_t> src_row(n);
-  detail::received_rows out;
-  out.index.resize(n);
+  std::size_t* src_row = detail::scratch(ws.src_row, n);
+  std::int64_t* send_index = detail::scratch(ws.send_index, n);
   {
     std::vector<std::size_t> fill = send_displs;
     for (std::size_t i = 0; i < n; ++i) {
       const std::size_t k = fill[owner[i]]++;
       src_row[k] = i;
-      out.index[k] = detail::index_at(indices, i);
+      send_index[k] = detail::index_at(indices, i);
     }
   }
   // One rank with float32 gradients: the update reads the caller's rows where they are.
-  if (ranks > 1 || grads.type != wholememory::dtype::float32) {
-    out.grads.resize(n * dim);
-    detail::pack_gradients(grads, src_row, out.grads.data(), threads);
+  const bool packed = ranks > 1 || grads.type != wholememory::dtype::float32;
+  float* send_grads = nullptr;
+  if (packed) {
+    send_grads = detail::scratch(ws.send_grads, n * dim);
+    detail::pack_gradients(grads, src_row, n, send_grads, threads);
   }
 
-  detail::received_rows in;
-  if (ranks == 1) {
-    in = std::move(out);
-  } else {
+  // The owner's list: global indices and their float32 gradient rows, in rank order and,
+  // within a rank, in that rank's list order.
+  std::size_t m = n;
+  const std::int64_t* recv_index = send_index;
+  const float* recv_grads = send_grads;
+  if (ranks > 1) {
     // Raw rows to their owners: the owner receives them in rank order.
-    const std::size_t m = counts.total_recv();
+    m = counts.total_recv();
     const std::vector<std::size_t> recv_displs = detail::displacements(counts.recv);
-    in.index.resize(m);
-    in.grads.resize(m * dim);
-    t.comm->alltoallv(out.index.data(), counts.send.data(), send_displs.data(), in.index.data(),
+    std::int64_t* in_index = detail::scratch(ws.recv_index, m);
+    float* in_grads = detail::scratch(ws.recv_grads, m * dim);
+    t.comm->alltoallv(send_index, counts.send.data(), send_displs.data(), in_index,
                       counts.recv.data(), recv_displs.data(), wholememory::dtype::int64, nullptr);
     auto scaled = [dim](std::vector<std::size_t> v) {
       for (auto& x : v) x *= dim;
       return v;
     };
-    t.comm->alltoallv(out.grads.data(), scaled(counts.send).data(), scaled(send_displs).data(),
-                      in.grads.data(), scaled(counts.recv).data(), scaled(recv_displs).data(),
+    t.comm->alltoallv(send_grads, scaled(counts.send).data(), scaled(send_displs).data(), in_grads,
+                      scaled(counts.recv).data(), scaled(recv_displs).data(),
                       wholememory::dtype::float32, nullptr);
+    recv_index = in_index;
+    recv_grads = in_grads;
   }
 
-  const std::size_t m = in.index.size();
   if (m == 0) return;
   WM_EXPECTS(m <= UINT32_MAX, op << ": " << m << " gradient rows reached rank " << t.rank()
                                  << " in one call; at most 2^32 - 1 are supported");
   const row_range own = t.own();
   std::vector<std::uint32_t> rows(m), order;
   for (std::size_t k = 0; k < m; ++k)
-    rows[k] = static_cast<std::uint32_t>(static_cast<std::size_t>(in.index[k]) - own.begin);
+    rows[k] = static_cast<std::uint32_t>(static_cast<std::size_t>(recv_index[k]) - own.begin);
   detail::sort_by_row(rows, order, std::max<std::uint64_t>(own.size(), 1));
   std::vector<std::size_t> heads;
   for (std::size_t k = 0; k < m; ++k)
@@ -277,9 +276,8 @@ void table::apply_gradients_host(const wholememory::index_array& indices,
   heads.push_back(m);
 
   const detail::gradient_rows received =
-      in.grads.empty()
-          ? detail::gradient_rows{static_cast<const float*>(grads.data), grads.row_stride}
-          : detail::gradient_rows{in.grads.data(), dim};
+      packed ? detail::gradient_rows{recv_grads, dim}
+             : detail::gradient_rows{static_cast<const float*>(grads.data), grads.row_stride};
   detail::dispatch_float_type(t.options.dtype, "the table dtype", [&](auto tag) {
     using T = decltype(tag);
     detail::dispatch_optimizer(t.options.optimizer.kind, [&](auto kind) {

@@ -229,6 +229,39 @@ INSTANTIATE_TEST_SUITE_P(RanksTypesThreads, ApplyIdentity,
                                   "_threads" + std::to_string(std::get<2>(info.param));
                          });
 
+// The CPU path keeps its exchange lists in the table between calls and only grows them: calls
+// that shrink to nothing, grow past every earlier size and shrink again must read only their
+// own entries (stale rows of a longer earlier call never reach the update).
+TEST(ApplyGradients, CallsOfChangingSizeReuseTheWorkspaceExactly) {
+  const std::size_t sizes[] = {150, 11, 0, 400, 3, 260};
+  for (int ranks : {1, 2, 3}) {
+    run_ranks(ranks, [&](std::shared_ptr<wholememory::communicator> comm) {
+      for (memory_type type : {memory_type::continuous, memory_type::distributed}) {
+        const table_options o = options_for(optimizer_kind::adam, dtype::float32, 33, type, 77);
+        table tb = table::create(comm, o);
+        table_options solo = o;
+        solo.type = memory_type::continuous;
+        table base = table::create(solo_comm(), solo);
+        int step = 0;
+        for (std::size_t n : sizes) {
+          batch b = global_batch(900 + step, step, n, o.rows, o.dim);
+          auto [first, last] = slice(n, comm->size(), comm->rank(), step);
+          apply_slice(tb, b, first, last, dtype::int64, dtype::float32, learning_rate, 2);
+          apply_slice(base, b, 0, n, dtype::int64, dtype::float32, learning_rate, 1);
+          ++step;
+        }
+        const own_content mine = own_content_of(tb);
+        const own_content want = rows_of(base, tb.own_rows());
+        ASSERT_EQ(first_difference(mine.weights, want.weights), -1)
+            << ranks << " ranks, " << wholememory::memory_type_name(type);
+        for (std::size_t i = 0; i < want.state.size(); ++i)
+          ASSERT_EQ(first_difference(mine.state[i], want.state[i]), -1)
+              << ranks << " ranks, state " << tb.state_names()[i];
+      }
+    });
+  }
+}
+
 TEST(ApplyGradients, ThreadRanksGiveTheSameBitsAsForkedOnes) {
   // Ranks as threads of one (forked) process over the thread bootstrap.
   fork_result result = fork_ranks(1, [](std::shared_ptr<wholememory::bootstrap>) {
