@@ -62,6 +62,9 @@ const std::vector<config_key> bench_schema = {
     {"kernel_only", value_kind::boolean, "false",
      "GPU, continuous and chunked gathers: also time the bare row-copy kernel (no index check, "
      "no synchronization inside) to show the per-call overhead"},
+    {"pipelined", value_kind::boolean, "false",
+     "GPU, continuous and chunked gathers: also time 8 checked gathers enqueued back to back "
+     "with one synchronization (per call), as a training loop issues them"},
     {"scatter_unique", value_kind::boolean, "true",
      "GPU: also time scatter with `unique_indices` (no duplicate-resolving sort)"},
     {"threads", value_kind::integer, "0", "CPU path threads, 0 = all hardware threads"},
@@ -78,6 +81,8 @@ struct ceilings {
   double memcpy = 0;  // host memcpy on the CPU path's threads, bytes copied per second
 };
 
+/// Checked gathers per timed call of the "pipelined" order.
+constexpr int pipeline_depth = 8;
 /// Below this share of distinct rows a gather line says that its indices repeat rows.
 constexpr double distinct_note_below = 0.95;
 
@@ -422,6 +427,8 @@ int run_bench(int argc, char** argv) {
             if (gpu && mtype != wholememory::memory_type::distributed &&
                 cfg.get_bool("kernel_only"))
               orders.push_back("kernel");
+            if (gpu && mtype != wholememory::memory_type::distributed && cfg.get_bool("pipelined"))
+              orders.push_back("pipelined");
           } else {
             orders.push_back("dedup");
             if (gpu && cfg.get_bool("scatter_unique")) orders.push_back("unique");
@@ -444,6 +451,9 @@ int run_bench(int argc, char** argv) {
                 }
               } else if (order == "kernel") {
                 wholememory::gather_unchecked_async(tensor, indices, dense, stream);
+              } else if (order == "pipelined") {
+                for (int k = 0; k < pipeline_depth; ++k)
+                  wholememory::gather(tensor, indices, dense, options, stream);
               } else if (op == "gather") {
                 wholememory::gather(tensor, indices, dense, options, stream);
               } else {
@@ -460,6 +470,7 @@ int run_bench(int argc, char** argv) {
 #endif
               double s =
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+              if (order == "pipelined") s /= pipeline_depth;
               if (r >= warmup) times.push_back(s);
             }
             const double t = median(times);
