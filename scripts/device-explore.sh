@@ -53,6 +53,71 @@ if want chunkdebug; then
       --set lookups=1048576 2>&1 | grep -E "^\[rank 0\] gather"
   done
 fi
+if want compare; then
+  # Before/after in one call: the tree in .device-base/base.tgz (an earlier commit, made by
+  # `git archive`-like packing) built beside this one; the gather suite at narrow rows and the
+  # two-rank chunked table, alternating between the builds.
+  echo "==== compare: build the baseline ($(date +%T))"
+  rm -rf /tmp/base && mkdir -p /tmp/base && tar xzf .device-base/base.tgz -C /tmp/base &&
+    { cmake -S /tmp/base -B /tmp/base/build -G Ninja -DCMAKE_BUILD_TYPE=Release &&
+      cmake --build /tmp/base/build -j "$(nproc)" --target wholestore; } >"$final/build-base.log" 2>&1 ||
+    { tail -n 20 "$final/build-base.log"; exit 1; }
+  for round in 1 2; do
+    for which in base new; do
+      bin=$b
+      [ "$which" = base ] && bin=/tmp/base/build/apps/wholestore
+      echo "---- $which, round $round"
+      $bin bench configs/bench_gather.yaml --set types=continuous,chunked --set locations=device \
+        --set row_bytes=64,128,256,512 --set ops=gather --set kernel_only=true \
+        --set pipelined=true --set repeats=15 2>&1 | tee "$final/compare-$which-$round.txt" |
+        grep -E "^gather" | awk '{print $2, $4, $5, $7, $8, $9}'
+    done
+  done
+  for which in base new; do
+    bin=$b
+    [ "$which" = base ] && bin=/tmp/base/build/apps/wholestore
+    echo "---- $which: two-rank tables, 1M lookups of 512 B"
+    timeout 200 $bin launch -n 2 -- $bin bench configs/bench_embedding.yaml \
+      --set types=chunked,continuous --set optimizers=sgd --set streams=uniform \
+      --set batches=1048576 --set cache=false --set repeats=3 2>&1 | grep -E "^\[rank 0\] (chunked|contin)"
+  done
+fi
+if want ncu; then
+  # Per-kernel GPU time of weighted [30,30,30] sampling (issue 15: 1.5x WholeGraph).
+  echo "==== ncu: weighted sampling kernels ($(date +%T))"
+  timeout 400 ncu --metrics gpu__time_duration.sum --print-summary per-kernel --csv \
+    $b bench configs/bench_sample.yaml --set methods=weighted --set fanouts=30,30,30 \
+    --set locations=device --set samplers=gpu --set walks= --set warmup=1 --set batches=4 \
+    >"$final/ncu.csv" 2>"$final/ncu.err"
+  echo "rc=$?"
+  python3 - "$final/ncu.csv" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 5]
+head = rows[0]; data = rows[1:]
+def col(name):
+    for i, h in enumerate(head):
+        if name in h: return i
+    return None
+ki, ci, ai, ui = col("Kernel Name"), col("Invocations"), col("Average"), col("Unit")
+scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+tot = collections.Counter()
+calls = collections.Counter()
+for r in data:
+    try:
+        name = r[ki][:90]; n = int(r[ci]); avg = float(r[ai].replace(",", ""))
+        avg *= scale.get(r[ui], 1.0) if ui is not None else 1.0
+    except Exception:
+        continue
+    tot[name] += n * avg; calls[name] += n
+s = sum(tot.values()) or 1
+if not tot:
+    print(head); print(data[:3])
+print(f"total {s:.1f} us over the profiled calls")
+for name, t in tot.most_common(18):
+    print(f"{t/s*100:5.1f}%  {calls[name]:5d} calls  {t/calls[name]:10.1f} avg  {name}")
+PY
+  tail -n 3 "$final/ncu.err"
+fi
 if want profile; then
   echo "==== profile: GPU trace of checked gathers, 64 B rows ($(date +%T))"
   if command -v nsys >/dev/null; then
