@@ -91,9 +91,11 @@ inline unsigned default_host_threads() {
 
 /// Copies rows `indices` of `table` into `out` (out.rows == indices.count, out.cols ==
 /// table.cols) on `stream`.  Continuous and chunked memory of either location; distributed
-/// memory needs an NCCL communicator (collective over it).  The call synchronizes `stream`
-/// once after the index check (an 8-byte device-to-host copy) and, for distributed memory,
-/// once more for the exchanged counts; the copies themselves are asynchronous.
+/// memory needs an NCCL communicator (collective over it).  Continuous and chunked memory: the
+/// copy is enqueued behind the index check and skips itself on a bad index; the call then
+/// waits for the check's 8-byte result only, so the copy may still run when it returns.
+/// Distributed memory: the call synchronizes `stream` after the check and once more for the
+/// exchanged counts.  The copies themselves are asynchronous.
 /// Throws logic_error for bad shapes, dtype pairs, out-of-range indices (nothing written),
 /// a build without CUDA, and a host communicator on distributed memory; cuda_error,
 /// nccl_error.
