@@ -62,7 +62,23 @@ if want compare; then
     { cmake -S /tmp/base -B /tmp/base/build -G Ninja -DCMAKE_BUILD_TYPE=Release &&
       cmake --build /tmp/base/build -j "$(nproc)" --target wholestore; } >"$final/build-base.log" 2>&1 ||
     { tail -n 20 "$final/build-base.log"; exit 1; }
+  parts=" ${COMPARE:-small big tables} "
   for round in 1 2; do
+    [[ "$parts" == *" small "* ]] || break
+    for which in base new; do
+      bin=$b
+      [ "$which" = base ] && bin=/tmp/base/build/apps/wholestore
+      echo "---- $which, round $round, small batches"
+      for n in 16384 131072; do
+        $bin bench configs/bench_gather.yaml --set types=continuous --set locations=device \
+          --set row_bytes=256 --set ops=gather,scatter --set kernel_only=true \
+          --set pipelined=true --set repeats=50 --set lookups=$n 2>&1 |
+          grep -E "^(gather|scatter)" | awk -v n=$n '{print n, $1, $2, $4, $5, $7, $8, $9}'
+      done
+    done
+  done
+  for round in 1 2; do
+    [[ "$parts" == *" big "* ]] || break
     for which in base new; do
       bin=$b
       [ "$which" = base ] && bin=/tmp/base/build/apps/wholestore
@@ -74,12 +90,13 @@ if want compare; then
     done
   done
   for which in base new; do
+    [[ "$parts" == *" tables "* ]] || break
     bin=$b
     [ "$which" = base ] && bin=/tmp/base/build/apps/wholestore
     echo "---- $which: two-rank tables, 1M lookups of 512 B"
     timeout 200 $bin launch -n 2 -- $bin bench configs/bench_embedding.yaml \
-      --set types=chunked,continuous --set optimizers=sgd --set streams=uniform \
-      --set batches=1048576 --set cache=false --set repeats=3 2>&1 | grep -E "^\[rank 0\] (chunked|contin)"
+      --set types=chunked,continuous --set optimizers=sgd,adam --set streams=uniform \
+      --set batches=262144,1048576 --set cache=false --set repeats=3 2>&1 | grep -E "^\[rank 0\] (chunked|contin)"
   done
 fi
 if want ncu; then

@@ -511,20 +511,26 @@ class host_communicator final : public communicator {
     }
   }
 
-  /// The data rounds of alltoallv.  Rank i's outgoing elements, concatenated in destination
-  /// order, form one byte stream; round k carries bytes [k * slot, (k + 1) * slot) of every
-  /// rank's stream through its slot.
+  /// The data rounds of alltoallv.  Rank i's outgoing elements for the other ranks,
+  /// concatenated in destination order, form one byte stream; round k carries bytes
+  /// [k * slot, (k + 1) * slot) of every rank's stream through its slot.  A rank's elements for
+  /// itself are copied directly and never enter the stream (every rank leaves the diagonal of
+  /// the count matrix out of every stream alike): with two ranks and an even split that halves
+  /// the bytes through the segment (134 MB a rank: 22 ms before, on the 2-core VM).
   void exchange(const char* send, const std::size_t* send_displs, char* recv,
                 const std::size_t* recv_displs, std::size_t element) {
     const std::size_t n = layout_.ranks;
     const auto me = static_cast<std::size_t>(rank());
+    const std::size_t own = send_matrix_[me * n + me] * element;
+    if (own > 0)
+      std::memmove(recv + recv_displs[me] * element, send + send_displs[me] * element, own);
     // stream_offset[i * (n + 1) + j]: where rank i's bytes for rank j start in its stream.
     std::vector<std::size_t> stream_offset(n * (n + 1), 0);
     std::size_t longest = 0;
     for (std::size_t i = 0; i < n; ++i) {
       for (std::size_t j = 0; j < n; ++j)
         stream_offset[i * (n + 1) + j + 1] =
-            stream_offset[i * (n + 1) + j] + send_matrix_[i * n + j] * element;
+            stream_offset[i * (n + 1) + j] + (i == j ? 0 : send_matrix_[i * n + j] * element);
       longest = std::max(longest, stream_offset[i * (n + 1) + n]);
     }
     for (std::size_t window = 0; window < longest; window += slot_bytes) {

@@ -37,6 +37,36 @@
 namespace wholestore::embedding {
 namespace detail {
 
+/// Page-locked host memory for the host-communicator staging, kept and grown by half again
+/// when too small (pinning is slow; the copies through it run at the bus rate, several times
+/// those through pageable memory).
+class pinned_scratch {
+ public:
+  pinned_scratch() = default;
+  pinned_scratch(const pinned_scratch&) = delete;
+  pinned_scratch& operator=(const pinned_scratch&) = delete;
+  ~pinned_scratch() {
+    if (ptr_ != nullptr) WM_CUDA_WARN(cudaFreeHost(ptr_));
+  }
+  template <typename T>
+  T* reserve(std::size_t count) {
+    const std::size_t bytes = count * sizeof(T);
+    if (bytes > bytes_) {
+      if (ptr_ != nullptr) WM_CUDA_TRY(cudaFreeHost(ptr_));
+      ptr_ = nullptr;
+      bytes_ = 0;
+      const std::size_t want = std::max(bytes, bytes_ + bytes_ / 2);
+      WM_CUDA_TRY(cudaHostAlloc(&ptr_, want, cudaHostAllocDefault));
+      bytes_ = want;
+    }
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
 struct gpu_workspace {
   int device = -1;
   wholememory::device_buffer row_begin;  // int64, ranks + 1
@@ -56,8 +86,8 @@ struct gpu_workspace {
   wholememory::device_buffer sort_temp;
   runs_workspace runs;
   std::vector<unsigned long long> host_flags;
-  std::vector<std::uint64_t> host_send_keys, host_recv_keys;  // host-communicator staging
-  std::vector<float> host_send_grads, host_recv_grads;
+  pinned_scratch host_send_keys, host_recv_keys;  // host-communicator staging
+  pinned_scratch host_send_grads, host_recv_grads;
 };
 
 void destroy_gpu_workspace(gpu_workspace* ws) noexcept { delete ws; }
@@ -263,31 +293,51 @@ void exchange(table_impl& t, gpu_workspace& ws, const apply_counts& counts, std:
                    wholememory::dtype::float32, stream);
     return;
   }
-  // Host communicator: through host memory.
-  ws.host_send_keys.resize(n);
-  ws.host_send_grads.resize(n * dim);
-  ws.host_recv_keys.resize(m);
-  ws.host_recv_grads.resize(m * dim);
-  if (n > 0) {
-    WM_CUDA_TRY(cudaMemcpyAsync(ws.host_send_keys.data(), send_keys, n * sizeof(std::uint64_t),
+  // Host communicator (ranks sharing a GPU): through page-locked host memory.  The own
+  // bucket stays on the device (a device copy into its place in the received order); the host
+  // exchange carries only the other ranks' rows, its diagonal counts zero on every rank.
+  const auto me = static_cast<std::size_t>(t.rank());
+  const std::size_t own_send = send_displs[me], own_recv = recv_displs[me];
+  const std::size_t own = counts.send[me];
+  std::vector<std::size_t> send_counts = counts.send, recv_counts = counts.recv;
+  send_counts[me] = 0;
+  recv_counts[me] = 0;
+  auto* h_send_keys = ws.host_send_keys.reserve<std::uint64_t>(n);
+  auto* h_send_grads = ws.host_send_grads.reserve<float>(n * dim);
+  auto* h_recv_keys = ws.host_recv_keys.reserve<std::uint64_t>(m);
+  auto* h_recv_grads = ws.host_recv_grads.reserve<float>(m * dim);
+  // The ranges [0, own_at) and [own_at + own, total) of a bucketed list, the own bucket's gap.
+  auto around_own = [&](std::size_t own_at, std::size_t total, auto&& copy) {
+    if (own_at > 0) copy(std::size_t{0}, own_at);
+    if (own_at + own < total) copy(own_at + own, total);
+  };
+  around_own(own_send, n, [&](std::size_t b, std::size_t e) {
+    WM_CUDA_TRY(cudaMemcpyAsync(h_send_keys + b, send_keys + b, (e - b) * sizeof(std::uint64_t),
                                 cudaMemcpyDeviceToHost, stream));
-    WM_CUDA_TRY(cudaMemcpyAsync(ws.host_send_grads.data(), send_grads, n * dim * sizeof(float),
-                                cudaMemcpyDeviceToHost, stream));
+    WM_CUDA_TRY(cudaMemcpyAsync(h_send_grads + b * dim, send_grads + b * dim,
+                                (e - b) * dim * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  });
+  if (own > 0) {
+    WM_CUDA_TRY(cudaMemcpyAsync(recv_keys + own_recv, send_keys + own_send,
+                                own * sizeof(std::uint64_t), cudaMemcpyDeviceToDevice, stream));
+    WM_CUDA_TRY(cudaMemcpyAsync(recv_grads + own_recv * dim, send_grads + own_send * dim,
+                                own * dim * sizeof(float), cudaMemcpyDeviceToDevice, stream));
   }
   WM_CUDA_TRY(cudaStreamSynchronize(stream));
-  comm.alltoallv(ws.host_send_keys.data(), counts.send.data(), send_displs.data(),
-                 ws.host_recv_keys.data(), counts.recv.data(), recv_displs.data(),
-                 wholememory::dtype::int64, stream);
-  comm.alltoallv(ws.host_send_grads.data(), scaled(counts.send, dim).data(),
-                 scaled(send_displs, dim).data(), ws.host_recv_grads.data(),
-                 scaled(counts.recv, dim).data(), scaled(recv_displs, dim).data(),
+  comm.alltoallv(h_send_keys, send_counts.data(), send_displs.data(), h_recv_keys,
+                 recv_counts.data(), recv_displs.data(), wholememory::dtype::int64, stream);
+  comm.alltoallv(h_send_grads, scaled(send_counts, dim).data(), scaled(send_displs, dim).data(),
+                 h_recv_grads, scaled(recv_counts, dim).data(), scaled(recv_displs, dim).data(),
                  wholememory::dtype::float32, stream);
-  if (m > 0) {
-    WM_CUDA_TRY(cudaMemcpyAsync(recv_keys, ws.host_recv_keys.data(), m * sizeof(std::uint64_t),
+  around_own(own_recv, m, [&](std::size_t b, std::size_t e) {
+    WM_CUDA_TRY(cudaMemcpyAsync(recv_keys + b, h_recv_keys + b, (e - b) * sizeof(std::uint64_t),
                                 cudaMemcpyHostToDevice, stream));
-    WM_CUDA_TRY(cudaMemcpyAsync(recv_grads, ws.host_recv_grads.data(), m * dim * sizeof(float),
-                                cudaMemcpyHostToDevice, stream));
-  }
+    WM_CUDA_TRY(cudaMemcpyAsync(recv_grads + b * dim, h_recv_grads + b * dim,
+                                (e - b) * dim * sizeof(float), cudaMemcpyHostToDevice, stream));
+  });
+  // The host buffers are read by the copies above: they must end before the next call's
+  // staging overwrites them.
+  WM_CUDA_TRY(cudaStreamSynchronize(stream));
 }
 
 /// Step 1: checks the indices and counts entries per owner on the device, then waits for the
