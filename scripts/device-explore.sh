@@ -89,6 +89,17 @@ if want compare; then
         grep -E "^gather" | awk '{print $2, $4, $5, $7, $8, $9}'
     done
   done
+  for round in 1 2; do
+    [[ "$parts" == *" sample "* ]] || break
+    for which in base new; do
+      bin=$b
+      [ "$which" = base ] && bin=/tmp/base/build/apps/wholestore
+      echo "---- $which, round $round: sampling, device graph"
+      $bin bench configs/bench_sample.yaml --set methods=weighted,uniform --set locations=device \
+        --set samplers=gpu --set walks= --set batches=100 2>&1 | grep -E "^gpu " |
+        awk '{print $4, $5, $6}'
+    done
+  done
   for which in base new; do
     [[ "$parts" == *" tables "* ]] || break
     bin=$b
@@ -134,6 +145,19 @@ for name, t in tot.most_common(18):
     print(f"{t/s*100:5.1f}%  {calls[name]:5d} calls  {t/calls[name]:10.1f} avg  {name}")
 PY
   tail -n 3 "$final/ncu.err"
+fi
+if want ncufill; then
+  # What limits the weighted race (fill_kernel on hop 3 of [30,30,30]): stall reasons, pipes.
+  echo "==== ncu: fill_kernel sections ($(date +%T))"
+  timeout 300 ncu --kernel-name regex:'fill_kernel|race_segments' --launch-skip 4 --launch-count 2 \
+    --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis \
+    --section Occupancy --section LaunchStats \
+    $b bench configs/bench_sample.yaml --set methods=weighted --set fanouts=30,30,30 \
+    --set locations=device --set samplers=gpu --set walks= --set warmup=1 --set batches=2 \
+    >"$final/ncufill.txt" 2>&1
+  echo "rc=$?"
+  grep -E "fill_kernel|race_segments|Duration|Throughput|Stall|Issue|Pipe|Occupancy|Registers|Executed Ipc|Warp Cycles|No Eligible|Active Warps|Block Size|Grid Size|Theoretical" \
+    "$final/ncufill.txt" | grep -v "^==PROF" | head -n 90
 fi
 if want profile; then
   echo "==== profile: GPU trace of checked gathers, 64 B rows ($(date +%T))"

@@ -24,7 +24,8 @@ namespace wholestore::graph::gpu {
 /// memory.  W reads weights (weighted only); weighted nodes above big_degree edges are left to
 /// fill_big_kernel.
 template <typename W>
-__global__ void fill_kernel(const std::int64_t* dst, const std::int64_t* start_arr,
+__global__ void __launch_bounds__(fill_threads, fill_min_blocks)
+    fill_kernel(const std::int64_t* dst, const std::int64_t* start_arr,
                             const std::int64_t* deg_arr, const std::int64_t* npos_arr,
                             const std::int64_t* offsets, device_count n_dst, sample_method method,
                             int fanout, const std::uint64_t* random_seed, int hop, W w,

@@ -19,6 +19,11 @@ constexpr std::int64_t big_degree = 2048;
 constexpr std::int64_t segment_edges = 16384;
 constexpr int count_big_threads = 512;  // count_big_kernel
 constexpr int fill_big_threads = 256;   // fill_big_kernel
+/// fill_kernel's block size, and the blocks an SM must hold at once: the weighted race is
+/// bound by issue latency (ncu: 37.5% theoretical occupancy at 70 registers, a third of the
+/// stalls on fixed-latency dependencies), so registers are capped for a fourth block.
+constexpr int fill_threads = 256;
+constexpr int fill_min_blocks = 4;
 /// Edges per block when a big node's positive weights are counted by several blocks.
 constexpr std::int64_t count_chunk = 8192;
 

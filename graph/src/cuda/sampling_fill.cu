@@ -43,6 +43,7 @@ void gpu_sampler::impl::fill(const std::int64_t* dst, gpu::device_count n_dst, s
     WM_CUDA_CHECK_LAUNCH(stream);
     return;
   }
+  static_assert(block_threads == gpu::fill_threads, "fill_kernel is bounded for this block size");
   gpu::fill_kernel<W><<<grid(bound, warp_size), block_threads, 0, stream>>>(
       dst, st, dg, np, offsets, n_dst, options.method, fanout, seed_word, hop, w, eid_out, tmp_out);
   WM_CUDA_CHECK_LAUNCH(stream);
