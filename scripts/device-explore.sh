@@ -100,6 +100,19 @@ if want compare; then
         awk '{print $4, $5, $6}'
     done
   done
+  for round in 1 2; do
+    [[ "$parts" == *" train "* ]] || break
+    for which in base new; do
+      bin=$b
+      [ "$which" = base ] && bin=/tmp/base/build/apps/wholestore
+      echo "---- $which, round $round: train, R-MAT 500k nodes / 12M edges, products batch"
+      timeout 150 $bin train configs/train.yaml --set gen.num_nodes=500000 \
+        --set gen.num_edges=12000000 --set device=gpu --set graph.location=device \
+        --set table.location=device --set batch_size=233472 --set optimizer=adam --set lr=0.01 \
+        --set epochs=1 --set walks_per_node=1 --set holdout=0.01 --set eval_every=0 2>&1 |
+        grep -E "summary|gpu" | grep -vE "%|#" | tail -n 3
+    done
+  done
   for which in base new; do
     [[ "$parts" == *" tables "* ]] || break
     bin=$b
