@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Exploration on the GPU machine (issue 15): the gather kernel variants of
-# scripts/experiments/gather_variants.cu, the library's gather bench at narrow rows, and
-# the sampling bench's weighted cases, each in one call.  Logs under $OUT.
-#   EXPLORE="variants gather sample" scripts/device-explore.sh
+# Exploration on the GPU machine, several steps in one call; logs under $OUT.
+#   EXPLORE="variants gather sample" scripts/device-explore.sh      (the default steps)
+# Steps: variants (the kernels of scripts/experiments/gather_variants.cu side by side), build,
+# gather (the gather bench at every row size), sample (the sampling bench), tests (GPU gather
+# and embedding tests; TESTS_FILTER narrows the first), chunkdebug (two-rank chunked tables
+# with the row copies logged), ncu and ncufill (Nsight Compute on weighted sampling), profile
+# (nsys, where present), compare (before/after in one call: .device-base/base.tgz holds an
+# earlier tree, packed from a git worktree and carried; COMPARE="small big sample train
+# tables" picks the benches run with both builds, alternating).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 WHOLESTORE_EXPECT_GPU=1
@@ -63,65 +68,55 @@ if want compare; then
       cmake --build /tmp/base/build -j "$(nproc)" --target wholestore; } >"$final/build-base.log" 2>&1 ||
     { tail -n 20 "$final/build-base.log"; exit 1; }
   parts=" ${COMPARE:-small big tables} "
-  for round in 1 2; do
-    [[ "$parts" == *" small "* ]] || break
-    for which in base new; do
-      bin=$b
-      [ "$which" = base ] && bin=/tmp/base/build/apps/wholestore
-      echo "---- $which, round $round, small batches"
-      for n in 16384 131072; do
-        $bin bench configs/bench_gather.yaml --set types=continuous --set locations=device \
-          --set row_bytes=256 --set ops=gather,scatter --set kernel_only=true \
-          --set pipelined=true --set repeats=50 --set lookups=$n 2>&1 |
-          grep -E "^(gather|scatter)" | awk -v n=$n '{print n, $1, $2, $4, $5, $7, $8, $9}'
+  # Runs the function $4 with each build's binary, base first, $1 rounds, when part $2 is asked.
+  each_build() {
+    [[ "$parts" == *" $2 "* ]] || return 0
+    for round in $(seq "$1"); do
+      for which in base new; do
+        local bin=$b
+        [ "$which" = base ] && bin=/tmp/base/build/apps/wholestore
+        echo "---- $which, round $round: $3"
+        "$4" "$bin" "$which-$round"
       done
     done
-  done
-  for round in 1 2; do
-    [[ "$parts" == *" big "* ]] || break
-    for which in base new; do
-      bin=$b
-      [ "$which" = base ] && bin=/tmp/base/build/apps/wholestore
-      echo "---- $which, round $round"
-      $bin bench configs/bench_gather.yaml --set types=continuous,chunked --set locations=device \
-        --set row_bytes=64,128,256,512 --set ops=gather --set kernel_only=true \
-        --set pipelined=true --set repeats=15 2>&1 | tee "$final/compare-$which-$round.txt" |
-        grep -E "^gather" | awk '{print $2, $4, $5, $7, $8, $9}'
+  }
+  small_batches() {
+    for n in 16384 131072; do
+      "$1" bench configs/bench_gather.yaml --set types=continuous --set locations=device \
+        --set row_bytes=256 --set ops=gather,scatter --set kernel_only=true \
+        --set pipelined=true --set repeats=50 --set lookups=$n 2>&1 |
+        grep -E "^(gather|scatter)" | awk -v n=$n '{print n, $1, $2, $4, $5, $7, $8, $9}'
     done
-  done
-  for round in 1 2; do
-    [[ "$parts" == *" sample "* ]] || break
-    for which in base new; do
-      bin=$b
-      [ "$which" = base ] && bin=/tmp/base/build/apps/wholestore
-      echo "---- $which, round $round: sampling, device graph"
-      $bin bench configs/bench_sample.yaml --set methods=weighted,uniform --set locations=device \
-        --set samplers=gpu --set walks= --set batches=100 2>&1 | grep -E "^gpu " |
-        awk '{print $4, $5, $6}'
-    done
-  done
-  for round in 1 2; do
-    [[ "$parts" == *" train "* ]] || break
-    for which in base new; do
-      bin=$b
-      [ "$which" = base ] && bin=/tmp/base/build/apps/wholestore
-      echo "---- $which, round $round: train, R-MAT 500k nodes / 12M edges, products batch"
-      timeout 150 $bin train configs/train.yaml --set gen.num_nodes=500000 \
-        --set gen.num_edges=12000000 --set device=gpu --set graph.location=device \
-        --set table.location=device --set batch_size=233472 --set optimizer=adam --set lr=0.01 \
-        --set epochs=1 --set walks_per_node=1 --set holdout=0.01 --set eval_every=0 2>&1 |
-        grep -E "summary|gpu" | grep -vE "%|#" | tail -n 3
-    done
-  done
-  for which in base new; do
-    [[ "$parts" == *" tables "* ]] || break
-    bin=$b
-    [ "$which" = base ] && bin=/tmp/base/build/apps/wholestore
-    echo "---- $which: two-rank tables, 1M lookups of 512 B"
-    timeout 200 $bin launch -n 2 -- $bin bench configs/bench_embedding.yaml \
+  }
+  narrow_rows() {
+    "$1" bench configs/bench_gather.yaml --set types=continuous,chunked --set locations=device \
+      --set row_bytes=64,128,256,512 --set ops=gather --set kernel_only=true \
+      --set pipelined=true --set repeats=15 2>&1 | tee "$final/compare-$2.txt" |
+      grep -E "^gather" | awk '{print $2, $4, $5, $7, $8, $9}'
+  }
+  sampling() {
+    "$1" bench configs/bench_sample.yaml --set methods=weighted,uniform --set locations=device \
+      --set samplers=gpu --set walks= --set batches=100 2>&1 | grep -E "^gpu " |
+      awk '{print $4, $5, $6}'
+  }
+  training() {
+    timeout 150 "$1" train configs/train.yaml --set gen.num_nodes=500000 \
+      --set gen.num_edges=12000000 --set device=gpu --set graph.location=device \
+      --set table.location=device --set batch_size=233472 --set optimizer=adam --set lr=0.01 \
+      --set epochs=1 --set walks_per_node=1 --set holdout=0.01 --set eval_every=0 2>&1 |
+      grep -E "summary|gpu" | grep -vE "%|#" | tail -n 3
+  }
+  two_rank_tables() {
+    timeout 200 "$1" launch -n 2 -- "$1" bench configs/bench_embedding.yaml \
       --set types=chunked,continuous --set optimizers=sgd,adam --set streams=uniform \
-      --set batches=262144,1048576 --set cache=false --set repeats=3 2>&1 | grep -E "^\[rank 0\] (chunked|contin)"
-  done
+      --set batches=262144,1048576 --set cache=false --set repeats=3 2>&1 |
+      grep -E "^\[rank 0\] (chunked|contin)"
+  }
+  each_build 2 small "small batches" small_batches
+  each_build 2 big "4M lookups, narrow rows" narrow_rows
+  each_build 2 sample "sampling, device graph" sampling
+  each_build 2 train "train, R-MAT 500k nodes / 12M edges, products batch" training
+  each_build 1 tables "two-rank tables, 1M lookups of 512 B" two_rank_tables
 fi
 if want ncu; then
   # Per-kernel GPU time of weighted [30,30,30] sampling (issue 15: 1.5x WholeGraph).
