@@ -6,7 +6,7 @@
 # and embedding tests; TESTS_FILTER narrows the first), chunkdebug (two-rank chunked tables
 # with the row copies logged), ncu and ncufill (Nsight Compute on weighted sampling), profile
 # (nsys, where present), compare (before/after in one call: .device-base/base.tgz holds an
-# earlier tree, packed from a git worktree and carried; COMPARE="small big sample train
+# earlier tree, packed from a git worktree and carried; COMPARE="small big sample walks train
 # tables" picks the benches run with both builds, alternating).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -112,9 +112,15 @@ if want compare; then
       --set batches=262144,1048576 --set cache=false --set repeats=3 2>&1 |
       grep -E "^\[rank 0\] (chunked|contin)"
   }
+  walking() {
+    "$1" bench configs/bench_sample.yaml --set fanouts=15,10,5 --set methods=uniform \
+      --set samplers=gpu --set walk_calls=3 --set locations=device --set types=continuous,chunked 2>&1 |
+      grep -E "^gpu .*(deepwalk|node2vec)" | awk '{print $2, $4, $6}'
+  }
   each_build 2 small "small batches" small_batches
   each_build 2 big "4M lookups, narrow rows" narrow_rows
   each_build 2 sample "sampling, device graph" sampling
+  each_build 2 walks "random walks, device graph" walking
   each_build 2 train "train, R-MAT 500k nodes / 12M edges, products batch" training
   each_build 1 tables "two-rank tables, 1M lookups of 512 B" two_rank_tables
 fi

@@ -45,14 +45,27 @@ class gpu_walker {
   explicit gpu_walker(const csr_graph& graph);
   /// starts (count int64) and out (count * (length + 1) int64) in memory the GPU reads and
   /// writes.  Checks the starts first (one wait), then walks; waits for `stream` once more
-  /// at the end to report a corrupt graph.
+  /// at the end to report a corrupt graph.  The first node2vec call also makes a sorted copy
+  /// of the neighbor lists of nodes with hub_degree or more neighbors (kept, in device
+  /// memory, when it takes under a quarter of the free memory), so that "is x a neighbor of
+  /// the previous node" is a binary search there instead of a scan; the graph must not
+  /// change while the walker exists (it is read-only by contract).
   void walk(const std::int64_t* starts, std::size_t count, const walk_options& options,
             std::int64_t* out, cudaStream_t stream);
 
+  /// Nodes with at least this many neighbors get a sorted copy of their list for node2vec.
+  static constexpr std::int64_t hub_degree = 32;
+
  private:
+  void build_hub_lists(cudaStream_t stream);
+
   const csr_graph* graph_;
   int device_ = -1;
   wholememory::device_buffer flags_;  // [0] first bad start position, [1] fault
+  // node2vec's hub lists: per node the start of its sorted copy in hub_sorted_ (-1: none).
+  bool hubs_tried_ = false;
+  std::uint64_t hub_entries_ = 0;
+  wholememory::device_buffer hub_begin_, hub_sorted_;
 };
 
 }  // namespace wholestore::graph

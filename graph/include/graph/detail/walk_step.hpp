@@ -13,9 +13,11 @@
  *    previous node, 1 for a neighbor of the previous node, 1/q otherwise.  Accepted candidates
  *    are distributed exactly as node2vec's transition probabilities.  After max_walk_trials
  *    rejections the last candidate is taken (reached only when 1/p or 1/q is under
- *    ~1e-4 of the others).  Neighborship is a scan of the previous node's list, done only
- *    when the acceptance draw falls between the neighbor and away ratios (elsewhere both
- *    decide alike): with p = 0.5, q = 2 a quarter of the trials scan.
+ *    ~1e-4 of the others).  Neighborship is looked up in the previous node's list, only when
+ *    the acceptance draw falls between the neighbor and away ratios (elsewhere both decide
+ *    alike): with p = 0.5, q = 2 a quarter of the trials look.  The lookup is a scan, or what
+ *    the caller passes (the GPU walker: a binary search in a sorted copy of a hub's list);
+ *    membership is membership, so every lookup gives the same walks.
  * A node without out-neighbors ends the walk: the rest of its row is -1.
  */
 #pragma once
@@ -60,13 +62,25 @@ WM_HOST_DEVICE std::uint64_t walk_key(std::uint64_t seed, std::uint64_t walk_ind
 constexpr std::int64_t walk_dead_end = -1;
 constexpr std::int64_t walk_fault = -2;  ///< a row or neighbor outside the graph
 
+/// Whether v is among the neighbors col[first, end) of a node: a scan.
+struct scan_neighbors {
+  template <typename Col>
+  WM_HOST_DEVICE bool operator()(const Col& col, std::int64_t /*node*/, std::int64_t first,
+                                 std::int64_t end, std::int64_t v) const {
+    for (std::int64_t e = first; e < end; ++e)
+      if (static_cast<std::int64_t>(*col.At(e)) == v) return true;
+    return false;
+  }
+};
+
 /// The node after `cur` (reached from `prev`, -1 at the start) at step `step`.  Row: PtrGen
-/// over int64 row offsets; Col: over the neighbor ids.
-template <typename Row, typename Col>
+/// over int64 row offsets; Col: over the neighbor ids; Member: the neighborship lookup
+/// (scan_neighbors' signature).
+template <typename Row, typename Col, typename Member = scan_neighbors>
 WM_HOST_DEVICE std::int64_t walk_step(const walk_rule& r, std::uint64_t key, std::uint32_t step,
                                       std::int64_t prev, std::int64_t cur, const Row& row,
                                       const Col& col, std::uint64_t num_nodes,
-                                      std::uint64_t num_edges) {
+                                      std::uint64_t num_edges, const Member& member = Member{}) {
   const std::int64_t first = *row.At(cur), end = *row.At(cur + 1);
   if (first < 0 || end < first || static_cast<std::uint64_t>(end) > num_edges) return walk_fault;
   const std::int64_t degree = end - first;
@@ -99,13 +113,7 @@ WM_HOST_DEVICE std::int64_t walk_step(const walk_rule& r, std::uint64_t key, std
     const double hi = r.neighbor_ratio < r.away_ratio ? r.away_ratio : r.neighbor_ratio;
     if (u < lo) return v;
     if (u >= hi) continue;
-    double ratio = r.away_ratio;
-    for (std::int64_t e = pfirst; e < pend; ++e) {
-      if (static_cast<std::int64_t>(*col.At(e)) == v) {
-        ratio = r.neighbor_ratio;
-        break;
-      }
-    }
+    const double ratio = member(col, prev, pfirst, pend, v) ? r.neighbor_ratio : r.away_ratio;
     if (u < ratio) return v;
   }
   return v;
