@@ -68,6 +68,90 @@ void walk_range(const csr_graph& g, const Row& row, const Col& col, const std::i
   }
 }
 
+/// First-order walks (DeepWalk) of [begin, end), `lanes` of them interleaved on this thread.
+/// A step is two dependent random reads (the current node's row offsets, then the chosen
+/// neighbor), each a cache miss on a large graph; one walk at a time waits for both.  Here
+/// every lane issues a prefetch for its next read and hands over to the next lane, so a
+/// thread has `lanes` reads in flight.  The draws are walk_step's (detail/walk_step.hpp):
+/// position rand_below(draw(key, s * 2^32), degree) of the current row, the same checks, the
+/// same walks bit for bit.
+template <typename Row, typename Col>
+void walk_range_first_order(const csr_graph& g, const Row& row, const Col& col,
+                            const std::int64_t* starts, std::size_t begin, std::size_t end,
+                            const walk_options& o, std::int64_t* out, std::atomic<bool>& fault) {
+  constexpr int lanes = 16;
+  const std::size_t width = static_cast<std::size_t>(o.length) + 1;
+  struct lane {
+    std::int64_t* w = nullptr;  // the walk's output row; null: the lane is idle
+    std::uint64_t key = 0;
+    std::size_t s = 0;  // the next position of w to write
+    std::int64_t cur = 0;
+    std::int64_t edge = -1;  // the chosen edge, or -1 while the row is to be read
+  };
+  lane ln[lanes];
+  std::size_t next_walk = begin;
+  // Starts walk next_walk in lane l (or leaves it idle when none is left); false when idle.
+  auto start = [&](lane& l) {
+    while (next_walk < end) {
+      const std::size_t i = next_walk++;
+      l.w = out + i * width;
+      l.key = detail::walk_key(o.seed, o.first_walk + i, starts[i]);
+      l.cur = starts[i];
+      l.w[0] = l.cur;
+      l.s = 1;
+      l.edge = -1;
+      if (l.s < width) {
+        __builtin_prefetch(row.At(l.cur));
+        return true;
+      }
+    }
+    l.w = nullptr;
+    return false;
+  };
+  auto finish = [&](lane& l) {
+    std::fill(l.w + l.s, l.w + width, std::int64_t{-1});
+    start(l);
+  };
+  int active = 0;
+  for (lane& l : ln) active += start(l) ? 1 : 0;
+  while (active > 0) {
+    active = 0;
+    for (lane& l : ln) {
+      if (l.w == nullptr) continue;
+      if (l.edge < 0) {
+        const std::int64_t first = *row.At(l.cur), last = *row.At(l.cur + 1);
+        if (first < 0 || last < first || static_cast<std::uint64_t>(last) > g.num_edges) {
+          fault.store(true, std::memory_order_relaxed);
+          finish(l);
+        } else if (last == first) {
+          finish(l);  // a dead end
+        } else {
+          const std::uint64_t x = detail::draw(l.key, static_cast<std::uint64_t>(l.s - 1) << 32);
+          l.edge = first + static_cast<std::int64_t>(
+                               detail::rand_below(x, static_cast<std::uint64_t>(last - first)));
+          __builtin_prefetch(col.At(l.edge));
+        }
+      } else {
+        const auto v = static_cast<std::int64_t>(*col.At(l.edge));
+        l.edge = -1;
+        if (v < 0 || static_cast<std::uint64_t>(v) >= g.num_nodes) {
+          fault.store(true, std::memory_order_relaxed);
+          finish(l);
+        } else {
+          l.w[l.s++] = v;
+          l.cur = v;
+          if (l.s == width) {
+            finish(l);
+          } else {
+            __builtin_prefetch(row.At(v));
+          }
+        }
+      }
+      active += l.w != nullptr ? 1 : 0;
+    }
+  }
+}
+
 template <typename Row, typename ColGen>
 void walk_all(const csr_graph& g, const Row& row, const ColGen& col, const std::int64_t* starts,
               std::size_t count, const walk_options& o, std::int64_t* out, unsigned threads) {
@@ -78,9 +162,14 @@ void walk_all(const csr_graph& g, const Row& row, const ColGen& col, const std::
   const unsigned t = static_cast<unsigned>(std::min<std::size_t>(std::max(threads, 1u), chunks));
   std::atomic<std::size_t> next{0};
   auto work = [&] {
-    for (std::size_t c; (c = next.fetch_add(1)) < chunks;)
-      walk_range(g, row, col, starts, c * grain, std::min(count, (c + 1) * grain), o, rule, out,
-                 fault);
+    for (std::size_t c; (c = next.fetch_add(1)) < chunks;) {
+      const std::size_t b = c * grain, e = std::min(count, (c + 1) * grain);
+      if (rule.second_order) {
+        walk_range(g, row, col, starts, b, e, o, rule, out, fault);
+      } else {
+        walk_range_first_order(g, row, col, starts, b, e, o, out, fault);
+      }
+    }
   };
   std::vector<std::thread> pool;
   for (unsigned k = 1; k < t; ++k) pool.emplace_back(work);

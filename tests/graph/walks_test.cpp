@@ -6,10 +6,12 @@
 
 #include <graph/csr_graph.hpp>
 #include <graph/dataset.hpp>
+#include <graph/detail/walk_step.hpp>
 #include <graph/generate.hpp>
 #include <graph/walks.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/error.hpp>
+#include <wholememory/ptr_gen.hpp>
 
 #include <gtest/gtest.h>
 
@@ -223,6 +225,69 @@ TEST(RandomWalks, TheSameWalksForAnyThreadsMemoryTypeSplitAndRanks) {
       EXPECT_TRUE(std::equal(out.begin(), out.end(), want.begin() + begin * width))
           << "rank " << me << " walks differ from one rank's";
     });
+  }
+}
+
+// The CPU walker interleaves first-order walks on a thread (prefetching each one's next read);
+// its output must be what stepping each walk alone with detail::walk_step gives: every walk
+// length (0 included), dead ends, any thread count, DeepWalk and node2vec.
+TEST(RandomWalks, EqualToStepFunctionWalkedOneAtATime) {
+  host_csr g = test_graph();
+  // Dead ends: the last 40 nodes lose their out-edges (rows emptied, offsets kept monotone).
+  {
+    host_csr d;
+    d.num_nodes = g.num_nodes;
+    d.directed = true;
+    d.row_offsets.push_back(0);
+    for (std::uint64_t v = 0; v < g.num_nodes; ++v) {
+      if (v + 40 < g.num_nodes)
+        for (std::int64_t e = g.row_offsets[v]; e < g.row_offsets[v + 1]; ++e)
+          d.col_indices.push_back(g.col_indices[e]);
+      d.row_offsets.push_back(static_cast<std::int64_t>(d.col_indices.size()));
+    }
+    g = d;
+  }
+  auto comm = solo_comm();
+  csr_graph wg = make_graph(comm, g, wm::memory_type::continuous, wm::memory_location::host);
+  std::vector<std::int64_t> starts(2100);
+  for (std::size_t i = 0; i < starts.size(); ++i)
+    starts[i] = static_cast<std::int64_t>((i * 104729 + 17) % g.num_nodes);
+  starts[5] = static_cast<std::int64_t>(g.num_nodes) - 1;  // starts at a dead end
+  wm::PtrGen<const std::int64_t, const std::int64_t> row(g.row_offsets.data());
+  wm::PtrGen<const std::int64_t, const std::int64_t> col(g.col_indices.data());
+  for (auto [p, q] : {std::pair{1.0, 1.0}, std::pair{0.5, 2.0}}) {
+    for (int length : {0, 1, 9, 40}) {
+      walk_options o;
+      o.length = length;
+      o.p = p;
+      o.q = q;
+      o.seed = 31;
+      o.first_walk = 1000;
+      const std::size_t width = static_cast<std::size_t>(length) + 1;
+      const auto rule = wholestore::graph::detail::make_walk_rule(p, q);
+      std::vector<std::int64_t> want(starts.size() * width, -1);
+      for (std::size_t i = 0; i < starts.size(); ++i) {
+        const std::uint64_t key =
+            wholestore::graph::detail::walk_key(o.seed, o.first_walk + i, starts[i]);
+        std::int64_t prev = -1, cur = starts[i];
+        want[i * width] = cur;
+        for (std::size_t s = 1; s < width; ++s) {
+          const std::int64_t next = wholestore::graph::detail::walk_step(
+              rule, key, static_cast<std::uint32_t>(s - 1), prev, cur, row, col, g.num_nodes,
+              g.col_indices.size());
+          if (next < 0) break;
+          want[i * width + s] = next;
+          prev = cur;
+          cur = next;
+        }
+      }
+      for (unsigned threads : {1u, 2u, 3u}) {
+        std::vector<std::int64_t> got(want.size(), 7);
+        random_walks_host(wg, starts.data(), starts.size(), o, got.data(), threads);
+        EXPECT_EQ(got, want) << "p " << p << " q " << q << ", length " << length << ", " << threads
+                             << " threads";
+      }
+    }
   }
 }
 
