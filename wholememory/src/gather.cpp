@@ -154,6 +154,11 @@ void parallel_ranges(std::size_t n, std::size_t bytes_per_item, unsigned threads
 /// row_at(dst_idx, i).  The CPU twin of the kernels' row loop.  With `dst_rows` > 0 (scatter)
 /// the threads split the destination rows instead of the list, each walking the whole list in
 /// order, so the last of duplicate indices wins and no row is written by two threads.
+/// Rows the CPU gather requests ahead of the one it copies, and cache lines of each.
+constexpr std::size_t prefetch_rows = 16;
+constexpr std::size_t prefetch_lines = 4;
+constexpr std::size_t prefetch_max_bytes = 1024;
+
 template <typename SrcGen, typename DstGen, typename SrcIdx, typename DstIdx>
 void copy_rows_host(row_addresser<SrcGen> src, const SrcIdx* src_idx, row_addresser<DstGen> dst,
                     const DstIdx* dst_idx, std::size_t n, std::size_t cols,
@@ -169,8 +174,24 @@ void copy_rows_host(row_addresser<SrcGen> src, const SrcIdx* src_idx, row_addres
     }
   };
   if (dst_rows == 0) {
+    // Random source rows are cache misses one after another: the first lines of the row
+    // `prefetch_rows` entries ahead are requested before each copy, so a thread has that many
+    // rows in flight instead of the few the core's own window overlaps.
+    // Rows above prefetch_max_bytes are left to the hardware prefetcher (measured slower with
+    // the requests: 4 KiB rows 8.8-11.1 GB/s against 10.5-12.9 without, on the 2-core VM).
+    const std::size_t lines =
+        src_row_bytes > prefetch_max_bytes
+            ? 0
+            : std::min<std::size_t>((src_row_bytes + 63) / 64, prefetch_lines);
     parallel_ranges(n, src_row_bytes, threads, [&](std::size_t b, std::size_t e) {
-      for (std::size_t i = b; i < e; ++i) copy_one(i);
+      for (std::size_t i = b; i < e; ++i) {
+        if (lines > 0 && i + prefetch_rows < e) {
+          const char* ahead =
+              src.row(row_at(src_idx, static_cast<std::int64_t>(i + prefetch_rows)));
+          for (std::size_t l = 0; l < lines; ++l) __builtin_prefetch(ahead + 64 * l);
+        }
+        copy_one(i);
+      }
     });
     return;
   }
