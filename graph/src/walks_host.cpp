@@ -44,110 +44,135 @@ std::string corrupt_graph_message(const char* op) {
 
 namespace {
 
+/// The walks of [begin, end), `lanes` of them interleaved on this thread.  A step is
+/// dependent random reads (the current node's row offsets, then a candidate neighbor, for
+/// node2vec maybe several), each a cache miss on a large graph; one walk at a time waits for
+/// every one.  Here each lane issues a prefetch for its next read and hands over to the next
+/// lane, so a thread has `lanes` reads in flight.  The draws and decisions are walk_step's
+/// (detail/walk_step.hpp) in the same order, so the walks are the same bits.
 template <typename Row, typename Col>
 void walk_range(const csr_graph& g, const Row& row, const Col& col, const std::int64_t* starts,
                 std::size_t begin, std::size_t end, const walk_options& o,
-                const detail::walk_rule& rule, std::int64_t* out, std::atomic<bool>& fault) {
-  const std::size_t width = static_cast<std::size_t>(o.length) + 1;
-  for (std::size_t i = begin; i < end; ++i) {
-    std::int64_t* w = out + i * width;
-    const std::uint64_t key = detail::walk_key(o.seed, o.first_walk + i, starts[i]);
-    std::int64_t prev = -1, cur = starts[i];
-    w[0] = cur;
-    std::size_t s = 1;
-    for (; s < width; ++s) {
-      const std::int64_t next = detail::walk_step(rule, key, static_cast<std::uint32_t>(s - 1),
-                                                  prev, cur, row, col, g.num_nodes, g.num_edges);
-      if (next == detail::walk_fault) fault.store(true, std::memory_order_relaxed);
-      if (next < 0) break;
-      w[s] = next;
-      prev = cur;
-      cur = next;
-    }
-    std::fill(w + s, w + width, std::int64_t{-1});
-  }
-}
-
-/// First-order walks (DeepWalk) of [begin, end), `lanes` of them interleaved on this thread.
-/// A step is two dependent random reads (the current node's row offsets, then the chosen
-/// neighbor), each a cache miss on a large graph; one walk at a time waits for both.  Here
-/// every lane issues a prefetch for its next read and hands over to the next lane, so a
-/// thread has `lanes` reads in flight.  The draws are walk_step's (detail/walk_step.hpp):
-/// position rand_below(draw(key, s * 2^32), degree) of the current row, the same checks, the
-/// same walks bit for bit.
-template <typename Row, typename Col>
-void walk_range_first_order(const csr_graph& g, const Row& row, const Col& col,
-                            const std::int64_t* starts, std::size_t begin, std::size_t end,
-                            const walk_options& o, std::int64_t* out, std::atomic<bool>& fault) {
+                const detail::walk_rule& r, std::int64_t* out, std::atomic<bool>& fault) {
   constexpr int lanes = 16;
   const std::size_t width = static_cast<std::size_t>(o.length) + 1;
   struct lane {
     std::int64_t* w = nullptr;  // the walk's output row; null: the lane is idle
     std::uint64_t key = 0;
     std::size_t s = 0;  // the next position of w to write
-    std::int64_t cur = 0;
-    std::int64_t edge = -1;  // the chosen edge, or -1 while the row is to be read
+    std::int64_t prev = -1, cur = 0;
+    std::int64_t first = 0, degree = 0;  // cur's row, once read
+    std::int64_t pfirst = 0, pend = 0;   // prev's row (second order)
+    std::int64_t edge = -1;              // the candidate's edge; -1: cur's row is to be read
+    std::uint32_t trial = 0;
   };
   lane ln[lanes];
   std::size_t next_walk = begin;
-  // Starts walk next_walk in lane l (or leaves it idle when none is left); false when idle.
+  // Starts walk next_walk in lane l (or leaves it idle when none is left).
   auto start = [&](lane& l) {
     while (next_walk < end) {
       const std::size_t i = next_walk++;
       l.w = out + i * width;
       l.key = detail::walk_key(o.seed, o.first_walk + i, starts[i]);
+      l.prev = -1;
       l.cur = starts[i];
       l.w[0] = l.cur;
       l.s = 1;
       l.edge = -1;
       if (l.s < width) {
         __builtin_prefetch(row.At(l.cur));
-        return true;
+        return;
       }
     }
     l.w = nullptr;
-    return false;
   };
   auto finish = [&](lane& l) {
     std::fill(l.w + l.s, l.w + width, std::int64_t{-1});
     start(l);
   };
-  int active = 0;
-  for (lane& l : ln) active += start(l) ? 1 : 0;
-  while (active > 0) {
-    active = 0;
+  auto fail = [&](lane& l) {
+    fault.store(true, std::memory_order_relaxed);
+    finish(l);
+  };
+  auto advance = [&](lane& l, std::int64_t v) {
+    l.w[l.s++] = v;
+    l.prev = l.cur;
+    l.cur = v;
+    l.edge = -1;
+    if (l.s == width) {
+      finish(l);
+    } else {
+      __builtin_prefetch(row.At(v));
+    }
+  };
+  // walk_step's counter of trial t at the current step: s * 2^32 + 2t.
+  auto counter = [](const lane& l) {
+    return (static_cast<std::uint64_t>(l.s - 1) << 32) + 2 * std::uint64_t{l.trial};
+  };
+  // The candidate edge of the current trial, its read requested.
+  auto choose = [&](lane& l) {
+    l.edge = l.first + static_cast<std::int64_t>(detail::rand_below(
+                           detail::draw(l.key, counter(l)), static_cast<std::uint64_t>(l.degree)));
+    __builtin_prefetch(col.At(l.edge));
+  };
+  const double lo = std::min(r.neighbor_ratio, r.away_ratio);
+  const double hi = std::max(r.neighbor_ratio, r.away_ratio);
+  for (lane& l : ln) start(l);
+  for (bool busy = true; busy;) {
+    busy = false;
     for (lane& l : ln) {
       if (l.w == nullptr) continue;
+      busy = true;
+      const bool second = r.second_order && l.prev >= 0;
       if (l.edge < 0) {
         const std::int64_t first = *row.At(l.cur), last = *row.At(l.cur + 1);
         if (first < 0 || last < first || static_cast<std::uint64_t>(last) > g.num_edges) {
-          fault.store(true, std::memory_order_relaxed);
-          finish(l);
-        } else if (last == first) {
-          finish(l);  // a dead end
-        } else {
-          const std::uint64_t x = detail::draw(l.key, static_cast<std::uint64_t>(l.s - 1) << 32);
-          l.edge = first + static_cast<std::int64_t>(
-                               detail::rand_below(x, static_cast<std::uint64_t>(last - first)));
-          __builtin_prefetch(col.At(l.edge));
+          fail(l);
+          continue;
         }
-      } else {
-        const auto v = static_cast<std::int64_t>(*col.At(l.edge));
-        l.edge = -1;
-        if (v < 0 || static_cast<std::uint64_t>(v) >= g.num_nodes) {
-          fault.store(true, std::memory_order_relaxed);
-          finish(l);
-        } else {
-          l.w[l.s++] = v;
-          l.cur = v;
-          if (l.s == width) {
-            finish(l);
-          } else {
-            __builtin_prefetch(row.At(v));
+        if (last == first) {
+          finish(l);  // a dead end
+          continue;
+        }
+        l.first = first;
+        l.degree = last - first;
+        if (second) {
+          l.pfirst = *row.At(l.prev);
+          l.pend = *row.At(l.prev + 1);
+          if (l.pfirst < 0 || l.pend < l.pfirst ||
+              static_cast<std::uint64_t>(l.pend) > g.num_edges) {
+            fail(l);
+            continue;
           }
         }
+        l.trial = 0;
+        choose(l);
+        continue;
       }
-      active += l.w != nullptr ? 1 : 0;
+      const auto v = static_cast<std::int64_t>(*col.At(l.edge));
+      if (v < 0 || static_cast<std::uint64_t>(v) >= g.num_nodes) {
+        fail(l);
+        continue;
+      }
+      if (!second) {
+        advance(l, v);
+        continue;
+      }
+      const double u = static_cast<double>(detail::draw(l.key, counter(l) + 1) >> 11) * 0x1.0p-53;
+      bool accept = false;
+      if (v == l.prev) {
+        accept = u < r.back_ratio;
+      } else if (u < lo) {
+        accept = true;
+      } else if (u < hi) {
+        const bool near = detail::scan_neighbors{}(col, l.prev, l.pfirst, l.pend, v);
+        accept = u < (near ? r.neighbor_ratio : r.away_ratio);
+      }
+      if (accept || ++l.trial == detail::max_walk_trials) {
+        advance(l, v);  // after max_walk_trials rejections the last candidate is taken
+      } else {
+        choose(l);
+      }
     }
   }
 }
@@ -164,11 +189,7 @@ void walk_all(const csr_graph& g, const Row& row, const ColGen& col, const std::
   auto work = [&] {
     for (std::size_t c; (c = next.fetch_add(1)) < chunks;) {
       const std::size_t b = c * grain, e = std::min(count, (c + 1) * grain);
-      if (rule.second_order) {
-        walk_range(g, row, col, starts, b, e, o, rule, out, fault);
-      } else {
-        walk_range_first_order(g, row, col, starts, b, e, o, out, fault);
-      }
+      walk_range(g, row, col, starts, b, e, o, rule, out, fault);
     }
   };
   std::vector<std::thread> pool;

@@ -289,6 +289,21 @@ TEST(RandomWalks, EqualToStepFunctionWalkedOneAtATime) {
       }
     }
   }
+  // Every trial rejected: on the directed cycle 0 -> 1 -> 2 -> 0 with p = 1e-7 the only
+  // candidate is never the previous node nor its neighbor, so each step after the first takes
+  // the last of max_walk_trials candidates.
+  const host_csr cycle = csr_of(3, {{0, 1}, {1, 2}, {2, 0}}, false);
+  csr_graph cg = make_graph(comm, cycle, wm::memory_type::chunked, wm::memory_location::host);
+  walk_options o;
+  o.length = 4;
+  o.p = 1e-7;
+  o.seed = 8;
+  const std::vector<std::int64_t> three = {0, 1, 2};
+  std::vector<std::int64_t> got(3 * 5, 7);
+  random_walks_host(cg, three.data(), 3, o, got.data(), 2);
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t s = 0; s < 5; ++s)
+      EXPECT_EQ(got[i * 5 + s], static_cast<std::int64_t>((i + s) % 3)) << "walk " << i;
 }
 
 TEST(RandomWalks, BadArgumentsAreNamedAndTheOutputUntouched) {
