@@ -5,6 +5,7 @@
 // ranks that were handed different graphs (another generator seed, another dataset, a missing
 // one) all fail, naming the difference, before anything shared is built from them.
 #include "common/multiprocess.hpp"
+#include "graph/hostile_csr.hpp"
 
 #include <graph/csr_graph.hpp>
 #include <graph/dataset.hpp>
@@ -36,6 +37,8 @@ namespace {
 namespace fs = std::filesystem;
 namespace wm = wholememory;
 using namespace wholestore::graph;
+using wholestore_test::csr_corruption;
+using wholestore_test::csr_corruptions;
 using wholestore_test::fork_ranks;
 using wholestore_test::thread_ranks;
 using wm::memory_location;
@@ -344,20 +347,7 @@ void overwrite(const wm::allocation& mem, std::uint64_t pos, T value) {
 TEST_P(HostileMemory, SamplerStaysInBounds) {
   const memory_type type = GetParam();
   const host_csr g = small_graph();
-  struct corruption {
-    const char* array;
-    std::uint64_t position;
-    std::int64_t value;
-  };
-  const corruption corruptions[] = {
-      {"row_offsets", 500, 3},                      // decreasing: a negative degree
-      {"row_offsets", 500, std::int64_t{1} << 40},  // far past the edges
-      {"row_offsets", 500, -(std::int64_t{1} << 40)},
-      {"row_offsets", 997, 20000},  // the last row runs past the edges
-      {"col_indices", 4000, std::numeric_limits<std::int32_t>::max()},
-      {"col_indices", 4000, -1},
-  };
-  for (const corruption& k : corruptions) {
+  for (const csr_corruption& k : csr_corruptions(997)) {
     for (sample_method method : {sample_method::uniform, sample_method::uniform_with_replacement,
                                  sample_method::weighted}) {
       SCOPED_TRACE(std::string(k.array) + "[" + std::to_string(k.position) +

@@ -150,15 +150,16 @@ void parallel_ranges(std::size_t n, std::size_t bytes_per_item, unsigned threads
   for (auto& th : pool) th.join();
 }
 
-/// Copies n rows: list entry i moves from source row row_at(src_idx, i) to destination row
-/// row_at(dst_idx, i).  The CPU twin of the kernels' row loop.  With `dst_rows` > 0 (scatter)
-/// the threads split the destination rows instead of the list, each walking the whole list in
-/// order, so the last of duplicate indices wins and no row is written by two threads.
-/// Rows the CPU gather requests ahead of the one it copies, and cache lines of each.
+/// Rows the CPU gather requests ahead of the one it copies, cache lines of each, and the
+/// largest row it does it for.
 constexpr std::size_t prefetch_rows = 16;
 constexpr std::size_t prefetch_lines = 4;
 constexpr std::size_t prefetch_max_bytes = 1024;
 
+/// Copies n rows: list entry i moves from source row row_at(src_idx, i) to destination row
+/// row_at(dst_idx, i).  The CPU twin of the kernels' row loop.  With `dst_rows` > 0 (scatter)
+/// the threads split the destination rows instead of the list, each walking the whole list in
+/// order, so the last of duplicate indices wins and no row is written by two threads.
 template <typename SrcGen, typename DstGen, typename SrcIdx, typename DstIdx>
 void copy_rows_host(row_addresser<SrcGen> src, const SrcIdx* src_idx, row_addresser<DstGen> dst,
                     const DstIdx* dst_idx, std::size_t n, std::size_t cols,

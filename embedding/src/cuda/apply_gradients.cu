@@ -37,9 +37,9 @@
 namespace wholestore::embedding {
 namespace detail {
 
-/// Page-locked host memory for the host-communicator staging, kept and grown by half again
-/// when too small (pinning is slow; the copies through it run at the bus rate, several times
-/// those through pageable memory).
+/// Page-locked host memory for the host-communicator staging, kept between calls and replaced
+/// by one of the size asked when too small (pinning is slow; the copies through it run at the
+/// bus rate, several times those through pageable memory).
 class pinned_scratch {
  public:
   pinned_scratch() = default;
@@ -55,9 +55,8 @@ class pinned_scratch {
       if (ptr_ != nullptr) WM_CUDA_TRY(cudaFreeHost(ptr_));
       ptr_ = nullptr;
       bytes_ = 0;
-      const std::size_t want = std::max(bytes, bytes_ + bytes_ / 2);
-      WM_CUDA_TRY(cudaHostAlloc(&ptr_, want, cudaHostAllocDefault));
-      bytes_ = want;
+      WM_CUDA_TRY(cudaHostAlloc(&ptr_, bytes, cudaHostAllocDefault));
+      bytes_ = bytes;
     }
     return static_cast<T*>(ptr_);
   }

@@ -8,6 +8,7 @@
  * throw too instead of waiting in a collective.
  */
 #include "common/multiprocess.hpp"
+#include "graph/hostile_csr.hpp"
 #include "wholememory/gpu/gpu_test_util.hpp"
 
 #include <graph/csr_graph.hpp>
@@ -58,20 +59,8 @@ bool access(const wm::allocation& mem, std::uint64_t pos, std::size_t elem, void
   return false;
 }
 
-struct corruption {
-  const char* array;
-  std::uint64_t position;
-  std::int64_t value;
-};
-
-const corruption corruptions[] = {
-    {"row_offsets", 500, 3},                      // decreasing: a negative degree
-    {"row_offsets", 500, std::int64_t{1} << 40},  // far past the edges
-    {"row_offsets", 500, -(std::int64_t{1} << 40)},
-    {"row_offsets", 999, 20000},  // the last row runs past the edges
-    {"col_indices", 4000, std::numeric_limits<std::int32_t>::max()},
-    {"col_indices", 4000, -1},
-};
+using corruption = csr_corruption;
+const std::vector<corruption> corruptions = csr_corruptions(999);
 
 /// Writes `k` into the graph (where this rank holds the element) and returns what was there.
 std::int64_t corrupt(csr_graph& g, const corruption& k, std::int64_t value) {

@@ -59,7 +59,7 @@ namespace {
 
 // result[0]: the smallest bad position (all ones when none).  Four loads in flight per thread
 // (a thread's entries i, i + stride, ... in increasing order, so its first bad one is its
-// smallest): the check reads every index once at close to the copy rate.
+// smallest).
 template <typename IndexT>
 __global__ void find_bad_index_kernel(const IndexT* __restrict__ idx, std::int64_t n,
                                       std::int64_t rows, unsigned long long* result) {

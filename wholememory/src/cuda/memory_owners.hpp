@@ -66,8 +66,9 @@ class malloc_owner final : public resource {
   /// The GPU's large page.  A cudaMalloc whose size is not a multiple of it, opened in another
   /// process through cudaIpcOpenMemHandle, was read there at a small fraction of the rate of
   /// the same memory in whole pages: a two-rank chunked embedding table of 10M rows of 512 B
-  /// (2.56e9 bytes a part) gathered 1M rows in 30 ms, against 0.84 ms for parts of 2.5 GiB, on
-  /// one H100 and likewise on two H200s (issue 10).  Padding costs under 2 MiB a part.
+  /// (2.56e9 bytes a part) gathered 1M rows in 30 ms, against 0.84 ms for parts of 2.5 GiB,
+  /// two ranks sharing one H100 (issue 10 saw 12.9 ms on two H200s; not re-measured there).
+  /// Padding costs under 2 MiB a part.
   static constexpr std::size_t big_page_bytes = std::size_t{2} << 20;
 
   struct block {
