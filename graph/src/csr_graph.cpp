@@ -4,6 +4,7 @@
 #include <graph/csr_graph.hpp>
 
 #include "csr_check.hpp"
+#include "edge_layout.hpp"
 
 #include <graph/detail/sample_select.hpp>
 #include <wholememory/bootstrap.hpp>
@@ -38,20 +39,78 @@ wm::wm_tensor csr_graph::features_tensor() const {
 
 namespace {
 
+// Whether every part of `edges` (elements of `elem` bytes) starts at the first edge of the
+// matching rank's nodes: first_edge[r] (row_offsets at the first node of rank r's part) * elem.
+bool edges_split_at(const wm::allocation& edges, std::size_t elem, std::uint64_t num_edges,
+                    const std::vector<std::uint64_t>& first_edge) {
+  if (!edges || edges.size() != num_edges * elem ||
+      edges.num_parts() + 1 != static_cast<int>(first_edge.size())) {
+    return false;
+  }
+  const wm::partition& parts = edges.get_partition();
+  for (int r = 0; r < parts.num_parts(); ++r) {
+    if (parts.part_offset(r) != first_edge[static_cast<std::size_t>(r)] * elem) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool edges_follow_nodes(const csr_graph& g) {
+  if (!g.row_offsets || !g.col_indices || g.type() != wm::memory_type::distributed) return false;
+  wm::communicator& comm = g.row_offsets.comm();
+  // Every rank's first row offset (-1 where its part holds none): with the partitions, which
+  // every rank knows, they place every rank's edges.
+  const wm::part_info rows = g.row_offsets.local_part();
+  std::int64_t first = -1;
+  if (rows.bytes >= 8 && rows.offset % 8 == 0) wm::copy_bytes(&first, rows.ptr, 8);
+  std::vector<std::int64_t> firsts(static_cast<std::size_t>(comm.size()));
+  comm.get_bootstrap().allgather(&first, firsts.data(), sizeof(first));
+
+  const wm::partition& row_parts = g.row_offsets.get_partition();
+  const std::uint64_t n = g.num_nodes;
+  if (row_parts.total_bytes != (n + 1) * 8 || row_parts.num_parts() != comm.size()) return false;
+  // first_edge[r]: row_offsets[a_r] (a_r the first entry of rank r's part), found on the first
+  // rank from r on whose part is not empty (it starts at a_r too); num_edges past the last.
+  std::vector<std::uint64_t> first_edge(static_cast<std::size_t>(comm.size()) + 1, g.num_edges);
+  for (int r = comm.size() - 1; r >= 0; --r) {
+    const auto i = static_cast<std::size_t>(r);
+    if (row_parts.part_offset(r) % 8 != 0) return false;
+    const std::uint64_t a = row_parts.part_offset(r) / 8;
+    if (a >= n) continue;  // no node: no edges (first_edge stays num_edges)
+    if (row_parts.part_bytes(r) == 0) {
+      first_edge[i] = first_edge[i + 1];
+      continue;
+    }
+    if (firsts[i] < 0 || static_cast<std::uint64_t>(firsts[i]) > g.num_edges) return false;
+    first_edge[i] = static_cast<std::uint64_t>(firsts[i]);
+  }
+  const std::size_t col_elem = wm::dtype_size(g.col_type);
+  if (!edges_split_at(g.col_indices, col_elem, g.num_edges, first_edge)) return false;
+  return !g.has_weights() || edges_split_at(g.edge_weights, 4, g.num_edges, first_edge);
+}
+
+namespace {
+
 // Elements [first, first + count) of an array: the part a rank copies.
 using check_part = std::function<void(std::uint64_t first, std::size_t count)>;
 
 // Collective: an array of `count` elements of `elem` bytes each, every rank writing its own
 // part from `src` (the whole array, identical on all ranks), after `check` (when given) saw
-// the part's elements.  Rows of `row_elems` elements never straddle parts.
+// the part's elements.  Rows of `row_elems` elements never straddle parts.  The parts are an
+// even split (the array is at least one row long) unless `part_bytes` gives them (summing to
+// count * elem).
 wm::allocation make_array(const std::shared_ptr<wm::communicator>& comm, const void* src,
                           std::size_t count, std::size_t elem, std::size_t row_elems,
                           wm::memory_type type, wm::memory_location location, const char* name,
-                          const check_part& check = {}) {
+                          const check_part& check = {},
+                          const std::vector<std::size_t>& part_bytes = {}) {
   wm::allocation_options opts;
   opts.name = std::string("the graph's ") + name;
   opts.granularity = elem * std::max<std::size_t>(row_elems, 1);
-  std::size_t bytes = std::max<std::size_t>(count * elem, opts.granularity);
+  opts.part_bytes = part_bytes;
+  std::size_t bytes =
+      part_bytes.empty() ? std::max<std::size_t>(count * elem, opts.granularity) : count * elem;
   auto mem = wm::allocation::create(comm, bytes, type, location, opts);
   wm::part_info mine = mem.local_part();
   std::size_t have = count * elem;
@@ -163,29 +222,58 @@ csr_graph make_graph(std::shared_ptr<wm::communicator> comm, const host_csr& gra
   g.num_edges = graph.num_edges();
   g.directed = graph.directed;
   g.col_type = graph.num_nodes < (std::uint64_t{1} << 31) ? wm::dtype::int32 : wm::dtype::int64;
+  const std::string source = "the host graph of make_graph";
+  // A distributed graph keeps each node's edges on the rank that holds its row offsets
+  // (edge_layout.hpp): the edge arrays are cut where the row offsets are.  Every rank holds
+  // the whole (agreed) host graph, so each finds the cuts and checks them alike, before
+  // anything is allocated.
+  const wm::partition row_parts = detail::row_offsets_partition(g.num_nodes, comm->size());
+  std::vector<std::uint64_t> edge_cuts;
+  if (type == wm::memory_type::distributed) {
+    const std::vector<std::uint64_t> nodes = detail::first_nodes(row_parts, g.num_nodes);
+    std::vector<std::int64_t> offsets(nodes.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i) offsets[i] = graph.row_offsets[nodes[i]];
+    try {
+      edge_cuts = detail::first_edges(source, g.num_nodes, g.num_edges, nodes, offsets);
+    } catch (const wm::logic_error&) {
+      // Name the first fault of row_offsets, as the part checks below would have.
+      detail::csr_checker whole(source, g.num_nodes, g.num_edges);
+      whole.row_offsets(graph.row_offsets.data(), 0, graph.row_offsets.size());
+      whole.finish();
+      throw;
+    }
+  }
+  auto edge_parts = [&](std::size_t elem) {
+    return edge_cuts.empty() ? std::vector<std::size_t>{}
+                             : detail::edge_part_bytes(edge_cuts, elem);
+  };
   // Each rank checks the part it copies (rule 6), column indices before they are narrowed.
-  detail::csr_checker checker("the host graph of make_graph", g.num_nodes, g.num_edges);
+  detail::csr_checker checker(source, g.num_nodes, g.num_edges);
   g.row_offsets = make_array(comm, graph.row_offsets.data(), graph.row_offsets.size(), 8, 1, type,
                              location, "row_offsets", [&](std::uint64_t first, std::size_t count) {
                                checker.row_offsets(graph.row_offsets.data() + first, first, count);
                              });
+  WM_EXPECTS(g.row_offsets.get_partition().offsets == row_parts.offsets,
+             "make_graph: internal error: row_offsets is not split as edge_layout.hpp assumes");
   const check_part check_cols = [&](std::uint64_t first, std::size_t count) {
     checker.col_indices(graph.col_indices.data() + first, first, count);
   };
   if (g.col_type == wm::dtype::int32) {
     std::vector<std::int32_t> cols(graph.col_indices.begin(), graph.col_indices.end());
-    g.col_indices =
-        make_array(comm, cols.data(), cols.size(), 4, 1, type, location, "col_indices", check_cols);
+    g.col_indices = make_array(comm, cols.data(), cols.size(), 4, 1, type, location, "col_indices",
+                               check_cols, edge_parts(4));
   } else {
     g.col_indices = make_array(comm, graph.col_indices.data(), graph.col_indices.size(), 8, 1, type,
-                               location, "col_indices", check_cols);
+                               location, "col_indices", check_cols, edge_parts(8));
   }
   if (!graph.edge_weights.empty() && placement.load_weights) {
-    g.edge_weights =
-        make_array(comm, graph.edge_weights.data(), graph.edge_weights.size(), 4, 1, type, location,
-                   "edge_weights", [&](std::uint64_t first, std::size_t count) {
-                     checker.edge_weights(graph.edge_weights.data() + first, first, count);
-                   });
+    g.edge_weights = make_array(
+        comm, graph.edge_weights.data(), graph.edge_weights.size(), 4, 1, type, location,
+        "edge_weights",
+        [&](std::uint64_t first, std::size_t count) {
+          checker.edge_weights(graph.edge_weights.data() + first, first, count);
+        },
+        edge_parts(4));
   }
   detail::agree_on_findings(comm->get_bootstrap(), checker);
   if (!graph.node_features.empty() && graph.feature_dim > 0 && placement.load_features) {

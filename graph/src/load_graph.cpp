@@ -10,7 +10,10 @@
  *    shared, so a mismatch also throws on every rank.
  * 2. The four arrays are created with make_graph's granularity rules (one element, or one row
  *    of features), so a part is a byte range [offset, offset + bytes) of the array and so of
- *    its file (the files are the raw arrays).
+ *    its file (the files are the raw arrays).  Distributed graphs keep each node's edges on
+ *    the rank of its row offsets (edge_layout.hpp): before anything is allocated, every rank
+ *    preads the few row offsets where the ranks' parts of row_offsets start (8 bytes each)
+ *    and checks them, and the edge arrays are cut there.
  * 3. Each rank cuts the file ranges of its own parts into chunks; a few threads take chunks in
  *    turn and pread them straight into the part (host location) or into their own staging
  *    buffer, page-locked when a GPU is present, and copy_bytes on to the part (device location;
@@ -26,6 +29,7 @@
 #include <graph/csr_graph.hpp>
 
 #include "csr_check.hpp"
+#include "edge_layout.hpp"
 
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/device.hpp>
@@ -90,14 +94,18 @@ void open_checked(const std::string& dir, const array_file& a, open_file& f) {
 }
 
 // Collective: an allocation for `count` elements of `elem` bytes, rows of `row_elems`
-// elements never straddling parts; the same rules as make_graph.
+// elements never straddling parts; the same rules as make_graph (an even split of at least one
+// row, unless `part_bytes` gives the parts).
 wm::allocation create_array(const std::shared_ptr<wm::communicator>& comm, std::size_t count,
                             std::size_t elem, std::size_t row_elems, wm::memory_type type,
-                            wm::memory_location location, const char* name) {
+                            wm::memory_location location, const char* name,
+                            const std::vector<std::size_t>& part_bytes = {}) {
   wm::allocation_options opts;
   opts.name = std::string("the graph's ") + name;
   opts.granularity = elem * std::max<std::size_t>(row_elems, 1);
-  const std::size_t bytes = std::max<std::size_t>(count * elem, opts.granularity);
+  opts.part_bytes = part_bytes;
+  const std::size_t bytes =
+      part_bytes.empty() ? std::max<std::size_t>(count * elem, opts.granularity) : count * elem;
   return wm::allocation::create(comm, bytes, type, location, opts);
 }
 
@@ -189,6 +197,25 @@ void pread_all(const chunk& c, char* buf) {
                               << (c.file_offset + c.bytes) << " expected (truncated)");
     got += static_cast<std::size_t>(r);
   }
+}
+
+// The first edge of every rank's part of a distributed graph's edge arrays (edge_layout.hpp):
+// the row offsets where the ranks' parts of row_offsets start, read from `f` (8 bytes each)
+// and checked.  Throws logic_error naming the file for a short read or offsets that break
+// rule 6 of docs/dataset-format.md.
+std::vector<std::uint64_t> read_edge_cuts(const open_file& f, const manifest& m, int ranks) {
+  const std::vector<std::uint64_t> nodes =
+      detail::first_nodes(detail::row_offsets_partition(m.num_nodes, ranks), m.num_nodes);
+  std::vector<std::int64_t> offsets(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (i > 0 && nodes[i] == nodes[i - 1]) {
+      offsets[i] = offsets[i - 1];
+      continue;
+    }
+    chunk c{f.fd, &f.path, nodes[i] * 8, 8, nullptr, false, array_check::none};
+    pread_all(c, reinterpret_cast<char*>(&offsets[i]));
+  }
+  return detail::first_edges(f.path, m.num_nodes, m.num_edges, nodes, offsets);
 }
 
 // Runs the chunks on `threads` threads, each chunk checked by `checker` right after its read;
@@ -420,6 +447,29 @@ csr_graph load_graph(std::shared_ptr<wm::communicator> comm, const std::string& 
     }
   }
 
+  // Distributed graphs: where the edge arrays are cut (the row offsets at the ranks' first
+  // nodes).  Every rank reads them from its own copy of the dataset; a rank that cannot, or
+  // finds them broken, makes every rank throw, and so do ranks that read different values.
+  std::vector<std::uint64_t> edge_cuts;
+  if (options.type == wm::memory_type::distributed) {
+    const std::vector<std::string> seen =
+        wm::agree(bs, call, "reading the row offsets that split the edges among the ranks", [&] {
+          edge_cuts = read_edge_cuts(row_file, m, comm->size());
+          return std::string(reinterpret_cast<const char*>(edge_cuts.data()),
+                             edge_cuts.size() * sizeof(std::uint64_t));
+        });
+    for (int r = 1; r < comm->size(); ++r) {
+      WM_EXPECTS(seen[static_cast<std::size_t>(r)] == seen[0],
+                 call << ": ranks 0 and " << r << " read different row offsets from "
+                      << row_file.path << " where the edges are split among the ranks (the "
+                      << "dataset differs between hosts; verify_checksums finds where)");
+    }
+  }
+  auto edge_parts = [&](std::size_t elem) {
+    return edge_cuts.empty() ? std::vector<std::size_t>{}
+                             : detail::edge_part_bytes(edge_cuts, elem);
+  };
+
   // 2. Allocation, with make_graph's granularity rules.
   csr_graph g;
   g.num_nodes = m.num_nodes;
@@ -428,11 +478,15 @@ csr_graph load_graph(std::shared_ptr<wm::communicator> comm, const std::string& 
   g.col_type = m.col_indices.type;
   g.row_offsets =
       create_array(comm, m.num_nodes + 1, 8, 1, options.type, options.location, "row_offsets");
-  g.col_indices = create_array(comm, m.num_edges, wm::dtype_size(g.col_type), 1, options.type,
-                               options.location, "col_indices");
+  WM_EXPECTS(g.row_offsets.get_partition().offsets ==
+                 detail::row_offsets_partition(m.num_nodes, comm->size()).offsets,
+             call << ": internal error: row_offsets is not split as edge_layout.hpp assumes");
+  const std::size_t col_elem = wm::dtype_size(g.col_type);
+  g.col_indices = create_array(comm, m.num_edges, col_elem, 1, options.type, options.location,
+                               "col_indices", edge_parts(col_elem));
   if (want_weights) {
-    g.edge_weights =
-        create_array(comm, m.num_edges, 4, 1, options.type, options.location, "edge_weights");
+    g.edge_weights = create_array(comm, m.num_edges, 4, 1, options.type, options.location,
+                                  "edge_weights", edge_parts(4));
   }
   if (want_features) {
     g.feature_type = m.node_features->type;

@@ -6,7 +6,16 @@
  *   col_indices   int32 or int64 (col_type), num_edges
  *   edge_weights  float32, num_edges (absent: an empty wholememory)
  *   node_features feature_type, num_nodes x feature_dim (absent: empty)
- * Parts are split by element (rows of features), so no element straddles two parts.
+ * Parts are split by element (rows of features), so no element straddles two parts: evenly,
+ * except the edges of a distributed graph.  There rank r's part of col_indices and
+ * edge_weights holds exactly the edges of the nodes whose row offsets its part of row_offsets
+ * holds: if that part is the entries [a, b) (an even split), the edges
+ * [row_offsets[min(a, n)], row_offsets[min(b, n)]) with n = num_nodes (the last entry is the end
+ * sentinel, not a node), so a rank without nodes holds no edges and a graph without edges has
+ * empty edge arrays.  A sampler then reads every sampled node's row on the node's owner, with
+ * one exchange per hop; the price is memory imbalance on skewed graphs (a hub's edges all sit
+ * on one rank).  edges_follow_nodes() tells whether a graph has this layout.  node_features
+ * stay split evenly by row.
  *
  * load_graph() reads a dataset directory (docs/dataset-format.md): every rank reads only the
  * byte ranges of the files that its own part holds, in parallel, after the manifest's sizes
@@ -86,7 +95,9 @@ struct load_stats {
 /// Loads a dataset directory into WholeMemory; collective.  Throws logic_error naming the file
 /// for a missing, truncated or mismatched array, and, on every rank, naming the dataset, the
 /// array, the first bad position and value for a CSR that breaks rule 6 of
-/// docs/dataset-format.md (each rank checks the chunks it reads, as it reads them).
+/// docs/dataset-format.md (each rank checks the chunks it reads, as it reads them).  For a
+/// distributed graph every rank first reads and checks the row offsets where the ranks' parts
+/// start (they split the edges); broken ones throw naming the file before anything is allocated.
 csr_graph load_graph(std::shared_ptr<wholememory::communicator> comm, const std::string& dir,
                      const load_options& options, load_stats* stats = nullptr);
 
@@ -102,5 +113,14 @@ csr_graph make_graph(std::shared_ptr<wholememory::communicator> comm, const host
 csr_graph make_graph(std::shared_ptr<wholememory::communicator> comm, const host_csr& graph,
                      const load_options& placement,
                      wholememory::dtype feature_type = wholememory::dtype::float32);
+
+/// Whether `g` is distributed and each rank's part of col_indices and edge_weights (when present)
+/// holds exactly the edges of the nodes whose row offsets its part of row_offsets holds (see
+/// the file comment; make_graph and load_graph lay out every distributed graph so).  Collective
+/// over the graph's communicator for a distributed graph (one allgather of 8 bytes; every rank
+/// gets the same answer); false at once, without communication, for the other types.  A graph
+/// of another layout gives false, not an error: it throws only what the allgather throws (a
+/// peer that died or timed out).  Synchronous.
+bool edges_follow_nodes(const csr_graph& g);
 
 }  // namespace wholestore::graph
