@@ -61,6 +61,11 @@ const std::vector<std::pair<std::string, std::string>> environment = {
      "other value (empty, 0, negative, nan, inf, text) is an error naming the variable"},
     {"`WHOLESTORE_CHECK_COLLECTIVES`",
      "`0` turns off the NCCL backend's per-call argument agreement check"},
+    {"`WHOLESTORE_SAMPLE_BY_OWNER`",
+     "`1`: the GPU sampler sends each node of a distributed graph to its owner, which samples it "
+     "from its own memory (one exchange per hop, when every rank sets it); unset or `0`: rows "
+     "and columns are gathered through the exchange. Off by default until the owners' path has "
+     "run on two GPUs (docs/architecture.md)"},
 };
 
 // ---- text ------------------------------------------------------------------------------------

@@ -63,6 +63,36 @@ struct ro_gathered {
   }
 };
 
+/// Row offsets of the nodes this rank owns, read by their owner (distributed graphs whose
+/// edges follow their nodes, sampling_owner.cu): entries [first, end) of row_offsets are at
+/// part[0 ...], entry `end` (the next part's first) is `next`.  A row outside this rank's
+/// edges [edge_begin, edge_end], or a node outside its entries, comes back as [-1, -1), which
+/// the caller records as a corrupt row: nothing outside the own parts is read.
+struct ro_owned {
+  const std::int64_t* part;
+  std::int64_t first, end, next, edge_begin, edge_end;
+  __device__ __forceinline__ void operator()(std::int64_t /*i*/, std::int64_t v, std::int64_t& s,
+                                             std::int64_t& e) const {
+    const std::int64_t k = v - first;
+    if (k < 0 || v >= end) {
+      s = e = -1;
+      return;
+    }
+    s = part[k];
+    e = v + 1 < end ? part[k + 1] : next;
+    if (s < edge_begin || e < s || e > edge_end) s = e = -1;
+  }
+};
+
+/// The own part of an array, indexed by global element (At(i) for i within the part): the
+/// columns and weights of an owner's rows (sampling_owner.cu).
+template <typename T>
+struct owned_part {
+  const T* data;  // element `first` of the whole array
+  std::int64_t first;
+  __device__ __forceinline__ const T* At(std::int64_t i) const { return data + (i - first); }
+};
+
 /// Reads the weight of position p of dst node i (whose edges start at `start`).
 template <typename Gen>
 struct direct_weights {

@@ -171,4 +171,26 @@ __global__ void degree_stats_kernel(Gen ro, std::int64_t n, std::int64_t num_edg
   }
 }
 
+/// degree_stats_kernel for the n rows an owner holds from node `first` on (ro_owned).
+__global__ void owned_degree_stats_kernel(ro_owned ro, std::int64_t first, std::int64_t n,
+                                          unsigned long long* out) {
+  unsigned long long m = 0, big = 0;
+  for (std::int64_t v = thread_id(); v < n; v += thread_count()) {
+    std::int64_t s, e;
+    ro(0, first + v, s, e);
+    const std::int64_t dg = s >= 0 ? e - s : 0;
+    if (static_cast<unsigned long long>(dg) > m) m = static_cast<unsigned long long>(dg);
+    big += dg > big_degree ? 1 : 0;
+  }
+  for (int o = warp_size / 2; o > 0; o /= 2) {
+    const unsigned long long other = __shfl_xor_sync(full_mask, m, o);
+    m = other > m ? other : m;
+    big += __shfl_xor_sync(full_mask, big, o);
+  }
+  if (threadIdx.x % warp_size == 0) {
+    atomicMax(out, m);
+    atomicAdd(out + 1, big);
+  }
+}
+
 }  // namespace wholestore::graph::gpu

@@ -25,11 +25,10 @@ namespace wholestore::graph::gpu {
 /// fill_big_kernel.
 template <typename W>
 __global__ void __launch_bounds__(fill_threads, fill_min_blocks)
-    fill_kernel(const std::int64_t* dst, const std::int64_t* start_arr,
-                            const std::int64_t* deg_arr, const std::int64_t* npos_arr,
-                            const std::int64_t* offsets, device_count n_dst, sample_method method,
-                            int fanout, const std::uint64_t* random_seed, int hop, W w,
-                            std::int64_t* eid_all, std::int64_t* tmp_all) {
+    fill_kernel(const std::int64_t* dst, const std::int64_t* start_arr, const std::int64_t* deg_arr,
+                const std::int64_t* npos_arr, const std::int64_t* offsets, device_count n_dst,
+                sample_method method, int fanout, const std::uint64_t* random_seed, int hop, W w,
+                std::int64_t* eid_all, std::int64_t* tmp_all) {
   const int lane = threadIdx.x % warp_size;
   const std::int64_t n = n_dst.get();
   // Whole warps share i: every shuffle below has all 32 lanes.

@@ -80,7 +80,7 @@ __global__ void entry_insert_kernel(const std::int64_t* dst, const std::int64_t*
       id =
           gathered != nullptr ? gathered[x - nd] : static_cast<std::int64_t>(*col.At(eids[x - nd]));
       if (id < 0 || id >= num_nodes) {
-        record_fault(fault, fault_column, eids[x - nd]);
+        record_fault(fault, fault_column, eids != nullptr ? eids[x - nd] : -1);
         id = 0;
       }
     }

@@ -76,6 +76,35 @@ std::int64_t gpu_sampler::impl::weight_stats(cudaStream_t stream) {
   return max_degree;
 }
 
+std::int64_t gpu_sampler::impl::owned_weight_stats(cudaStream_t stream) {
+  if (owned.max_degree >= 0) return owned.max_degree;
+  auto* words = reinterpret_cast<unsigned long long*>(flag.get<long long>(3, device, stream));
+  WM_CUDA_TRY(cudaMemsetAsync(words, 0, 3 * sizeof(unsigned long long), stream));
+  const gpu::ro_owned ro{owned.ro_part, owned.first,      owned.end,
+                         owned.next,    owned.edge_begin, owned.edge_end};
+  const std::int64_t rows =
+      std::max<std::int64_t>(0, std::min<std::int64_t>(owned.end, graph->num_nodes) - owned.first);
+  if (rows > 0) {
+    gpu::owned_degree_stats_kernel<<<grid(rows), block_threads, 0, stream>>>(ro, owned.first, rows,
+                                                                             words);
+    WM_CUDA_CHECK_LAUNCH(stream);
+  }
+  const std::int64_t ne = owned.edge_end - owned.edge_begin;
+  if (ne > 0) {
+    using wg = wm::PtrGen<const float, const float>;
+    gpu::count_nonpositive_kernel<<<grid(ne), block_threads, 0, stream>>>(
+        wg(owned.w_part + (owned.edge_begin - owned.w_first)), ne, words + 2);
+    WM_CUDA_CHECK_LAUNCH(stream);
+  }
+  unsigned long long values[3] = {0, 0, 0};
+  WM_CUDA_TRY(cudaMemcpyAsync(values, words, sizeof values, cudaMemcpyDeviceToHost, stream));
+  WM_CUDA_TRY(cudaStreamSynchronize(stream));
+  owned.max_degree = static_cast<std::int64_t>(values[0]);
+  owned.big_nodes = static_cast<std::int64_t>(values[1]);
+  owned.all_positive = values[2] == 0;
+  return owned.max_degree;
+}
+
 void gpu_sampler::impl::read_destinations(const call_state& c, hop_state& hop,
                                           cudaStream_t stream) {
   const csr_graph& g = *graph;
@@ -97,7 +126,22 @@ void gpu_sampler::impl::read_destinations(const call_state& c, hop_state& hop,
   std::int32_t* big = hop.big;
   unsigned long long* big_count = hop.big_count;
   // 1. start, degree and count of every dst node.
-  if (distributed) {
+  if (hop.owner_side) {
+    // The owner's rows, read from its own parts (when every weight there is positive, the
+    // counts are the degrees).
+    const bool counted_by_degree = race && owned.all_positive;
+    const gpu::ro_owned ro{owned.ro_part, owned.first,      owned.end,
+                           owned.next,    owned.edge_begin, owned.edge_end};
+    gpu::dst_info_kernel<<<grid(bound + 1), block_threads, 0, stream>>>(
+        dst, n_dst, bound, ro, options.method, fanout, st, dg, cnt,
+        counted_by_degree ? big : nullptr, big_count, num_edges, fault);
+    WM_CUDA_CHECK_LAUNCH(stream);
+    if (race && !counted_by_degree) {
+      count_weighted(n_dst, bound, degree_bound,
+                     gpu::direct_weights<gpu::owned_part<float>>{{owned.w_part, owned.w_first}},
+                     big, big_count, stream);
+    }
+  } else if (distributed) {
     std::int64_t* idx = row_idx.get<std::int64_t>(2 * nb, device, stream);
     std::int64_t* r2 = ro2.get<std::int64_t>(2 * nb, device, stream);
     if (bound > 0) {

@@ -81,7 +81,6 @@ void gpu_sampler::impl::sample_edges(const call_state& c, hop_state& hop, cudaSt
   const sample_options& options = *c.options;
   const std::uint64_t* seed_word = c.seed_word;
   const int h = hop.h;
-  hop_buffers& out = *hop.out;
   const std::int64_t* dst = hop.dst;
   const gpu::device_count n_dst = hop.n_dst;
   const std::int64_t bound = hop.bound;
@@ -93,11 +92,17 @@ void gpu_sampler::impl::sample_edges(const call_state& c, hop_state& hop, cudaSt
   const std::int64_t* wbs = hop.wbs;
   const std::int64_t segments = hop.segments;
   const std::size_t ne = static_cast<std::size_t>(hop.edge_bound);
-  std::int64_t* eids = options.edge_ids ? out.edge_ids.get<std::int64_t>(ne, device, stream)
-                                        : eid.get<std::int64_t>(ne, device, stream);
+  // The owner's side of a served hop has no block of its own: its edge ids travel back.
+  std::int64_t* eids = options.edge_ids && !hop.owner_side
+                           ? hop.out->edge_ids.get<std::int64_t>(ne, device, stream)
+                           : eid.get<std::int64_t>(ne, device, stream);
   std::int64_t* tm = tmp.get<std::int64_t>(ne, device, stream);
   if (race) {
-    if (distributed) {
+    if (hop.owner_side) {
+      fill(dst, n_dst, bound, offsets, options, seed_word, h,
+           gpu::direct_weights<gpu::owned_part<float>>{{owned.w_part, owned.w_first}}, big,
+           big_count, segments, eids, tm, stream);
+    } else if (distributed) {
       fill(dst, n_dst, bound, offsets, options, seed_word, h, gpu::gathered_weights{wb, wbs}, big,
            big_count, segments, eids, tm, stream);
     } else if (chunked) {

@@ -71,7 +71,7 @@ bool gpu_sampler::impl::any_rank(bool mine, cudaStream_t stream) {
   return *host_any > 0;
 }
 
-void gpu_sampler::impl::check_seeds(const std::int64_t* seeds, cudaStream_t stream) {
+void gpu_sampler::impl::check_seeds(const std::int64_t* seeds, cudaStream_t stream, int any) {
   const std::int64_t num_nodes = static_cast<std::int64_t>(graph->num_nodes);
   const bool bad_here = host_info[0] != 0;
   const std::int64_t bad_pos =
@@ -79,7 +79,8 @@ void gpu_sampler::impl::check_seeds(const std::int64_t* seeds, cudaStream_t stre
   if (distributed) {
     // Every rank learns whether any rank had a bad seed, so that none is left waiting in a
     // collective.
-    if (any_rank(bad_here, stream) && !bad_here) {
+    const bool any_bad = any >= 0 ? any != 0 : any_rank(bad_here, stream);
+    if (any_bad && !bad_here) {
       WM_FAIL(wm::logic_error,
               "sample: a seed outside [0, " << num_nodes << ") was passed on another rank");
     }
@@ -140,7 +141,9 @@ gpu_sampler::impl::call_state gpu_sampler::impl::begin_call(
   c.big_words = c.d_info + 2 + 2 * num_hops;
   c.fault = c.d_info + 2 + 3 * num_hops;
   c.num_edges = static_cast<std::int64_t>(g.num_edges);
-  c.degree_bound = c.weighted && !distributed && g.has_weights() ? weight_stats(stream) : 0;
+  if (c.weighted && g.has_weights() && (!distributed || owned.active)) {
+    c.degree_bound = distributed ? owned_weight_stats(stream) : weight_stats(stream);
+  }
   return c;
 }
 
@@ -154,12 +157,15 @@ gpu_sampler::impl::hop_state gpu_sampler::impl::begin_hop(call_state& c, int h,
   hop.fanout = options.fanouts[static_cast<std::size_t>(h)];
   const int fanout = hop.fanout;
   hop.out = hops[static_cast<std::size_t>(h)].get();
-  if (distributed) {
+  // Served hops learn their exact count in their exchange of counts (serve_hop).
+  hop.served = distributed && owned.active && fanout >= 0;
+  if (distributed && !hop.served) {
     if (h > 0) fetch_info(c.words, stream);
     bound = host_info[1 + h];
   }
-  hop.exact = distributed || fanout < 0 ||
-              bound + bound * static_cast<std::int64_t>(std::max(fanout, 0)) > bound_cap;
+  hop.exact =
+      !hop.served && (distributed || fanout < 0 ||
+                      bound + bound * static_cast<std::int64_t>(std::max(fanout, 0)) > bound_cap);
   if (hop.exact) *c.bounded = false;
   WM_EXPECTS(!(hop.exact && c.capture), "sample: a hop with exact counts cannot be captured");
   hop.n_dst = gpu::device_count{c.level + h, 0};

@@ -111,6 +111,32 @@ struct gpu_sampler::impl {
   std::int64_t big_nodes = 0;    // with the number of nodes above gpu::big_degree edges
   bool all_positive = false;     // and whether every weight is > 0 (no counting pass needed)
 
+  /// Distributed graphs whose parts keep every node's edges with the node (csr_graph.hpp):
+  /// the hops of fanout >= 0 are served by the owners of their dst nodes, one exchange of
+  /// requests and one of replies per hop (sampling_owner.cu).  The layout is checked at the
+  /// first call from what every rank holds, so every rank reaches the same verdict.
+  struct owned_layout {
+    bool checked = false;
+    bool active = false;
+    int ranks = 0;
+    wm::device_buffer node_begin;  // first row_offsets entry of every part, ranks + 1
+    // This rank's rows: entries [first, end) of row_offsets at ro_part, entry `end` is next;
+    // its edges [edge_begin, edge_end), column and weight parts from element col_first,
+    // w_first.
+    const std::int64_t* ro_part = nullptr;
+    std::int64_t first = 0, end = 0, next = 0, edge_begin = 0, edge_end = 0;
+    const void* col_part = nullptr;
+    std::int64_t col_first = 0;
+    const float* w_part = nullptr;
+    std::int64_t w_first = 0;
+    // weight_stats of the own rows (at the first weighted call).
+    std::int64_t max_degree = -1, big_nodes = 0;
+    bool all_positive = false;
+    long long* host_meta = nullptr;  // pinned: what every rank sends and receives, 4 * ranks
+    scratch words, req_ids, req_pos, in_ids, serve_offsets, reply_out, reply_in;
+  };
+  owned_layout owned;
+
   // Per-hop outputs, kept until the next call.
   struct hop_buffers {
     scratch src_nodes, offsets, src_index, edge_ids;
@@ -180,7 +206,14 @@ struct gpu_sampler::impl {
     /// take_exact_counts); the edge total is at offsets[nb].
     std::size_t nb = 0;
     bool exact = false;  // the hop fetches its exact counts (take_exact_counts)
-    bool race = false;   // weighted with a fanout: the race of detail::select_weighted
+    /// Distributed, owned layout: the owners of the dst nodes sample them (serve_hop); the
+    /// neighbors come back in `gathered`, in edge order.
+    bool served = false;
+    /// The owner's side of a served hop: dst are the requests this rank received, read from
+    /// its own parts (owned_layout).
+    bool owner_side = false;
+    const std::int64_t* gathered = nullptr;
+    bool race = false;  // weighted with a fanout: the race of detail::select_weighted
     /// Race hops of fanout 1..32 spread big nodes over blocks (segments).
     bool segmentable = false;
     gpu::device_count n_dst{nullptr, 0};
@@ -205,6 +238,7 @@ struct gpu_sampler::impl {
     if (capture_stream != nullptr) WM_CUDA_WARN(cudaStreamDestroy(capture_stream));
     if (host_seed != nullptr) WM_CUDA_WARN(cudaFreeHost(host_seed));
     if (host_info != nullptr) WM_CUDA_WARN(cudaFreeHost(host_info));
+    if (owned.host_meta != nullptr) WM_CUDA_WARN(cudaFreeHost(owned.host_meta));
   }
 
   unsigned grid(std::int64_t items, int per_item = 1) const {
@@ -253,8 +287,9 @@ struct gpu_sampler::impl {
             static_cast<std::uint32_t>(cap - 1)};
   }
 
-  /// Throws when host_info[0] names a bad seed (on any rank, for distributed memory).
-  void check_seeds(const std::int64_t* seeds, cudaStream_t stream);
+  /// Throws when host_info[0] names a bad seed (on any rank, for distributed memory; `any`:
+  /// whether any rank has one, when already known, else -1 and an allreduce finds out).
+  void check_seeds(const std::int64_t* seeds, cudaStream_t stream, int any = -1);
   /// Distributed graphs: whether any rank reports `mine` true (an allreduce over the graph's
   /// communicator and one wait), so that no rank is left waiting in a collective.
   bool any_rank(bool mine, cudaStream_t stream);
@@ -295,6 +330,20 @@ struct gpu_sampler::impl {
   /// The graph's largest degree (returned), its nodes above gpu::big_degree edges and whether
   /// every weight is positive, found once (one pass over row offsets and weights, one wait).
   std::int64_t weight_stats(cudaStream_t stream);
+  /// The same statistics of the own rows of an owned layout (into `owned`).
+  std::int64_t owned_weight_stats(cudaStream_t stream);
+  /// Distributed graphs, at the first call (collective): whether every rank asks for owners
+  /// (owners_wanted) and the parts keep every node's edges with it, and this rank's rows if so
+  /// (sampling_owner.cu).
+  void setup_owned(cudaStream_t stream);
+  /// WHOLESTORE_SAMPLE_BY_OWNER: "1" asks for served hops, unset or "0" not (served hops are
+  /// off by default until they have run on two GPUs; docs/architecture.md).
+  static bool owners_wanted();
+  /// A served hop: the dst nodes bucketed by owner and sent to it (one wait, for the counts),
+  /// every owner samples its requests from its own parts (steps 1-3 with owner_side), the
+  /// neighbors come back and land in edge order (hop.offsets, hop.gathered, hop.eids)
+  /// (sampling_owner.cu).
+  void serve_hop(call_state& c, hop_state& hop, cudaStream_t stream);
 
   // ---- the steps of run(), in order ----------------------------------------------------------
 

@@ -32,9 +32,13 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
                                                  const std::uint64_t* seed_word,
                                                  cudaStream_t stream, bool capture, bool* bounded) {
   *bounded = !distributed;
+  if (distributed && !owned.checked) setup_owned(stream);
   call_state c = begin_call(seeds, count, options, seed_word, stream, capture, bounded);
   const std::int64_t* uniq = unique_seeds<K>(c, stream);
-  if (distributed || c.num_hops == 0 || c.num_nodes == 0) {
+  // A served first hop checks the seeds in its exchange of counts.
+  const bool first_served =
+      distributed && owned.active && c.num_hops > 0 && options.fanouts[0] >= 0;
+  if ((distributed && !first_served) || c.num_hops == 0 || c.num_nodes == 0) {
     fetch_info(c.words, stream);
     check_seeds(seeds, stream);
     c.checked = true;
@@ -52,10 +56,14 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
   std::int64_t bound = static_cast<std::int64_t>(count);
   for (int h = 0; h < c.num_hops; ++h) {
     hop_state hop = begin_hop(c, h, dst, bound, stream);
-    read_destinations(c, hop, stream);
-    scan_offsets(c, hop, stream);
-    if (hop.exact) take_exact_counts(c, hop, stream);
-    sample_edges(c, hop, stream);
+    if (hop.served) {
+      serve_hop(c, hop, stream);
+    } else {
+      read_destinations(c, hop, stream);
+      scan_offsets(c, hop, stream);
+      if (hop.exact) take_exact_counts(c, hop, stream);
+      sample_edges(c, hop, stream);
+    }
     blocks.push_back(relabel_hop<K>(c, hop, stream));
     dst = blocks.back().src_nodes;
     bound = std::min(hop.bound + hop.edge_bound, c.num_nodes);
@@ -102,8 +110,8 @@ device_block gpu_sampler::impl::relabel_hop(const call_state& c, hop_state& hop,
   const std::size_t nt = static_cast<std::size_t>(entries);
   std::int64_t* src_nodes = out.src_nodes.get<std::int64_t>(nt, device, stream);
   std::int32_t* src_index = out.src_index.get<std::int32_t>(ne, device, stream);
-  const std::int64_t* gathered = nullptr;
-  if (distributed) {
+  const std::int64_t* gathered = hop.gathered;
+  if (distributed && gathered == nullptr) {
     std::int64_t* gc = gathered_cols.get<std::int64_t>(ne, device, stream);
     wm::wm_tensor t{&g.col_indices, g.col_type, g.num_edges, 1, 1, 0};
     wm::gather(t, wm::index_array{eids, wm::dtype::int64, ne},

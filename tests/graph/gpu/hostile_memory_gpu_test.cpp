@@ -206,7 +206,9 @@ TEST(HostileMemoryGpuDistributed, BothRanksThrowAndRecover) {
     wm::set_device(device);
     auto comm = wm::make_nccl_communicator(bs, device);
     const host_csr hg = hostile_graph();
+    // Device memory served by the owners of the nodes, host memory through the gathers.
     for (wm::memory_location loc : {wm::memory_location::device, wm::memory_location::host}) {
+      ::setenv("WHOLESTORE_SAMPLE_BY_OWNER", loc == wm::memory_location::device ? "1" : "0", 1);
       csr_graph g = make_graph(comm, hg, wm::memory_type::distributed, loc);
       cuda_stream stream;
       gpu_sampler sampler(g);

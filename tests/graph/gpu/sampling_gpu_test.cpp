@@ -563,53 +563,171 @@ TEST(GpuSamplingEdge, OutOfRangeSeedNamesValuePositionAndSize) {
 
 class GpuSamplingDistributed : public ::testing::TestWithParam<wm::memory_location> {};
 
-TEST_P(GpuSamplingDistributed, TwoRanksMatchTheReference) {
+/// `hg` in distributed memory split evenly by element, as distributed graphs were laid out
+/// before their edges followed their nodes: the sampler then reads rows and columns through
+/// the gather's exchange instead of asking their owners.
+csr_graph even_split_graph(const std::shared_ptr<wm::communicator>& comm, const host_csr& hg,
+                           wm::memory_location loc) {
+  csr_graph g;
+  g.num_nodes = hg.num_nodes;
+  g.num_edges = hg.num_edges();
+  g.col_type = wm::dtype::int32;
+  const std::vector<std::int32_t> cols(hg.col_indices.begin(), hg.col_indices.end());
+  auto put = [&](const void* data, std::size_t count, std::size_t elem) {
+    wm::allocation_options ao;
+    ao.granularity = elem;
+    wm::allocation a = wm::allocation::create(comm, std::max(count, std::size_t{1}) * elem,
+                                              wm::memory_type::distributed, loc, ao);
+    const wm::part_info p = a.local_part();
+    const std::size_t have = count * elem;
+    if (p.bytes > 0 && p.offset < have) {
+      WM_CUDA_TRY(copy_and_wait(p.ptr, static_cast<const char*>(data) + p.offset,
+                                std::min(p.bytes, have - p.offset), cudaMemcpyDefault));
+    }
+    return a;
+  };
+  g.row_offsets = put(hg.row_offsets.data(), hg.row_offsets.size(), 8);
+  g.col_indices = put(cols.data(), cols.size(), 4);
+  if (!hg.edge_weights.empty())
+    g.edge_weights = put(hg.edge_weights.data(), hg.edge_weights.size(), 4);
+  comm->barrier(nullptr);
+  return g;
+}
+
+/// Node 0 holds every edge but a few of node 1's: over two ranks the second holds no edges.
+host_csr star_graph() {
+  const std::uint64_t n = 2000;
+  host_csr g;
+  g.num_nodes = n;
+  g.row_offsets.assign(n + 1, 0);
+  std::uint64_t x = 777;
+  for (int e = 0; e < 6000; ++e) {
+    x = detail::mix64(x);
+    g.col_indices.push_back(static_cast<std::int64_t>(x % n));
+    g.edge_weights.push_back(e % 5 == 0 ? 0.0f : static_cast<float>(x % 97 + 1));
+  }
+  g.row_offsets[1] = 5990;
+  for (std::uint64_t v = 2; v <= n; ++v) g.row_offsets[v] = 6000;
+  return g;
+}
+
+// Distributed graphs as make_graph lays them out (every node's edges on its owner: with
+// WHOLESTORE_SAMPLE_BY_OWNER=1 the sampler asks the owners) and split evenly (the sampler
+// gathers through the exchange), and a graph whose second rank holds no edges: every block
+// equal to the reference's.
+TEST_P(GpuSamplingDistributed, OwnersAndEvenSplitsMatchTheReference) {
   WHOLESTORE_REQUIRE_GPUS(2);
   const wm::memory_location loc = GetParam();
   run_on_gpus(2, [loc](std::shared_ptr<wm::bootstrap> bs) {
+    ::setenv("WHOLESTORE_SAMPLE_BY_OWNER", "1", 1);
     const int device = start_device(bs);
     auto comm = wm::make_nccl_communicator(bs, device);
-    host_csr hg = test_graph(3000, 40000, 21);
-    csr_graph g = make_graph(comm, hg, wm::memory_type::distributed, loc);
-    cuda_stream stream;
-    gpu_sampler sampler(g);
     const int rank = bs->rank();
-    std::uint64_t rs = 9;
-    for (sample_method m : methods) {
-      for (const auto& f : fanout_sets) {
-        sample_options o{f};
-        o.method = m;
-        o.random_seed = rs++;
-        o.edge_ids = (rs % 2) == 0;
-        // Rank 1 sometimes has an empty batch: the calls stay collective.
-        std::size_t n = (rank == 1 && rs % 3 == 0) ? 0 : 40 + 13 * rank;
-        auto seeds = test_seeds(hg, n, rs * 7 + rank);
-        auto got = gpu_sample(sampler, seeds, o, device, stream.get());
-        const std::string what = describe(wm::memory_type::distributed, loc, m, f, o.edge_ids) +
-                                 " rank " + std::to_string(rank);
-        expect_same(got, reference_sample(hg, seeds, o), what);
-        check_properties(hg, got, o, what);
+    const host_csr rmat = test_graph(2500, 30000, 5);
+    const host_csr star = star_graph();
+    struct layout_case {
+      const char* name;
+      const host_csr* hg;
+      bool even;
+    };
+    const layout_case cases[] = {{"owned", &rmat, false},
+                                 {"even split", &rmat, true},
+                                 {"star, owned", &star, false},
+                                 {"star, even split", &star, true}};
+    std::uint64_t rs = 100;
+    for (const layout_case& lc : cases) {
+      csr_graph g = lc.even ? even_split_graph(comm, *lc.hg, loc)
+                            : make_graph(comm, *lc.hg, wm::memory_type::distributed, loc);
+      cuda_stream stream;
+      gpu_sampler sampler(g);
+      for (sample_method m : methods) {
+        for (const std::vector<int>& f :
+             {std::vector<int>{15, 10, 5}, std::vector<int>{-1, 3}, std::vector<int>{3, 0, 40}}) {
+          sample_options o{f};
+          o.method = m;
+          o.random_seed = rs++;
+          o.edge_ids = (rs % 2) == 0;
+          const std::size_t n = (rank == 0 && rs % 4 == 0) ? 0 : 30 + 17 * rank;
+          auto seeds = test_seeds(*lc.hg, n, rs * 3 + rank);
+          if (!seeds.empty()) seeds.front() = rank == 0 ? 0 : 1;  // the star's centers
+          const std::string what = std::string(lc.name) + " " +
+                                   describe(wm::memory_type::distributed, loc, m, f, o.edge_ids) +
+                                   " rank " + std::to_string(rank);
+          auto got = gpu_sample(sampler, seeds, o, device, stream.get());
+          expect_same(got, reference_sample(*lc.hg, seeds, o), what);
+          check_properties(*lc.hg, got, o, what);
+          if (::testing::Test::HasFailure()) return;
+        }
       }
+      // A bad seed on one rank fails both, on either path, and the sampler goes on.
+      sample_options o{{4, 2}};
+      std::vector<std::int64_t> bad = {1, rank == 1 ? -3 : 2};
+      try {
+        gpu_sample(sampler, bad, o, device, stream.get());
+        ADD_FAILURE() << lc.name << ": no error for the bad seed";
+      } catch (const wm::logic_error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find(rank == 1 ? "-3" : "another rank"), std::string::npos) << msg;
+      }
+      std::vector<std::int64_t> fine = {2, 3, 4};
+      expect_same(gpu_sample(sampler, fine, o, device, stream.get()),
+                  reference_sample(*lc.hg, fine, o), std::string(lc.name) + " after the error");
     }
-    // Hubs on the block paths of weighted hops, their weights gathered from both ranks.
-    const host_csr hubs = hub_graph();
-    csr_graph hg2 = make_graph(comm, hubs, wm::memory_type::distributed, loc);
-    gpu_sampler hub_sampler(hg2);
-    for (const std::vector<int>& f : {std::vector<int>{5, 10}, std::vector<int>{35, 3}}) {
-      sample_options o{f};
-      o.method = sample_method::weighted;
-      o.random_seed = rs++;
-      std::vector<std::int64_t> seeds = {rank, 2 + rank, 100 + rank};
-      auto got = gpu_sample(hub_sampler, seeds, o, device, stream.get());
-      const std::string what = describe(wm::memory_type::distributed, loc, o.method, f, false) +
-                               " hubs, rank " + std::to_string(rank);
-      expect_same(got, reference_sample(hubs, seeds, o), what);
-    }
-    // A bad seed on one rank makes both throw.
-    sample_options o{{2}};
-    std::vector<std::int64_t> seeds = {1, rank == 0 ? 3000 : 2};
-    EXPECT_THROW(gpu_sample(sampler, seeds, o, device, stream.get()), wm::logic_error);
   });
+}
+
+TEST_P(GpuSamplingDistributed, TwoRanksMatchTheReference) {
+  WHOLESTORE_REQUIRE_GPUS(2);
+  const wm::memory_location loc = GetParam();
+  // Served by the owners (WHOLESTORE_SAMPLE_BY_OWNER=1) and through the gathers.
+  for (const char* owners : {"1", "0"}) {
+    SCOPED_TRACE(std::string("WHOLESTORE_SAMPLE_BY_OWNER=") + owners);
+    run_on_gpus(2, [loc, owners](std::shared_ptr<wm::bootstrap> bs) {
+      ::setenv("WHOLESTORE_SAMPLE_BY_OWNER", owners, 1);
+      const int device = start_device(bs);
+      auto comm = wm::make_nccl_communicator(bs, device);
+      host_csr hg = test_graph(3000, 40000, 21);
+      csr_graph g = make_graph(comm, hg, wm::memory_type::distributed, loc);
+      cuda_stream stream;
+      gpu_sampler sampler(g);
+      const int rank = bs->rank();
+      std::uint64_t rs = 9;
+      for (sample_method m : methods) {
+        for (const auto& f : fanout_sets) {
+          sample_options o{f};
+          o.method = m;
+          o.random_seed = rs++;
+          o.edge_ids = (rs % 2) == 0;
+          // Rank 1 sometimes has an empty batch: the calls stay collective.
+          std::size_t n = (rank == 1 && rs % 3 == 0) ? 0 : 40 + 13 * rank;
+          auto seeds = test_seeds(hg, n, rs * 7 + rank);
+          auto got = gpu_sample(sampler, seeds, o, device, stream.get());
+          const std::string what = describe(wm::memory_type::distributed, loc, m, f, o.edge_ids) +
+                                   " rank " + std::to_string(rank);
+          expect_same(got, reference_sample(hg, seeds, o), what);
+          check_properties(hg, got, o, what);
+        }
+      }
+      // Hubs on the block paths of weighted hops, their weights gathered from both ranks.
+      const host_csr hubs = hub_graph();
+      csr_graph hg2 = make_graph(comm, hubs, wm::memory_type::distributed, loc);
+      gpu_sampler hub_sampler(hg2);
+      for (const std::vector<int>& f : {std::vector<int>{5, 10}, std::vector<int>{35, 3}}) {
+        sample_options o{f};
+        o.method = sample_method::weighted;
+        o.random_seed = rs++;
+        std::vector<std::int64_t> seeds = {rank, 2 + rank, 100 + rank};
+        auto got = gpu_sample(hub_sampler, seeds, o, device, stream.get());
+        const std::string what = describe(wm::memory_type::distributed, loc, o.method, f, false) +
+                                 " hubs, rank " + std::to_string(rank);
+        expect_same(got, reference_sample(hubs, seeds, o), what);
+      }
+      // A bad seed on one rank makes both throw.
+      sample_options o{{2}};
+      std::vector<std::int64_t> seeds = {1, rank == 0 ? 3000 : 2};
+      EXPECT_THROW(gpu_sample(sampler, seeds, o, device, stream.get()), wm::logic_error);
+    });
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Locations, GpuSamplingDistributed,

@@ -1,0 +1,459 @@
+// Served hops of distributed graphs whose parts keep every node's edges with the node
+// (sampling_impl.hpp, owned_layout): a rank sends each dst node to its owner, the owner samples
+// it from its own parts with the kernels continuous memory uses (steps 1-3, owner_side), and
+// the neighbors come back in fixed records.  Per hop: one exchange of counts (the hop's one
+// wait), one of requests, one of replies.  The random draws depend on (seed, hop, node) only,
+// so the sample is the one continuous memory gives, bit for bit.
+#include "sample_common.cuh"
+#include "sampling_impl.hpp"
+
+#include <graph/sampling.hpp>
+#include <wholememory/communicator.hpp>
+#include <wholememory/cuda_check.hpp>
+#include <wholememory/error.hpp>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace wholestore::graph {
+namespace gpu {
+namespace {
+
+constexpr int bucket_threads = 256;
+
+/// The owner of node v: the last part whose first row_offsets entry is <= v (an empty part
+/// shares its start with the next one, which owns the node).
+__device__ __forceinline__ int owner_of(const std::int64_t* node_begin, int ranks, std::int64_t v) {
+  int lo = 0, hi = ranks - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (node_begin[mid] <= v) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+/// counts[r] += the dst nodes owned by rank r: tallies per block in shared memory, one add per
+/// warp and owner.
+__global__ void count_owners_kernel(const std::int64_t* dst, device_count n_dst,
+                                    const std::int64_t* node_begin, int ranks,
+                                    unsigned long long* counts) {
+  extern __shared__ unsigned long long tally[];
+  for (int r = threadIdx.x; r < ranks; r += blockDim.x) tally[r] = 0;
+  __syncthreads();
+  const std::int64_t n = n_dst.get();
+  for (std::int64_t i = thread_id(); i < n; i += thread_count()) {
+    const int o = owner_of(node_begin, ranks, dst[i]);
+    const unsigned same = __match_any_sync(__activemask(), o);
+    if ((threadIdx.x % warp_size) == __ffs(same) - 1) {
+      atomicAdd(tally + o, static_cast<unsigned long long>(__popc(same)));
+    }
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
+    if (tally[r] != 0) atomicAdd(counts + r, tally[r]);
+  }
+}
+
+/// What this rank tells every rank r: meta[2r] = the requests it sends to r, meta[2r + 1] =
+/// whether it has a bad seed (bad: the call's first info word, null after the seed check);
+/// starts[r] = the first slot of rank r's bucket.
+__global__ void owner_meta_kernel(const unsigned long long* counts, int ranks, const long long* bad,
+                                  std::int64_t* meta, unsigned long long* starts) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  const std::int64_t flag = bad != nullptr && *bad != 0 ? 1 : 0;
+  unsigned long long sum = 0;
+  for (int r = 0; r < ranks; ++r) {
+    starts[r] = sum;
+    sum += counts[r];
+    meta[2 * r] = static_cast<std::int64_t>(counts[r]);
+    meta[2 * r + 1] = flag;
+  }
+}
+
+/// Every dst node's id and position in its owner's bucket.  Within a bucket the order is the
+/// atomics'; replies are placed by position, so it never shows in the sample.
+__global__ void __launch_bounds__(bucket_threads)
+    bucket_kernel(const std::int64_t* dst, device_count n_dst, const std::int64_t* node_begin,
+                  int ranks, const unsigned long long* starts, unsigned long long* cursor,
+                  std::int64_t* ids, std::int64_t* positions) {
+  extern __shared__ unsigned long long shared_words[];
+  unsigned long long* tally = shared_words;
+  unsigned long long* base = shared_words + ranks;
+  for (int r = threadIdx.x; r < ranks; r += blockDim.x) tally[r] = 0;
+  __syncthreads();
+  const std::int64_t n = n_dst.get();
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool active = i < n;
+  int o = 0;
+  std::int64_t v = 0;
+  unsigned long long mine = 0;
+  if (active) {
+    v = dst[i];
+    o = owner_of(node_begin, ranks, v);
+    const unsigned same = __match_any_sync(__activemask(), o);
+    const int lane = static_cast<int>(threadIdx.x % warp_size);
+    const int leader = __ffs(same) - 1;
+    unsigned long long at = 0;
+    if (lane == leader) at = atomicAdd(tally + o, static_cast<unsigned long long>(__popc(same)));
+    at = __shfl_sync(same, at, leader);
+    mine = at + static_cast<unsigned long long>(__popc(same & ((1u << lane) - 1u)));
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
+    base[r] = tally[r] != 0 ? atomicAdd(cursor + r, tally[r]) : 0;
+  }
+  __syncthreads();
+  if (active) {
+    const unsigned long long slot = starts[o] + base[o] + mine;
+    ids[slot] = v;
+    positions[slot] = i;
+  }
+}
+
+/// The owner's replies, one record of `width` words per request j: the count c, then the
+/// first c of k columns (node ids), then (with edge ids) the first c of k edge ids.  A column
+/// outside the graph is recorded as a corrupt column and sent as node 0.
+template <typename T>
+__global__ void pack_replies_kernel(std::int64_t requests, const std::int64_t* offsets,
+                                    const std::int64_t* eids, owned_part<T> col, int k,
+                                    bool with_eids, std::int64_t num_nodes, long long* fault,
+                                    std::int64_t* reply) {
+  const std::int64_t width = 1 + k + (with_eids ? k : 0);
+  const std::int64_t per = k + 1;
+  for (std::int64_t x = thread_id(); x < requests * per; x += thread_count()) {
+    const std::int64_t j = x / per;
+    const int t = static_cast<int>(x - j * per);
+    const std::int64_t o = offsets[j], c = offsets[j + 1] - o;
+    std::int64_t* r = reply + j * width;
+    if (t == 0) {
+      r[0] = c;
+      continue;
+    }
+    const int p = t - 1;
+    if (p >= c) continue;
+    const std::int64_t e = eids[o + p];
+    std::int64_t id = static_cast<std::int64_t>(*col.At(e));
+    if (id < 0 || id >= num_nodes) {
+      record_fault(fault, fault_column, e);
+      id = 0;
+    }
+    r[1 + p] = id;
+    if (with_eids) r[1 + k + p] = e;
+  }
+}
+
+/// counts[positions[b]] = record b's count; counts[n] = 0 (the scan's last item).
+__global__ void place_counts_kernel(std::int64_t n, const std::int64_t* positions,
+                                    const std::int64_t* reply, std::int64_t width,
+                                    std::int64_t* counts) {
+  for (std::int64_t b = thread_id(); b <= n; b += thread_count()) {
+    if (b == n) {
+      counts[n] = 0;
+    } else {
+      counts[positions[b]] = reply[b * width];
+    }
+  }
+}
+
+/// Record b's columns (and edge ids) at the offsets of its dst node, in edge order.
+__global__ void place_columns_kernel(std::int64_t n, int k, const std::int64_t* positions,
+                                     const std::int64_t* reply, std::int64_t width,
+                                     const std::int64_t* offsets, std::int64_t* cols,
+                                     std::int64_t* eids) {
+  for (std::int64_t x = thread_id(); x < n * k; x += thread_count()) {
+    const std::int64_t b = x / k;
+    const int p = static_cast<int>(x - b * k);
+    const std::int64_t* r = reply + b * width;
+    if (p >= r[0]) continue;
+    const std::int64_t o = offsets[positions[b]] + p;
+    cols[o] = r[1 + p];
+    if (eids != nullptr) eids[o] = r[1 + k + p];
+  }
+}
+
+}  // namespace
+}  // namespace gpu
+
+bool gpu_sampler::impl::owners_wanted() {
+  const char* text = std::getenv("WHOLESTORE_SAMPLE_BY_OWNER");
+  if (text == nullptr || std::string(text) == "0") return false;
+  WM_EXPECTS(std::string(text) == "1",
+             "WHOLESTORE_SAMPLE_BY_OWNER must be 0 or 1, not '" << text << "'");
+  return true;
+}
+
+void gpu_sampler::impl::setup_owned(cudaStream_t stream) {
+  owned.checked = true;
+  const csr_graph& g = *graph;
+  wm::communicator& comm = g.row_offsets.comm();
+  const int ranks = comm.size();
+  const bool wanted = owners_wanted();
+  const auto num_nodes = static_cast<std::int64_t>(g.num_nodes);
+  const auto num_edges = static_cast<std::int64_t>(g.num_edges);
+  std::vector<std::int64_t> begin(static_cast<std::size_t>(ranks) + 1);
+  for (int r = 0; r < ranks; ++r) {
+    begin[r] = static_cast<std::int64_t>(g.row_offsets.part(r).offset / sizeof(std::int64_t));
+  }
+  begin[ranks] = num_nodes + 1;
+  // Every rank's first row offset (-1 for an empty part) and whether it asks for owners.
+  void* host = nullptr;
+  WM_CUDA_TRY(cudaHostAlloc(&host, sizeof(long long) * (4 * static_cast<std::size_t>(ranks) + 2),
+                            cudaHostAllocDefault));
+  owned.host_meta = static_cast<long long*>(host);
+  const auto R = static_cast<std::size_t>(ranks);
+  long long* d = owned.words.get<long long>(2 * R + 2, device, stream);
+  const wm::part_info mine = g.row_offsets.local_part();
+  long long* own_words = d + 2 * R;
+  if (mine.bytes >= sizeof(std::int64_t)) {
+    WM_CUDA_TRY(cudaMemcpyAsync(own_words, mine.ptr, sizeof(long long), cudaMemcpyDefault, stream));
+  } else {
+    WM_CUDA_TRY(cudaMemsetAsync(own_words, 0xff, sizeof(long long), stream));
+  }
+  owned.host_meta[0] = wanted ? 1 : 0;
+  WM_CUDA_TRY(cudaMemcpyAsync(own_words + 1, owned.host_meta, sizeof(long long),
+                              cudaMemcpyHostToDevice, stream));
+  comm.allgather(own_words, d, 2, wm::dtype::int64, stream);
+  WM_CUDA_TRY(cudaMemcpyAsync(owned.host_meta, d, sizeof(long long) * 2 * R, cudaMemcpyDeviceToHost,
+                              stream));
+  comm.synchronize(stream);
+  WM_CUDA_TRY(cudaStreamSynchronize(stream));
+  std::vector<std::int64_t> value(R);
+  bool every_rank_wants = true;
+  for (std::size_t r = 0; r < R; ++r) {
+    value[r] = owned.host_meta[2 * r];
+    every_rank_wants &= owned.host_meta[2 * r + 1] != 0;
+  }
+  // Single-process multi-GPU graphs have one part per device, not per rank.
+  if (!every_rank_wants || g.row_offsets.num_parts() != ranks ||
+      g.col_indices.num_parts() != ranks ||
+      (g.has_weights() && g.edge_weights.num_parts() != ranks)) {
+    return;
+  }
+
+  // The verdict reads only what every rank holds (partitions, the gathered values), so every
+  // rank reaches the same one.  Values out of order leave the graph to the exchange of
+  // gathers, whose checks report them.
+  std::vector<std::int64_t> edge_begin(ranks, 0), edge_end(ranks, 0), next(ranks, 0);
+  for (int r = 0; r < ranks; ++r) {
+    if (begin[r] == begin[r + 1]) continue;
+    edge_begin[r] = value[r];
+    edge_end[r] = num_edges;
+    for (int q = r + 1; q < ranks; ++q) {
+      if (begin[q] < begin[q + 1]) {
+        edge_end[r] = value[q];
+        next[r] = value[q];
+        break;
+      }
+    }
+    if (edge_begin[r] < 0 || edge_end[r] < edge_begin[r] || edge_end[r] > num_edges) return;
+    if (edge_end[r] == edge_begin[r]) continue;
+    auto covers = [&](const wm::allocation& a, std::size_t elem) {
+      const wm::part_info p = a.part(r);
+      const auto first = static_cast<std::int64_t>(p.offset / elem);
+      const auto last = static_cast<std::int64_t>((p.offset + p.bytes) / elem);
+      return p.offset % elem == 0 && first <= edge_begin[r] && last >= edge_end[r];
+    };
+    if (!covers(g.col_indices, wm::dtype_size(g.col_type))) return;
+    if (g.has_weights() && !covers(g.edge_weights, sizeof(float))) return;
+  }
+  const int me = comm.rank();
+  owned.ranks = ranks;
+  owned.ro_part = static_cast<const std::int64_t*>(mine.ptr);
+  owned.first = begin[me];
+  owned.end = begin[me + 1];
+  owned.next = next[me];
+  owned.edge_begin = edge_begin[me];
+  owned.edge_end = edge_end[me];
+  const wm::part_info col = g.col_indices.local_part();
+  owned.col_part = col.ptr;
+  owned.col_first = static_cast<std::int64_t>(col.offset / wm::dtype_size(g.col_type));
+  if (g.has_weights()) {
+    const wm::part_info w = g.edge_weights.local_part();
+    owned.w_part = static_cast<const float*>(w.ptr);
+    owned.w_first = static_cast<std::int64_t>(w.offset / sizeof(float));
+  }
+  owned.node_begin = wm::device_buffer(begin.size() * sizeof(std::int64_t), device);
+  WM_CUDA_TRY(cudaMemcpyAsync(owned.node_begin.data(), begin.data(),
+                              begin.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice, stream));
+  WM_CUDA_TRY(cudaStreamSynchronize(stream));
+  owned.active = true;
+}
+
+void gpu_sampler::impl::serve_hop(call_state& c, hop_state& hop, cudaStream_t stream) {
+  const csr_graph& g = *graph;
+  wm::communicator& comm = g.row_offsets.comm();
+  const sample_options& options = *c.options;
+  const int ranks = owned.ranks;
+  const auto R = static_cast<std::size_t>(ranks);
+  const int k = hop.fanout;
+  const int h = hop.h;
+  const bool with_eids = options.edge_ids;
+  const std::int64_t width = 1 + k + (with_eids ? k : 0);
+  const std::int64_t bound = hop.bound;
+  const auto* node_begin = static_cast<const std::int64_t*>(owned.node_begin.data());
+
+  // 1. The dst nodes bucketed by owner.  Words: counts | starts | cursor | meta sent | meta
+  // received (R, R, R, 2R, 2R).
+  auto* words = owned.words.get<unsigned long long>(7 * R, device, stream);
+  unsigned long long* per_owner = words;
+  unsigned long long* starts = words + R;
+  unsigned long long* cursor = words + 2 * R;
+  auto* meta_send = reinterpret_cast<std::int64_t*>(words + 3 * R);
+  std::int64_t* meta_recv = meta_send + 2 * R;
+  WM_CUDA_TRY(cudaMemsetAsync(words, 0, 3 * R * sizeof(unsigned long long), stream));
+  const std::size_t nb = static_cast<std::size_t>(bound);
+  std::int64_t* ids = owned.req_ids.get<std::int64_t>(nb, device, stream);
+  std::int64_t* positions = owned.req_pos.get<std::int64_t>(nb, device, stream);
+  if (bound > 0) {
+    gpu::
+        count_owners_kernel<<<grid(bound), block_threads, R * sizeof(unsigned long long), stream>>>(
+            hop.dst, hop.n_dst, node_begin, ranks, per_owner);
+    WM_CUDA_CHECK_LAUNCH(stream);
+  }
+  gpu::owner_meta_kernel<<<1, 1, 0, stream>>>(per_owner, ranks, c.checked ? nullptr : c.d_info,
+                                              meta_send, starts);
+  WM_CUDA_CHECK_LAUNCH(stream);
+  if (bound > 0) {
+    const auto blocks =
+        static_cast<unsigned>((bound + gpu::bucket_threads - 1) / gpu::bucket_threads);
+    gpu::bucket_kernel<<<blocks, gpu::bucket_threads, 2 * R * sizeof(unsigned long long), stream>>>(
+        hop.dst, hop.n_dst, node_begin, ranks, starts, cursor, ids, positions);
+    WM_CUDA_CHECK_LAUNCH(stream);
+  }
+
+  // 2. The counts, both ways: the hop's one wait.
+  std::vector<std::size_t> two(R, 2), two_displs(R);
+  for (std::size_t r = 0; r < R; ++r) two_displs[r] = 2 * r;
+  comm.alltoallv(meta_send, two.data(), two_displs.data(), meta_recv, two.data(), two_displs.data(),
+                 wm::dtype::int64, stream);
+  WM_CUDA_TRY(cudaMemcpyAsync(owned.host_meta, meta_send, 4 * R * sizeof(long long),
+                              cudaMemcpyDeviceToHost, stream));
+  if (!c.checked) {
+    WM_CUDA_TRY(
+        cudaMemcpyAsync(host_info, c.d_info, sizeof(long long), cudaMemcpyDeviceToHost, stream));
+  }
+  comm.synchronize(stream);
+  WM_CUDA_TRY(cudaStreamSynchronize(stream));
+  std::vector<std::size_t> send(R), send_displs(R, 0), recv(R), recv_displs(R, 0);
+  bool any_bad = false;
+  for (std::size_t r = 0; r < R; ++r) {
+    send[r] = static_cast<std::size_t>(owned.host_meta[2 * r]);
+    recv[r] = static_cast<std::size_t>(owned.host_meta[2 * R + 2 * r]);
+    any_bad |= owned.host_meta[2 * R + 2 * r + 1] != 0;
+  }
+  if (!c.checked) {
+    check_seeds(c.seeds, stream, any_bad ? 1 : 0);
+    c.checked = true;
+  }
+  for (std::size_t r = 1; r < R; ++r) {
+    send_displs[r] = send_displs[r - 1] + send[r - 1];
+    recv_displs[r] = recv_displs[r - 1] + recv[r - 1];
+  }
+  const auto n = static_cast<std::int64_t>(send_displs[R - 1] + send[R - 1]);
+  const auto m = static_cast<std::int64_t>(recv_displs[R - 1] + recv[R - 1]);
+  WM_EXPECTS(n <= bound, "sample: hop " << h << " has " << n << " destinations, bound " << bound);
+  WM_EXPECTS(n + n * k < std::numeric_limits<std::int32_t>::max(),
+             "sample: hop " << h << " has " << n << " destinations and up to " << n * k
+                            << " edges, more than 32-bit local indices can address");
+
+  // 3. The requests to their owners.
+  std::int64_t* in_ids =
+      owned.in_ids.get<std::int64_t>(static_cast<std::size_t>(m), device, stream);
+  comm.alltoallv(ids, send.data(), send_displs.data(), in_ids, recv.data(), recv_displs.data(),
+                 wm::dtype::int64, stream);
+
+  // 4. The owner samples what it was asked, steps 1-3 on its own parts.
+  hop_state sv;
+  sv.h = h;
+  sv.fanout = k;
+  sv.owner_side = true;
+  sv.dst = in_ids;
+  sv.n_dst = gpu::device_count{nullptr, m};
+  sv.bound = m;
+  sv.nb = static_cast<std::size_t>(m);
+  sv.offsets = owned.serve_offsets.get<std::int64_t>(sv.nb + 1, device, stream);
+  sv.st = start.get<std::int64_t>(sv.nb, device, stream);
+  sv.dg = deg.get<std::int64_t>(sv.nb, device, stream);
+  sv.cnt = counts.get<std::int64_t>(sv.nb + 1, device, stream);
+  sv.race = c.weighted;
+  sv.big = sv.race ? big_list.get<std::int32_t>(sv.nb, device, stream) : nullptr;
+  sv.big_count = reinterpret_cast<unsigned long long*>(c.big_words + h);
+  sv.segmentable = sv.race && k >= 1 && k <= warp_size;
+  if (sv.segmentable && c.degree_bound > gpu::big_degree) {
+    // Every rank may ask for the same big node: at most `ranks` requests of each, holding at
+    // most `ranks` times the own edges.
+    const std::int64_t own_edges = owned.edge_end - owned.edge_begin;
+    sv.segments = std::min(m, ranks * owned.big_nodes) + ranks * own_edges / gpu::segment_edges + 1;
+  }
+  sv.n_edges = sv.offsets + m;
+  sv.edge_bound = m * k;
+  read_destinations(c, sv, stream);
+  scan_offsets(c, sv, stream);
+  sample_edges(c, sv, stream);
+  std::int64_t* reply =
+      owned.reply_out.get<std::int64_t>(static_cast<std::size_t>(m * width), device, stream);
+  if (m > 0) {
+    const unsigned blocks = grid(m * (k + 1));
+    const auto num_nodes = static_cast<std::int64_t>(g.num_nodes);
+    if (g.col_type == wm::dtype::int32) {
+      const gpu::owned_part<std::int32_t> col{static_cast<const std::int32_t*>(owned.col_part),
+                                              owned.col_first};
+      gpu::pack_replies_kernel<<<blocks, block_threads, 0, stream>>>(
+          m, sv.offsets, sv.eids, col, k, with_eids, num_nodes, c.fault, reply);
+    } else {
+      const gpu::owned_part<std::int64_t> col{static_cast<const std::int64_t*>(owned.col_part),
+                                              owned.col_first};
+      gpu::pack_replies_kernel<<<blocks, block_threads, 0, stream>>>(
+          m, sv.offsets, sv.eids, col, k, with_eids, num_nodes, c.fault, reply);
+    }
+    WM_CUDA_CHECK_LAUNCH(stream);
+  }
+
+  // 5. The replies back, in the order the requests left.
+  auto times = [&](const std::vector<std::size_t>& v) {
+    std::vector<std::size_t> out(v.size());
+    for (std::size_t r = 0; r < v.size(); ++r) out[r] = v[r] * static_cast<std::size_t>(width);
+    return out;
+  };
+  std::int64_t* back =
+      owned.reply_in.get<std::int64_t>(static_cast<std::size_t>(n * width), device, stream);
+  comm.alltoallv(reply, times(recv).data(), times(recv_displs).data(), back, times(send).data(),
+                 times(send_displs).data(), wm::dtype::int64, stream);
+
+  // 6. The requester's hop: counts at their positions, the offsets scan, the columns in edge
+  // order.
+  hop.bound = n;
+  hop.nb = static_cast<std::size_t>(n);
+  hop.exact = false;
+  hop.cnt = counts.get<std::int64_t>(hop.nb + 1, device, stream);
+  hop.n_edges = hop.offsets + n;
+  hop.edge_bound = n * k;
+  gpu::place_counts_kernel<<<grid(n + 1), block_threads, 0, stream>>>(n, positions, back, width,
+                                                                      hop.cnt);
+  WM_CUDA_CHECK_LAUNCH(stream);
+  scan_offsets(c, hop, stream);
+  const auto ne = static_cast<std::size_t>(hop.edge_bound);
+  std::int64_t* cols = gathered_cols.get<std::int64_t>(ne, device, stream);
+  std::int64_t* eids =
+      with_eids ? hop.out->edge_ids.get<std::int64_t>(ne, device, stream) : nullptr;
+  if (n > 0 && k > 0) {
+    gpu::place_columns_kernel<<<grid(n * k), block_threads, 0, stream>>>(
+        n, k, positions, back, width, hop.offsets, cols, eids);
+    WM_CUDA_CHECK_LAUNCH(stream);
+  }
+  hop.gathered = cols;
+  hop.eids = eids;
+}
+
+}  // namespace wholestore::graph
