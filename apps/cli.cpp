@@ -66,6 +66,10 @@ const std::vector<std::pair<std::string, std::string>> environment = {
      "from its own memory (one exchange per hop, when every rank sets it); unset or `0`: rows "
      "and columns are gathered through the exchange. Off by default until the owners' path has "
      "run on two GPUs (docs/architecture.md)"},
+    {"`WHOLESTORE_GATHER_SLICES`",
+     "the most slices (1 to 8; unset: 1) a rank proposes for a gather on distributed GPU memory, "
+     "one per 32 MiB of rows it asks for: slice s + 1 is packed and slice s - 1 placed while "
+     "slice s crosses (the largest proposal wins). 1 until slices have run on two GPUs"},
 };
 
 // ---- text ------------------------------------------------------------------------------------

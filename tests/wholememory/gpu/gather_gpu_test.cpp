@@ -284,6 +284,35 @@ TEST_P(GpuGather, EveryVectorWidthNarrowAndWideRows) {
   });
 }
 
+// A gather of tens of MiB on distributed memory pipelines its exchange of rows in slices (a
+// slice packed, one crossing, one placed); every rank proposes a slice count from its own
+// call and the largest wins.  Ranks asking for one slice's worth and for several, converting
+// and not, random and sorted visits of host parts: every entry equal to the reference.
+TEST_P(GpuGather, LargeCallsMatchTheReference) {
+  auto [ranks, type, loc] = GetParam();
+  if (type != memory_type::distributed || ranks < 2) {
+    GTEST_SKIP() << "the exchange in slices is distributed memory's, over several ranks";
+  }
+  WHOLESTORE_REQUIRE_GPUS(ranks);
+  run_on_gpus(ranks, [type = type, loc = loc](std::shared_ptr<bootstrap> bs) {
+    // Ranks may cap their proposals differently; the largest proposal still wins everywhere.
+    ::setenv("WHOLESTORE_GATHER_SLICES", bs->rank() == 0 ? "8" : "2", 1);
+    gpu_rank g = start_rank(bs, type);
+    cuda_stream stream;
+    gather_options random_order, sorted;
+    random_order.sort_host_threshold = std::numeric_limits<std::size_t>::max();
+    sorted.sort_host_threshold = 0;
+    // 512-byte rows, 205 MB: 300,000 entries ask for 146 MiB (4 slices), 20,000 for 1.
+    table_layout lay{dtype::float32, 400000, 128, 129, 1, 31};
+    auto wm = make_table(g.comm, lay, type, loc);
+    const int rank = g.comm->rank();
+    gather_case(wm, lay, dtype::float32, dtype::int64, rank == 0 ? 300000 : 20000, 7, random_order,
+                g.device, stream.get());
+    gather_case(wm, lay, dtype::float16, dtype::int32, rank == 0 ? 1000 : 300000, 8, sorted,
+                g.device, stream.get());
+  });
+}
+
 TEST_P(GpuGather, OutOfRangeAndEmptyLists) {
   auto [ranks, type, loc] = GetParam();
   WHOLESTORE_REQUIRE_GPUS(ranks);

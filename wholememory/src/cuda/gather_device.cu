@@ -36,14 +36,17 @@ void launch_convert_rows(dtype src_type, const rows_ref& src, index_ref src_idx,
   }
 }
 
-cudaStream_t side_stream() {
+cudaStream_t side_stream(int which) {
+  constexpr int per_device = 3;
+  WM_EXPECTS(which >= 0 && which < per_device, "side_stream: no side stream " << which);
   thread_local std::vector<cudaStream_t> streams;
   int device = 0;
   WM_CUDA_TRY(cudaGetDevice(&device));
-  if (static_cast<int>(streams.size()) <= device) streams.resize(device + 1, nullptr);
-  if (streams[device] == nullptr)
-    WM_CUDA_TRY(cudaStreamCreateWithFlags(&streams[device], cudaStreamNonBlocking));
-  return streams[device];
+  const std::size_t at = static_cast<std::size_t>(device) * per_device + which;
+  if (streams.size() <= at) streams.resize(at + 1, nullptr);
+  if (streams[at] == nullptr)
+    WM_CUDA_TRY(cudaStreamCreateWithFlags(&streams[at], cudaStreamNonBlocking));
+  return streams[at];
 }
 
 /// Makes `waiter` wait for the work enqueued on `from` so far.

@@ -45,9 +45,10 @@ class stream_buffer {
   cudaStream_t stream_;
 };
 
-/// A second stream of the current device for the calling thread, for work that overlaps an
-/// exchange on the caller's stream.  Created on first use, kept for the thread's life.
-cudaStream_t side_stream();
+/// Side stream `which` (0, 1 or 2) of the current device for the calling thread, for work
+/// that overlaps an exchange on the caller's stream.  Created on first use, kept for the
+/// thread's life.
+cudaStream_t side_stream(int which = 0);
 /// Makes `waiter` wait for the work enqueued on `from` so far.
 void stream_wait(cudaStream_t waiter, cudaStream_t from);
 /// Blocks of block_threads for a grid-stride loop over n items on the current device.

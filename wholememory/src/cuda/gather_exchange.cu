@@ -12,7 +12,9 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -56,13 +58,44 @@ __global__ void owner_kernel(const IndexT* __restrict__ idx, std::int64_t n,
     if (block_counts[r] != 0) atomicAdd(counts + r, block_counts[r]);
 }
 
-// meta[2r] = rows asked of rank r, meta[2r + 1] = whether this rank had a bad index.
+// meta[3r] = rows asked of rank r, meta[3r + 1] = whether this rank had a bad index,
+// meta[3r + 2] = the slices this rank would pipeline the exchange of rows in.
+constexpr int meta_words = 3;
 __global__ void meta_kernel(const unsigned long long* counts, const unsigned long long* result,
-                            int ranks, std::int64_t* meta) {
+                            int ranks, std::int64_t slices, std::int64_t* meta) {
   for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
-    meta[2 * r] = static_cast<std::int64_t>(counts[r]);
-    meta[2 * r + 1] = result[0] != ~0ull ? 1 : 0;
+    meta[meta_words * r] = static_cast<std::int64_t>(counts[r]);
+    meta[meta_words * r + 1] = result[0] != ~0ull ? 1 : 0;
+    meta[meta_words * r + 2] = slices;
   }
+}
+
+constexpr std::int64_t max_slices = 8;
+
+/// WHOLESTORE_GATHER_SLICES: the most slices this rank proposes, 1 to 8 (unset: 1, no
+/// pipelining, until slices have run on two GPUs; docs/architecture.md).
+std::int64_t slice_limit() {
+  static const std::int64_t limit = [] {
+    const char* text = std::getenv("WHOLESTORE_GATHER_SLICES");
+    if (text == nullptr) return std::int64_t{1};
+    char* end = nullptr;
+    const long v = std::strtol(text, &end, 10);
+    WM_EXPECTS(end != text && *end == '\0' && v >= 1 && v <= max_slices,
+               "WHOLESTORE_GATHER_SLICES must be a whole number from 1 to "
+                   << max_slices << ", not '" << text << "'");
+    return static_cast<std::int64_t>(v);
+  }();
+  return limit;
+}
+
+/// Slices a gather's exchange of rows is pipelined in (packing slice s + 1 and placing slice
+/// s - 1 while slice s crosses): one per 32 MiB of rows this rank asks for, at most
+/// slice_limit().  Every rank proposes, the largest proposal wins, so all ranks issue the same
+/// calls.
+std::int64_t wanted_slices(std::size_t n, std::size_t row_bytes) {
+  constexpr std::size_t slice_bytes = std::size_t{32} << 20;
+  return std::clamp<std::int64_t>(static_cast<std::int64_t>(n * row_bytes / slice_bytes), 1,
+                                  slice_limit());
 }
 
 template <typename IndexT>
@@ -86,6 +119,8 @@ struct device_exchange {
   std::unique_ptr<stream_buffer> local_rows;  // rows of the own part asked for (int64)
   /// The own bucket [self_begin, self_begin + self_count) when it skips the exchange.
   std::size_t self_begin = 0, self_count = 0;
+  /// Slices of the exchange of rows (the largest any rank asked for; 1 for scatter).
+  std::size_t slices = 1;
 };
 
 communicator& nccl_comm_of(const allocation& wm, const char* op) {
@@ -110,16 +145,17 @@ std::vector<std::size_t> scaled(const std::vector<std::size_t>& v, std::size_t f
 template <typename IndexT>
 device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std::size_t n,
                                      const gather_geometry& g, std::size_t rows, const char* op,
-                                     bool skip_self, cudaStream_t stream) {
+                                     bool skip_self, std::int64_t slices, cudaStream_t stream) {
   const int ranks = comm.size();
   const auto sn = static_cast<std::int64_t>(n);
-  // Control block: result[2] | meta_recv[2R] | meta_send[2R] | counts[R] | row_begin[R + 1].
-  const std::size_t words = 2 + 4 * ranks + ranks + ranks + 1;
+  const int mw = meta_words;
+  // Control block: result[2] | meta_recv[3R] | meta_send[3R] | counts[R] | row_begin[R + 1].
+  const std::size_t words = 2 + 2 * mw * ranks + ranks + ranks + 1;
   stream_buffer ctl(words * 8, stream);
   auto* result = ctl.as<unsigned long long>();
   auto* meta_recv = ctl.as<std::int64_t>() + 2;
-  auto* meta_send = meta_recv + 2 * ranks;
-  auto* counts = reinterpret_cast<unsigned long long*>(meta_send + 2 * ranks);
+  auto* meta_send = meta_recv + mw * ranks;
+  auto* counts = reinterpret_cast<unsigned long long*>(meta_send + mw * ranks);
   auto* row_begin = reinterpret_cast<std::int64_t*>(counts + ranks);
   WM_CUDA_TRY(cudaMemsetAsync(ctl.as<void>(), 0, words * 8, stream));
   WM_CUDA_TRY(cudaMemsetAsync(result, 0xff, 2 * 8, stream));
@@ -136,20 +172,20 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
                    stream>>>(idx, sn, row_begin, ranks, owner.as<int>(), counts);
     WM_CUDA_CHECK_LAUNCH(stream);
   }
-  meta_kernel<<<1, 128, 0, stream>>>(counts, result, ranks, meta_send);
+  meta_kernel<<<1, 128, 0, stream>>>(counts, result, ranks, slices, meta_send);
   WM_CUDA_CHECK_LAUNCH(stream);
-  std::vector<std::size_t> two(ranks, 2), displs(ranks);
-  for (int r = 0; r < ranks; ++r) displs[r] = 2 * static_cast<std::size_t>(r);
-  comm.alltoallv(meta_send, two.data(), displs.data(), meta_recv, two.data(), displs.data(),
+  std::vector<std::size_t> each(ranks, mw), displs(ranks);
+  for (int r = 0; r < ranks; ++r) displs[r] = static_cast<std::size_t>(mw) * r;
+  comm.alltoallv(meta_send, each.data(), displs.data(), meta_recv, each.data(), displs.data(),
                  dtype::int64, stream);
-  std::vector<std::int64_t> host(2 + 4 * ranks);
+  std::vector<std::int64_t> host(2 + 2 * static_cast<std::size_t>(mw) * ranks);
   WM_CUDA_TRY(cudaMemcpyAsync(host.data(), ctl.as<void>(), host.size() * 8, cudaMemcpyDeviceToHost,
                               stream));
   comm.synchronize(stream);
   WM_CUDA_TRY(cudaStreamSynchronize(stream));
 
   std::vector<std::int64_t> flags(ranks);
-  for (int r = 0; r < ranks; ++r) flags[r] = host[2 + 2 * r + 1];
+  for (int r = 0; r < ranks; ++r) flags[r] = host[2 + mw * r + 1];
   bad_index mine;
   if (static_cast<unsigned long long>(host[0]) != ~0ull) mine = bad_index{host[0], host[1]};
   agree_on_bad_indices(op, flags, comm.rank(), mine, rows);
@@ -160,8 +196,10 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
   x.recv_counts.resize(ranks);
   x.recv_displs.assign(ranks, 0);
   for (int r = 0; r < ranks; ++r) {
-    x.recv_counts[r] = static_cast<std::size_t>(host[2 + 2 * r]);
-    x.send_counts[r] = static_cast<std::size_t>(host[2 + 2 * ranks + 2 * r]);
+    x.recv_counts[r] = static_cast<std::size_t>(host[2 + mw * r]);
+    x.send_counts[r] = static_cast<std::size_t>(host[2 + mw * ranks + mw * r]);
+    x.slices = std::max(x.slices, static_cast<std::size_t>(std::max<std::int64_t>(
+                                      1, std::min(host[2 + mw * r + 2], max_slices))));
   }
   for (int r = 1; r < ranks; ++r) x.send_displs[r] = x.send_displs[r - 1] + x.send_counts[r - 1];
   const int me = comm.rank();
@@ -213,7 +251,8 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
   const char* op = "gather";
   communicator& comm = nccl_comm_of(*table.memory, op);
   device_exchange x =
-      plan_exchange_device(comm, idx, g.count, g, table.rows, op, /*skip_self=*/true, stream);
+      plan_exchange_device(comm, idx, g.count, g, table.rows, op, /*skip_self=*/true,
+                           wanted_slices(g.count, g.table_row_bytes), stream);
   const std::size_t row_bytes = g.table_row_bytes;
   const rows_ref own = own_part_rows(*table.memory, g);
   const rows_ref dense = dense_rows(out, g.dense_stride_bytes);
@@ -237,26 +276,37 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
     gather_entries(table.cols, table.type, own, keys.as<std::int64_t>(), table.type, packed,
                    order.as<std::int64_t>(), n, row_bytes, on);
   };
-  // Rows asked of this rank by the others, packed in the table's dtype.
+  // Rows asked of this rank by the others, packed in the table's dtype (in bucket order of
+  // the asking ranks), and the rows received, in this rank's bucket order with the own
+  // bucket's gap.
   stream_buffer send(x.recv_total * row_bytes, stream);
-  read_own(x.local_rows->as<std::int64_t>(), x.recv_total, packed_rows(send.as<void>(), row_bytes),
-           stream);
+  stream_buffer recv(g.count * row_bytes, stream);
   // The own bucket goes from the own part to its caller positions on a side stream, while the
   // exchange runs (through a packed buffer when the visit is sorted, since the sorted order
   // scrambles the caller positions).  The positions it writes are disjoint from the received
-  // rows' positions.
-  const cudaStream_t side = side_stream();
+  // rows' positions.  With several slices, slice s + 1 is packed on a second side stream and
+  // slice s - 1 placed on a third while slice s crosses on the caller's stream.
+  const std::size_t slices = x.slices;
+  const cudaStream_t side = side_stream(0);
+  const cudaStream_t pack = slices > 1 ? side_stream(1) : stream;
+  const cudaStream_t place = slices > 1 ? side_stream(2) : stream;
   stream_wait(side, stream);
+  if (slices > 1) {
+    stream_wait(pack, stream);
+    stream_wait(place, stream);
+  }
   // Joins on every exit, exceptions included, before the buffers above are freed on `stream`.
   struct join_on_exit {
-    cudaStream_t stream, side;
+    cudaStream_t stream, side, pack, place;
     ~join_on_exit() {
       try {
         stream_wait(stream, side);
+        if (pack != stream) stream_wait(stream, pack);
+        if (place != stream) stream_wait(stream, place);
       } catch (const std::exception&) {
       }
     }
-  } join{stream, side};
+  } join{stream, side, pack, place};
   if (!sorted_visit) {
     gather_entries(table.cols, table.type, own, x.send_rows->as<std::int64_t>() + x.self_begin,
                    out.type, dense, positions + x.self_begin, x.self_count, row_bytes, side);
@@ -267,19 +317,35 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
     place_entries(table.cols, table.type, packed_rows(mine.as<void>(), row_bytes), nullptr,
                   out.type, dense, positions + x.self_begin, x.self_count, row_bytes, side);
   }
-  // Received rows land in bucket order, leaving the own bucket's gap.
-  stream_buffer recv(g.count * row_bytes, stream);
-  comm.alltoallv(send.as<void>(), scaled(x.recv_counts, row_bytes).data(),
-                 scaled(x.recv_displs, row_bytes).data(), recv.as<void>(),
-                 scaled(x.send_counts, row_bytes).data(), scaled(x.send_displs, row_bytes).data(),
-                 dtype::uint8, stream);
-  // Place every received row at its caller position (distinct positions: no duplicates).
-  const std::size_t ranges[2][2] = {{0, x.self_begin}, {x.self_begin + x.self_count, g.count}};
-  for (const auto& range : ranges) {
-    const std::size_t b = range[0], e = range[1];
-    if (e <= b) continue;
-    place_entries(table.cols, table.type, packed_rows(recv.as<char>() + b * row_bytes, row_bytes),
-                  nullptr, out.type, dense, positions + b, e - b, row_bytes, stream);
+  const int ranks = comm.size();
+  const std::int64_t* local_rows = x.local_rows->as<std::int64_t>();
+  // Slice s of a block of `count` rows: [count * s / slices, count * (s + 1) / slices); both
+  // ends of a pair compute it from the same count.
+  auto cut = [slices](std::size_t count, std::size_t s) { return count * s / slices; };
+  std::vector<std::size_t> sc(ranks), sd(ranks), rc(ranks), rd(ranks);
+  for (std::size_t s = 0; s < slices; ++s) {
+    for (int r = 0; r < ranks; ++r) {
+      const std::size_t b = x.recv_displs[r] + cut(x.recv_counts[r], s);
+      const std::size_t e = x.recv_displs[r] + cut(x.recv_counts[r], s + 1);
+      read_own(local_rows + b, e - b, packed_rows(send.as<char>() + b * row_bytes, row_bytes),
+               pack);
+      sc[r] = (e - b) * row_bytes;
+      sd[r] = b * row_bytes;
+      const std::size_t rb = x.send_displs[r] + cut(x.send_counts[r], s);
+      rc[r] = (x.send_displs[r] + cut(x.send_counts[r], s + 1) - rb) * row_bytes;
+      rd[r] = rb * row_bytes;
+    }
+    if (pack != stream) stream_wait(stream, pack);
+    comm.alltoallv(send.as<void>(), sc.data(), sd.data(), recv.as<void>(), rc.data(), rd.data(),
+                   dtype::uint8, stream);
+    if (place != stream) stream_wait(place, stream);
+    // Every received row to its caller position (distinct positions: no duplicates).
+    for (int r = 0; r < ranks; ++r) {
+      if (rc[r] == 0) continue;
+      const std::size_t b = rd[r] / row_bytes, n = rc[r] / row_bytes;
+      place_entries(table.cols, table.type, packed_rows(recv.as<char>() + b * row_bytes, row_bytes),
+                    nullptr, out.type, dense, positions + b, n, row_bytes, place);
+    }
   }
 }
 
@@ -289,8 +355,8 @@ void scatter_distributed(const dense_matrix& in, const IndexT* idx, const wm_ten
                          cudaStream_t stream) {
   const char* op = "scatter";
   communicator& comm = nccl_comm_of(*table.memory, op);
-  device_exchange x =
-      plan_exchange_device(comm, idx, g.count, g, table.rows, op, /*skip_self=*/true, stream);
+  device_exchange x = plan_exchange_device(comm, idx, g.count, g, table.rows, op,
+                                           /*skip_self=*/true, /*slices=*/1, stream);
   const std::size_t row_bytes = g.table_row_bytes;
   const rows_ref dense = dense_rows(in, g.dense_stride_bytes);
   const rows_ref own = own_part_rows(*table.memory, g);
