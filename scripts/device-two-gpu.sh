@@ -6,8 +6,9 @@
 #   scripts/device-two-gpu.sh                     # every step, ctest -L gpu
 #   TESTS='Sgns|FileIoGpu' REPEAT=3 scripts/device-two-gpu.sh   # those tests, each 3 times
 #   STEPS='build pytest tests' scripts/device-two-gpu.sh         # only these steps
-# Steps: build pytest tests run train symmetric embedding chunked faults graphsage sanitize (the
-# last four not by default)
+# Steps: build pytest tests run train symmetric embedding chunked owners faults graphsage sanitize
+# (the last five not by default; owners: the served hops and gather slices against the
+# defaults, tests and benches, needs two GPUs)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .device-shared/data ] && [ ! -e ../shared/data ]; then
@@ -103,6 +104,35 @@ if want chunked && [ "$gpus" -ge 1 ]; then
     echo "rc=$? comm=$comm"; grep -vE '^\[rank 1\]' "$out/chunked-embedding-$comm.txt" | tail -n 4
   done
   cp "$out"/chunked-*.txt "$final/"
+fi
+if want owners && [ "$gpus" -ge 2 ]; then
+  # Distributed graphs served by their owners and distributed gathers in slices, each next to
+  # the default in the same call, alternating (ROUNDS, default 2): tests, then the benches.
+  step "served hops and gather slices: tests"
+  timeout 300 ctest --test-dir build -R \
+    'GpuSamplingDistributed|LargeCalls.*gpus2_distributed|HostileMemoryGpuDistributed|EveryDtypePair.*gpus2_distributed|TrainGpu.TwoGpus' \
+    -j 2 --timeout 200 --output-on-failure >"$out/owners-tests.log" 2>&1
+  echo "rc=$? $(grep -E 'tests passed|failed out of' "$out/owners-tests.log")"
+  grep -E '\*\*\*(Failed|Timeout|Exception)' "$out/owners-tests.log" | head -20
+  for round in $(seq 1 "${ROUNDS:-2}"); do
+    for owners in 0 1; do
+      step "sample, distributed, WHOLESTORE_SAMPLE_BY_OWNER=$owners (round $round)"
+      WHOLESTORE_SAMPLE_BY_OWNER=$owners WHOLESTORE_CHECK_COLLECTIVES=0 timeout 150 \
+        $b launch -n 2 -- $b bench configs/bench_sample.yaml --set locations=device \
+        --set samplers=gpu --set walks= --set types=distributed,continuous \
+        >"$out/owners-sample-$owners-$round.txt" 2>&1
+      echo "rc=$?"; grep -E '^\[rank 0\] gpu' "$out/owners-sample-$owners-$round.txt"
+    done
+    for slices in 1 8; do
+      step "gather, distributed, WHOLESTORE_GATHER_SLICES=$slices (round $round)"
+      WHOLESTORE_GATHER_SLICES=$slices WHOLESTORE_CHECK_COLLECTIVES=0 timeout 150 \
+        $b launch -n 2 -- $b bench configs/bench_gather.yaml --set locations=device \
+        --set ops=gather --set types=distributed,continuous \
+        >"$out/owners-gather-$slices-$round.txt" 2>&1
+      echo "rc=$?"; grep -E '^\[rank 0\] gather' "$out/owners-gather-$slices-$round.txt"
+    done
+  done
+  cp "$out"/owners-* "$final/" 2>/dev/null
 fi
 if want faults; then
   # The fault injector on the GPU path (sampler=gpu on device graphs, demo on device memory),
