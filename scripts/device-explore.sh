@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Exploration on the GPU machine, several steps in one call; logs under $OUT.
 #   EXPLORE="variants gather sample" scripts/device-explore.sh      (the default steps)
-# Steps: variants (the kernels of scripts/experiments/gather_variants.cu side by side), build,
+# Steps: variants (the kernels of scripts/experiments/gather_variants.cu side by side),
+# peervariants (scripts/experiments/peer_gather_variants.cu, two GPUs gathering at once), build,
 # gather (the gather bench at every row size), sample (the sampling bench), tests (GPU gather
 # and embedding tests; TESTS_FILTER narrows the first), chunkdebug (two-rank chunked tables
 # with the row copies logged), ncu and ncufill (Nsight Compute on weighted sampling), profile
@@ -21,6 +22,11 @@ if want variants; then
   echo "==== variants ($(date +%T))"
   nvcc -O3 -std=c++17 -arch=sm_90 scripts/experiments/gather_variants.cu -o /tmp/gv &&
     /tmp/gv 8 4194304 2>&1 | tee "$final/variants.txt"
+fi
+if want peervariants; then
+  echo "==== peer variants, two GPUs ($(date +%T))"
+  nvcc -O3 -std=c++17 -arch=sm_90 scripts/experiments/peer_gather_variants.cu -o /tmp/pgv &&
+    /tmp/pgv 8 4194304 2>&1 | tee "$final/peer-variants.txt"
 fi
 if want build || want gather || want sample || want tests || want chunkdebug; then
   echo "==== build ($(date +%T))"
