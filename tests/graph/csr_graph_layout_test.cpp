@@ -7,6 +7,7 @@
 // load_graph refuses row offsets that cannot split the edges, naming the file, before it
 // allocates; the CPU sampler returns on the new layout what it returns on continuous memory.
 #include "common/multiprocess.hpp"
+#include "common/temp_dir.hpp"
 
 #include <graph/csr_graph.hpp>
 #include <graph/dataset.hpp>
@@ -42,20 +43,7 @@ using wholestore_test::thread_ranks;
 using wm::memory_location;
 using wm::memory_type;
 
-// A temporary directory removed on destruction.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string tmpl = (fs::temp_directory_path() / "csr_graph_layout_test.XXXXXX").string();
-    path = ::mkdtemp(tmpl.data());
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string str() const { return path.string(); }
-};
-
+using wholestore_test::temp_dir;
 // A CSR with the given degrees, random neighbors and (when asked) random weights in [0, 10).
 host_csr with_degrees(const std::vector<std::uint64_t>& degrees, bool weights, std::uint64_t seed) {
   std::mt19937_64 rng(seed);

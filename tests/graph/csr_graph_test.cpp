@@ -9,6 +9,7 @@
 #include <wholememory/error.hpp>
 
 #include "common/multiprocess.hpp"
+#include "common/temp_dir.hpp"
 
 #include <gtest/gtest.h>
 
@@ -36,20 +37,7 @@ using wholememory::memory_location;
 using wholememory::memory_type;
 using wholestore_test::thread_ranks;
 
-// A temporary directory removed on destruction.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string tmpl = (fs::temp_directory_path() / "csr_graph_test.XXXXXX").string();
-    path = ::mkdtemp(tmpl.data());
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string str() const { return path.string(); }
-};
-
+using wholestore_test::temp_dir;
 host_csr small_graph(bool weights, std::uint64_t feature_dim, std::uint64_t seed = 3) {
   generate_options o;
   o.num_nodes = 997;  // parts end mid-row for every rank count

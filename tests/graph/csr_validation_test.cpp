@@ -5,6 +5,7 @@
 // ranks that were handed different graphs (another generator seed, another dataset, a missing
 // one) all fail, naming the difference, before anything shared is built from them.
 #include "common/multiprocess.hpp"
+#include "common/temp_dir.hpp"
 #include "graph/hostile_csr.hpp"
 
 #include <graph/csr_graph.hpp>
@@ -44,19 +45,7 @@ using wholestore_test::thread_ranks;
 using wm::memory_location;
 using wm::memory_type;
 
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string tmpl = (fs::temp_directory_path() / "csr_validation_test.XXXXXX").string();
-    path = ::mkdtemp(tmpl.data());
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string str() const { return path.string(); }
-};
-
+using wholestore_test::temp_dir;
 // 997 nodes, 9001 edges: parts end mid-row for every rank count.
 host_csr small_graph() {
   generate_options o;

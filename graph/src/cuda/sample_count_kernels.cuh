@@ -147,6 +147,21 @@ __global__ void count_nonpositive_kernel(Gen w, std::int64_t n, unsigned long lo
   if (threadIdx.x % warp_size == 0 && c > 0) atomicAdd(out, c);
 }
 
+/// A thread's largest degree m and count of big rows, reduced over its warp into out[0]
+/// (atomicMax) and out[1] (atomicAdd).  Every lane of the warp calls it.
+__device__ __forceinline__ void add_degree_stats(unsigned long long m, unsigned long long big,
+                                                 unsigned long long* out) {
+  for (int o = warp_size / 2; o > 0; o /= 2) {
+    const unsigned long long other = __shfl_xor_sync(full_mask, m, o);
+    m = other > m ? other : m;
+    big += __shfl_xor_sync(full_mask, big, o);
+  }
+  if (threadIdx.x % warp_size == 0) {
+    atomicMax(out, m);
+    atomicAdd(out + 1, big);
+  }
+}
+
 /// The largest degree of rows [0, n) read through ro into out[0] (atomicMax), and the number
 /// of rows above big_degree into out[1].  Rows outside [0, num_edges] count as empty (the
 /// sampler reports them when it meets them).
@@ -160,15 +175,7 @@ __global__ void degree_stats_kernel(Gen ro, std::int64_t n, std::int64_t num_edg
     if (static_cast<unsigned long long>(dg) > m) m = static_cast<unsigned long long>(dg);
     big += dg > big_degree ? 1 : 0;
   }
-  for (int o = warp_size / 2; o > 0; o /= 2) {
-    const unsigned long long other = __shfl_xor_sync(full_mask, m, o);
-    m = other > m ? other : m;
-    big += __shfl_xor_sync(full_mask, big, o);
-  }
-  if (threadIdx.x % warp_size == 0) {
-    atomicMax(out, m);
-    atomicAdd(out + 1, big);
-  }
+  add_degree_stats(m, big, out);
 }
 
 /// degree_stats_kernel for the n rows an owner holds from node `first` on (ro_owned).
@@ -182,15 +189,7 @@ __global__ void owned_degree_stats_kernel(ro_owned ro, std::int64_t first, std::
     if (static_cast<unsigned long long>(dg) > m) m = static_cast<unsigned long long>(dg);
     big += dg > big_degree ? 1 : 0;
   }
-  for (int o = warp_size / 2; o > 0; o /= 2) {
-    const unsigned long long other = __shfl_xor_sync(full_mask, m, o);
-    m = other > m ? other : m;
-    big += __shfl_xor_sync(full_mask, big, o);
-  }
-  if (threadIdx.x % warp_size == 0) {
-    atomicMax(out, m);
-    atomicAdd(out + 1, big);
-  }
+  add_degree_stats(m, big, out);
 }
 
 }  // namespace wholestore::graph::gpu
