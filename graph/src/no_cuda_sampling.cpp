@@ -10,6 +10,7 @@ gpu_sampler::gpu_sampler(const csr_graph&) {
   WM_FAIL(wholememory::logic_error, "gpu_sampler: this build has no CUDA");
 }
 gpu_sampler::~gpu_sampler() = default;
+bool gpu_sampler::served_by_owners() const { return false; }
 std::vector<device_block> gpu_sampler::sample(const std::int64_t*, std::size_t,
                                               const sample_options&, cudaStream_t) {
   WM_FAIL(wholememory::logic_error, "gpu_sampler: this build has no CUDA");

@@ -108,6 +108,12 @@ class gpu_sampler {
   std::vector<device_block> sample(const std::int64_t* seeds, std::size_t count,
                                    const sample_options& options, cudaStream_t stream);
 
+  /// Whether the hops of this distributed graph are served by the owners of their nodes (one
+  /// exchange per hop; WHOLESTORE_SAMPLE_BY_OWNER=1 on every rank and a graph whose edges
+  /// follow their nodes, csr_graph.hpp), known after the first call; false before it and for
+  /// the other memory types.
+  bool served_by_owners() const;
+
  private:
   struct impl;
   std::unique_ptr<impl> impl_;

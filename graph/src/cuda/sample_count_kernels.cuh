@@ -87,8 +87,8 @@ __global__ void count_weighted_kernel(const std::int64_t* start, const std::int6
   }
 }
 
-/// Positive weights of the listed big nodes: block (x, y) adds chunk y (count_chunk edges) of
-/// every gridDim.x-th listed node.
+/// Positive weights of the listed big nodes: block (x, y) adds chunks y, y + gridDim.y, ...
+/// (count_chunk edges each) of every gridDim.x-th listed node.
 template <typename W>
 __global__ void __launch_bounds__(count_big_threads)
     count_big_kernel(const std::int32_t* big_list, const unsigned long long* big_count,
@@ -99,13 +99,16 @@ __global__ void __launch_bounds__(count_big_threads)
   for (std::int64_t b = blockIdx.x; b < nbig; b += gridDim.x) {
     const std::int64_t i = big_list[b];
     const std::int64_t s = start[i], dg = deg[i];
-    const std::int64_t lo = static_cast<std::int64_t>(blockIdx.y) * count_chunk;
-    if (lo >= dg) continue;  // the whole block leaves together
-    const std::int64_t hi = lo + count_chunk < dg ? lo + count_chunk : dg;
+    const std::int64_t first = static_cast<std::int64_t>(blockIdx.y) * count_chunk;
+    if (first >= dg) continue;  // the whole block leaves together
     std::int64_t c = 0;
+    for (std::int64_t lo = first; lo < dg;
+         lo += static_cast<std::int64_t>(gridDim.y) * count_chunk) {
+      const std::int64_t hi = lo + count_chunk < dg ? lo + count_chunk : dg;
 #pragma unroll 8
-    for (std::int64_t p = lo + threadIdx.x; p < hi; p += count_big_threads) {
-      c += w(i, s, p) > 0.0f ? 1 : 0;
+      for (std::int64_t p = lo + threadIdx.x; p < hi; p += count_big_threads) {
+        c += w(i, s, p) > 0.0f ? 1 : 0;
+      }
     }
     c = block_reduce(storage).Sum(c);
     if (threadIdx.x == 0 && c > 0)

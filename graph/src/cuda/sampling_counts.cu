@@ -25,6 +25,7 @@ template <typename W>
 void gpu_sampler::impl::count_weighted(gpu::device_count n_dst, std::int64_t bound,
                                        std::int64_t degree_bound, W w, std::int32_t* big,
                                        unsigned long long* big_count, cudaStream_t stream) {
+  if (bound == 0) return;  // no nodes (an owner asked for none): no grid of width 0
   std::int64_t* st = start.get<std::int64_t>(0, device, stream);
   std::int64_t* dg = deg.get<std::int64_t>(0, device, stream);
   std::int64_t* cnt = counts.get<std::int64_t>(0, device, stream);

@@ -319,6 +319,8 @@ gpu_sampler::gpu_sampler(const csr_graph& graph) : impl_(std::make_unique<impl>(
 
 gpu_sampler::~gpu_sampler() = default;
 
+bool gpu_sampler::served_by_owners() const { return impl_->owned.active; }
+
 std::vector<device_block> gpu_sampler::sample(const std::int64_t* seeds, std::size_t count,
                                               const sample_options& options, cudaStream_t stream) {
   impl& s = *impl_;

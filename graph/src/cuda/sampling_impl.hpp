@@ -189,7 +189,8 @@ struct gpu_sampler::impl {
     long long* edge_words = nullptr;  // edge counts of the hops
     long long* big_words = nullptr;   // big-node counts of the hops
     long long* fault = nullptr;       // the graph fault (two words)
-    /// The largest degree (weighted, not distributed: weight_stats), else 0.
+    /// The largest degree of a weighted call (weight_stats, or owned_weight_stats of the own
+    /// rows for served hops), else 0.
     std::int64_t degree_bound = 0;
     bool checked = false;  // the seeds were checked (check_seeds)
   };
@@ -336,9 +337,10 @@ struct gpu_sampler::impl {
   /// (owners_wanted) and the parts keep every node's edges with it, and this rank's rows if so
   /// (sampling_owner.cu).
   void setup_owned(cudaStream_t stream);
-  /// WHOLESTORE_SAMPLE_BY_OWNER: "1" asks for served hops, unset or "0" not (served hops are
-  /// off by default until they have run on two GPUs; docs/architecture.md).
-  static bool owners_wanted();
+  /// WHOLESTORE_SAMPLE_BY_OWNER: 1 when it is "1" (served hops asked for), 0 when unset or
+  /// "0", -1 for any other value (setup_owned throws on every rank after its allgather).
+  /// Served hops are off by default until they have run on two GPUs (docs/architecture.md).
+  static int owners_wanted();
   /// A served hop: the dst nodes bucketed by owner and sent to it (one wait, for the counts),
   /// every owner samples its requests from its own parts (steps 1-3 with owner_side), the
   /// neighbors come back and land in edge order (hop.offsets, hop.gathered, hop.eids)
@@ -356,8 +358,8 @@ struct gpu_sampler::impl {
   /// level[0] (sampling_run.cuh).
   template <typename K>
   const std::int64_t* unique_seeds(const call_state& c, cudaStream_t stream);
-  /// Sizes hop h for `bound` dst nodes (distributed: the exact count, fetched) and takes its
-  /// arrays (sampling_gpu.cpp).
+  /// Sizes hop h for `bound` dst nodes (distributed hops that are not served: the exact count,
+  /// fetched) and takes its arrays (sampling_gpu.cpp).
   hop_state begin_hop(call_state& c, int h, const std::int64_t* dst, std::int64_t bound,
                       cudaStream_t stream);
   /// Step 1: start, degree and count of every dst node; weighted hops count positive weights

@@ -65,13 +65,21 @@ __global__ void count_owners_kernel(const std::int64_t* dst, device_count n_dst,
   }
 }
 
+/// Flags of the exchange of counts: a bad seed, a hop too large for 32-bit local ids.
+constexpr std::int64_t flag_bad_seed = 1;
+constexpr std::int64_t flag_too_large = 2;
+
 /// What this rank tells every rank r: meta[2r] = the requests it sends to r, meta[2r + 1] =
-/// whether it has a bad seed (bad: the call's first info word, null after the seed check);
+/// its flags (a bad seed: the call's first info word, null after the seed check; too large:
+/// n dst nodes of up to k edges each reach 2^31 - 1 entries, or n is above the hop's bound);
 /// starts[r] = the first slot of rank r's bucket.
 __global__ void owner_meta_kernel(const unsigned long long* counts, int ranks, const long long* bad,
-                                  std::int64_t* meta, unsigned long long* starts) {
+                                  device_count n_dst, int k, std::int64_t bound, std::int64_t* meta,
+                                  unsigned long long* starts) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
-  const std::int64_t flag = bad != nullptr && *bad != 0 ? 1 : 0;
+  const std::int64_t n = n_dst.get();
+  std::int64_t flag = bad != nullptr && *bad != 0 ? flag_bad_seed : 0;
+  if (n > bound || n + n * k >= 2147483647LL) flag |= flag_too_large;
   unsigned long long sum = 0;
   for (int r = 0; r < ranks; ++r) {
     starts[r] = sum;
@@ -185,20 +193,17 @@ __global__ void place_columns_kernel(std::int64_t n, int k, const std::int64_t* 
 }  // namespace
 }  // namespace gpu
 
-bool gpu_sampler::impl::owners_wanted() {
+int gpu_sampler::impl::owners_wanted() {
   const char* text = std::getenv("WHOLESTORE_SAMPLE_BY_OWNER");
-  if (text == nullptr || std::string(text) == "0") return false;
-  WM_EXPECTS(std::string(text) == "1",
-             "WHOLESTORE_SAMPLE_BY_OWNER must be 0 or 1, not '" << text << "'");
-  return true;
+  if (text == nullptr || std::string(text) == "0") return 0;
+  return std::string(text) == "1" ? 1 : -1;
 }
 
 void gpu_sampler::impl::setup_owned(cudaStream_t stream) {
-  owned.checked = true;
   const csr_graph& g = *graph;
   wm::communicator& comm = g.row_offsets.comm();
   const int ranks = comm.size();
-  const bool wanted = owners_wanted();
+  const int wanted = owners_wanted();
   const auto num_nodes = static_cast<std::int64_t>(g.num_nodes);
   const auto num_edges = static_cast<std::int64_t>(g.num_edges);
   std::vector<std::int64_t> begin(static_cast<std::size_t>(ranks) + 1);
@@ -207,10 +212,12 @@ void gpu_sampler::impl::setup_owned(cudaStream_t stream) {
   }
   begin[ranks] = num_nodes + 1;
   // Every rank's first row offset (-1 for an empty part) and whether it asks for owners.
-  void* host = nullptr;
-  WM_CUDA_TRY(cudaHostAlloc(&host, sizeof(long long) * (4 * static_cast<std::size_t>(ranks) + 2),
-                            cudaHostAllocDefault));
-  owned.host_meta = static_cast<long long*>(host);
+  if (owned.host_meta == nullptr) {
+    void* host = nullptr;
+    WM_CUDA_TRY(cudaHostAlloc(&host, sizeof(long long) * (4 * static_cast<std::size_t>(ranks) + 2),
+                              cudaHostAllocDefault));
+    owned.host_meta = static_cast<long long*>(host);
+  }
   const auto R = static_cast<std::size_t>(ranks);
   long long* d = owned.words.get<long long>(2 * R + 2, device, stream);
   const wm::part_info mine = g.row_offsets.local_part();
@@ -220,7 +227,7 @@ void gpu_sampler::impl::setup_owned(cudaStream_t stream) {
   } else {
     WM_CUDA_TRY(cudaMemsetAsync(own_words, 0xff, sizeof(long long), stream));
   }
-  owned.host_meta[0] = wanted ? 1 : 0;
+  owned.host_meta[0] = wanted;
   WM_CUDA_TRY(cudaMemcpyAsync(own_words + 1, owned.host_meta, sizeof(long long),
                               cudaMemcpyHostToDevice, stream));
   comm.allgather(own_words, d, 2, wm::dtype::int64, stream);
@@ -230,10 +237,21 @@ void gpu_sampler::impl::setup_owned(cudaStream_t stream) {
   WM_CUDA_TRY(cudaStreamSynchronize(stream));
   std::vector<std::int64_t> value(R);
   bool every_rank_wants = true;
+  int invalid = -1;
   for (std::size_t r = 0; r < R; ++r) {
     value[r] = owned.host_meta[2 * r];
-    every_rank_wants &= owned.host_meta[2 * r + 1] != 0;
+    every_rank_wants &= owned.host_meta[2 * r + 1] == 1;
+    if (owned.host_meta[2 * r + 1] < 0 && invalid < 0) invalid = static_cast<int>(r);
   }
+  // Every rank throws here, after the one collective, or none does.
+  if (invalid >= 0) {
+    const char* text = wanted < 0 ? std::getenv("WHOLESTORE_SAMPLE_BY_OWNER") : nullptr;
+    WM_FAIL(wm::logic_error,
+            "WHOLESTORE_SAMPLE_BY_OWNER must be 0 or 1; rank "
+                << invalid << " has another value"
+                << (text != nullptr ? std::string(" (here: '") + text + "')" : ""));
+  }
+  owned.checked = true;
   // Single-process multi-GPU graphs have one part per device, not per rank.
   if (!every_rank_wants || g.row_offsets.num_parts() != ranks ||
       g.col_indices.num_parts() != ranks ||
@@ -322,7 +340,7 @@ void gpu_sampler::impl::serve_hop(call_state& c, hop_state& hop, cudaStream_t st
     WM_CUDA_CHECK_LAUNCH(stream);
   }
   gpu::owner_meta_kernel<<<1, 1, 0, stream>>>(per_owner, ranks, c.checked ? nullptr : c.d_info,
-                                              meta_send, starts);
+                                              hop.n_dst, k, bound, meta_send, starts);
   WM_CUDA_CHECK_LAUNCH(stream);
   if (bound > 0) {
     const auto blocks =
@@ -347,25 +365,28 @@ void gpu_sampler::impl::serve_hop(call_state& c, hop_state& hop, cudaStream_t st
   WM_CUDA_TRY(cudaStreamSynchronize(stream));
   std::vector<std::size_t> send(R), send_displs(R, 0), recv(R), recv_displs(R, 0);
   bool any_bad = false;
+  int too_large = -1;
   for (std::size_t r = 0; r < R; ++r) {
     send[r] = static_cast<std::size_t>(owned.host_meta[2 * r]);
     recv[r] = static_cast<std::size_t>(owned.host_meta[2 * R + 2 * r]);
-    any_bad |= owned.host_meta[2 * R + 2 * r + 1] != 0;
+    const std::int64_t flags = owned.host_meta[2 * R + 2 * r + 1];
+    any_bad |= (flags & gpu::flag_bad_seed) != 0;
+    if ((flags & gpu::flag_too_large) != 0 && too_large < 0) too_large = static_cast<int>(r);
   }
+  // Every rank learned every rank's flags in the same exchange: all throw here, or none.
   if (!c.checked) {
     check_seeds(c.seeds, stream, any_bad ? 1 : 0);
     c.checked = true;
   }
+  WM_EXPECTS(too_large < 0, "sample: hop " << h << " on rank " << too_large
+                                           << " has more destinations and edges (fanout " << k
+                                           << ") than 32-bit local indices can address");
   for (std::size_t r = 1; r < R; ++r) {
     send_displs[r] = send_displs[r - 1] + send[r - 1];
     recv_displs[r] = recv_displs[r - 1] + recv[r - 1];
   }
   const auto n = static_cast<std::int64_t>(send_displs[R - 1] + send[R - 1]);
   const auto m = static_cast<std::int64_t>(recv_displs[R - 1] + recv[R - 1]);
-  WM_EXPECTS(n <= bound, "sample: hop " << h << " has " << n << " destinations, bound " << bound);
-  WM_EXPECTS(n + n * k < std::numeric_limits<std::int32_t>::max(),
-             "sample: hop " << h << " has " << n << " destinations and up to " << n * k
-                            << " edges, more than 32-bit local indices can address");
 
   // 3. The requests to their owners.
   std::int64_t* in_ids =
@@ -392,9 +413,10 @@ void gpu_sampler::impl::serve_hop(call_state& c, hop_state& hop, cudaStream_t st
   sv.segmentable = sv.race && k >= 1 && k <= warp_size;
   if (sv.segmentable && c.degree_bound > gpu::big_degree) {
     // Every rank may ask for the same big node: at most `ranks` requests of each, holding at
-    // most `ranks` times the own edges.
+    // most `ranks` times the own edges, and at most m times the largest degree.
     const std::int64_t own_edges = owned.edge_end - owned.edge_begin;
-    sv.segments = std::min(m, ranks * owned.big_nodes) + ranks * own_edges / gpu::segment_edges + 1;
+    const std::int64_t asked_edges = std::min(ranks * own_edges, m * c.degree_bound);
+    sv.segments = std::min(m, ranks * owned.big_nodes) + asked_edges / gpu::segment_edges + 1;
   }
   sv.n_edges = sv.offsets + m;
   sv.edge_bound = m * k;

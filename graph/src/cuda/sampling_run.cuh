@@ -51,8 +51,9 @@ std::vector<device_block> gpu_sampler::impl::run(const std::int64_t* seeds, std:
   const std::int64_t* dst = uniq;
   // The counts of a hop live on the device (level[h], and the edge total at offsets[bound]);
   // the host knows bounds of them and sizes buffers and grids by those.  Hops whose edge
-  // bound is unknown (fanout -1) or too large, and every hop of distributed memory (its
-  // gathers take host counts), fetch the exact counts instead.
+  // bound is unknown (fanout -1) or too large, and the hops of distributed memory that are
+  // not served by the owners (their gathers take host counts), fetch the exact counts
+  // instead; served hops learn theirs in their exchange of counts.
   std::int64_t bound = static_cast<std::int64_t>(count);
   for (int h = 0; h < c.num_hops; ++h) {
     hop_state hop = begin_hop(c, h, dst, bound, stream);

@@ -563,21 +563,30 @@ TEST(GpuSamplingEdge, OutOfRangeSeedNamesValuePositionAndSize) {
 
 class GpuSamplingDistributed : public ::testing::TestWithParam<wm::memory_location> {};
 
-/// `hg` in distributed memory split evenly by element, as distributed graphs were laid out
-/// before their edges followed their nodes: the sampler then reads rows and columns through
-/// the gather's exchange instead of asking their owners.
-csr_graph even_split_graph(const std::shared_ptr<wm::communicator>& comm, const host_csr& hg,
-                           wm::memory_location loc) {
+/// `hg` in distributed memory laid out by hand, with int32 or int64 columns: the edges cut
+/// where the nodes of the ranks' row offsets end (`follow_nodes`, the layout make_graph gives,
+/// which the owners can serve), or split evenly by element as distributed graphs were before
+/// (the sampler then reads rows and columns through the gather's exchange).
+csr_graph hand_split_graph(const std::shared_ptr<wm::communicator>& comm, const host_csr& hg,
+                           wm::memory_location loc, bool follow_nodes, wm::dtype col_type) {
   csr_graph g;
   g.num_nodes = hg.num_nodes;
   g.num_edges = hg.num_edges();
-  g.col_type = wm::dtype::int32;
-  const std::vector<std::int32_t> cols(hg.col_indices.begin(), hg.col_indices.end());
-  auto put = [&](const void* data, std::size_t count, std::size_t elem) {
+  g.col_type = col_type;
+  const std::vector<std::int32_t> cols32(hg.col_indices.begin(), hg.col_indices.end());
+  const void* cols = col_type == wm::dtype::int32 ? static_cast<const void*>(cols32.data())
+                                                  : static_cast<const void*>(hg.col_indices.data());
+  std::vector<std::uint64_t> cut;  // follow_nodes: the first edge of every rank, then num_edges
+  auto put = [&](const void* data, std::size_t count, std::size_t elem, bool edges) {
     wm::allocation_options ao;
     ao.granularity = elem;
-    wm::allocation a = wm::allocation::create(comm, std::max(count, std::size_t{1}) * elem,
-                                              wm::memory_type::distributed, loc, ao);
+    std::size_t total = std::max(count, std::size_t{1}) * elem;
+    if (edges && follow_nodes) {
+      for (std::size_t r = 0; r + 1 < cut.size(); ++r)
+        ao.part_bytes.push_back((cut[r + 1] - cut[r]) * elem);
+      total = count * elem;
+    }
+    wm::allocation a = wm::allocation::create(comm, total, wm::memory_type::distributed, loc, ao);
     const wm::part_info p = a.local_part();
     const std::size_t have = count * elem;
     if (p.bytes > 0 && p.offset < have) {
@@ -586,10 +595,15 @@ csr_graph even_split_graph(const std::shared_ptr<wm::communicator>& comm, const 
     }
     return a;
   };
-  g.row_offsets = put(hg.row_offsets.data(), hg.row_offsets.size(), 8);
-  g.col_indices = put(cols.data(), cols.size(), 4);
+  g.row_offsets = put(hg.row_offsets.data(), hg.row_offsets.size(), 8, false);
+  for (int r = 0; r < g.row_offsets.num_parts(); ++r) {
+    const std::uint64_t first = g.row_offsets.part(r).offset / 8;
+    cut.push_back(static_cast<std::uint64_t>(hg.row_offsets[std::min(first, hg.num_nodes)]));
+  }
+  cut.push_back(hg.num_edges());
+  g.col_indices = put(cols, hg.col_indices.size(), wm::dtype_size(col_type), true);
   if (!hg.edge_weights.empty())
-    g.edge_weights = put(hg.edge_weights.data(), hg.edge_weights.size(), 4);
+    g.edge_weights = put(hg.edge_weights.data(), hg.edge_weights.size(), 4, true);
   comm->barrier(nullptr);
   return g;
 }
@@ -625,19 +639,25 @@ TEST_P(GpuSamplingDistributed, OwnersAndEvenSplitsMatchTheReference) {
     const int rank = bs->rank();
     const host_csr rmat = test_graph(2500, 30000, 5);
     const host_csr star = star_graph();
+    enum class built { make_graph, by_hand_int64, even_split };
     struct layout_case {
       const char* name;
       const host_csr* hg;
-      bool even;
+      built how;
     };
-    const layout_case cases[] = {{"owned", &rmat, false},
-                                 {"even split", &rmat, true},
-                                 {"star, owned", &star, false},
-                                 {"star, even split", &star, true}};
+    const layout_case cases[] = {{"owned", &rmat, built::make_graph},
+                                 {"owned, int64 columns", &rmat, built::by_hand_int64},
+                                 {"even split", &rmat, built::even_split},
+                                 {"star, owned", &star, built::make_graph},
+                                 {"star, even split", &star, built::even_split}};
     std::uint64_t rs = 100;
     for (const layout_case& lc : cases) {
-      csr_graph g = lc.even ? even_split_graph(comm, *lc.hg, loc)
-                            : make_graph(comm, *lc.hg, wm::memory_type::distributed, loc);
+      csr_graph g = lc.how == built::make_graph
+                        ? make_graph(comm, *lc.hg, wm::memory_type::distributed, loc)
+                        : hand_split_graph(
+                              comm, *lc.hg, loc, lc.how == built::by_hand_int64,
+                              lc.how == built::by_hand_int64 ? wm::dtype::int64 : wm::dtype::int32);
+      const bool served = lc.how != built::even_split;
       cuda_stream stream;
       gpu_sampler sampler(g);
       for (sample_method m : methods) {
@@ -656,6 +676,7 @@ TEST_P(GpuSamplingDistributed, OwnersAndEvenSplitsMatchTheReference) {
           auto got = gpu_sample(sampler, seeds, o, device, stream.get());
           expect_same(got, reference_sample(*lc.hg, seeds, o), what);
           check_properties(*lc.hg, got, o, what);
+          EXPECT_EQ(sampler.served_by_owners(), served) << what;
           if (::testing::Test::HasFailure()) return;
         }
       }
@@ -673,6 +694,41 @@ TEST_P(GpuSamplingDistributed, OwnersAndEvenSplitsMatchTheReference) {
       expect_same(gpu_sample(sampler, fine, o, device, stream.get()),
                   reference_sample(*lc.hg, fine, o), std::string(lc.name) + " after the error");
     }
+  });
+}
+
+// A WHOLESTORE_SAMPLE_BY_OWNER that is neither 0 nor 1 on one rank fails the first call on
+// both ranks, naming the variable (never one rank waiting in a collective); once corrected,
+// the next call samples.
+TEST_P(GpuSamplingDistributed, BadOwnerSettingFailsOnEveryRank) {
+  WHOLESTORE_REQUIRE_GPUS(2);
+  const wm::memory_location loc = GetParam();
+  run_on_gpus(2, [loc](std::shared_ptr<wm::bootstrap> bs) {
+    const int rank = bs->rank();
+    ::setenv("WHOLESTORE_SAMPLE_BY_OWNER", rank == 1 ? "yes" : "1", 1);
+    const int device = start_device(bs);
+    auto comm = wm::make_nccl_communicator(bs, device);
+    const host_csr hg = test_graph(1000, 8000, 3);
+    csr_graph g = make_graph(comm, hg, wm::memory_type::distributed, loc);
+    cuda_stream stream;
+    gpu_sampler sampler(g);
+    const sample_options o{{4, 3}};
+    const std::vector<std::int64_t> seeds = {5 + rank, 600 + rank};
+    try {
+      gpu_sample(sampler, seeds, o, device, stream.get());
+      ADD_FAILURE() << "no error for WHOLESTORE_SAMPLE_BY_OWNER=yes on rank 1";
+    } catch (const wm::logic_error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("WHOLESTORE_SAMPLE_BY_OWNER"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+      if (rank == 1) {
+        EXPECT_NE(msg.find("'yes'"), std::string::npos) << msg;
+      }
+    }
+    ::setenv("WHOLESTORE_SAMPLE_BY_OWNER", "1", 1);
+    expect_same(gpu_sample(sampler, seeds, o, device, stream.get()), reference_sample(hg, seeds, o),
+                "after the setting was corrected");
+    EXPECT_TRUE(sampler.served_by_owners());
   });
 }
 
@@ -708,19 +764,28 @@ TEST_P(GpuSamplingDistributed, TwoRanksMatchTheReference) {
           check_properties(hg, got, o, what);
         }
       }
-      // Hubs on the block paths of weighted hops, their weights gathered from both ranks.
+      EXPECT_EQ(sampler.served_by_owners(), std::string(owners) == "1");
+      // Hubs on the block paths of weighted hops (their weights on rank 0, or gathered from
+      // both ranks); both ranks ask for the same hubs, and in the last case for nodes of rank
+      // 1 only, so that rank 0, which holds the hubs, serves nothing in the first hop.
       const host_csr hubs = hub_graph();
       csr_graph hg2 = make_graph(comm, hubs, wm::memory_type::distributed, loc);
       gpu_sampler hub_sampler(hg2);
-      for (const std::vector<int>& f : {std::vector<int>{5, 10}, std::vector<int>{35, 3}}) {
-        sample_options o{f};
+      struct hub_case {
+        std::vector<int> fanouts;
+        std::vector<std::int64_t> seeds;
+      };
+      for (const hub_case& hc : {hub_case{{5, 10}, {rank, 2 + rank, 100 + rank}},
+                                 hub_case{{35, 3}, {rank, 2 + rank, 100 + rank}},
+                                 hub_case{{3, 35}, {2000 + rank, 2500 + rank}}}) {
+        sample_options o{hc.fanouts};
         o.method = sample_method::weighted;
         o.random_seed = rs++;
-        std::vector<std::int64_t> seeds = {rank, 2 + rank, 100 + rank};
-        auto got = gpu_sample(hub_sampler, seeds, o, device, stream.get());
-        const std::string what = describe(wm::memory_type::distributed, loc, o.method, f, false) +
-                                 " hubs, rank " + std::to_string(rank);
-        expect_same(got, reference_sample(hubs, seeds, o), what);
+        auto got = gpu_sample(hub_sampler, hc.seeds, o, device, stream.get());
+        const std::string what =
+            describe(wm::memory_type::distributed, loc, o.method, hc.fanouts, false) +
+            " hubs, rank " + std::to_string(rank);
+        expect_same(got, reference_sample(hubs, hc.seeds, o), what);
       }
       // A bad seed on one rank makes both throw.
       sample_options o{{2}};

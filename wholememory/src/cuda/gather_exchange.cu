@@ -9,6 +9,7 @@
 #include <wholememory/cuda_check.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
+#include <wholememory/log.hpp>
 
 #include <cuda_runtime.h>
 
@@ -16,6 +17,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <sstream>
+#include <string>
 #include <vector>
 
 namespace wholememory::detail {
@@ -73,17 +76,16 @@ __global__ void meta_kernel(const unsigned long long* counts, const unsigned lon
 constexpr std::int64_t max_slices = 8;
 
 /// WHOLESTORE_GATHER_SLICES: the most slices this rank proposes, 1 to 8 (unset: 1, no
-/// pipelining, until slices have run on two GPUs; docs/architecture.md).
+/// pipelining, until slices have run on two GPUs; docs/architecture.md); -1 for any other
+/// value, which travels with the counts so that every rank throws after the same exchange.
 std::int64_t slice_limit() {
   static const std::int64_t limit = [] {
     const char* text = std::getenv("WHOLESTORE_GATHER_SLICES");
     if (text == nullptr) return std::int64_t{1};
     char* end = nullptr;
     const long v = std::strtol(text, &end, 10);
-    WM_EXPECTS(end != text && *end == '\0' && v >= 1 && v <= max_slices,
-               "WHOLESTORE_GATHER_SLICES must be a whole number from 1 to "
-                   << max_slices << ", not '" << text << "'");
-    return static_cast<std::int64_t>(v);
+    const bool valid = end != text && *end == '\0' && v >= 1 && v <= max_slices;
+    return valid ? static_cast<std::int64_t>(v) : std::int64_t{-1};
   }();
   return limit;
 }
@@ -94,8 +96,9 @@ std::int64_t slice_limit() {
 /// calls.
 std::int64_t wanted_slices(std::size_t n, std::size_t row_bytes) {
   constexpr std::size_t slice_bytes = std::size_t{32} << 20;
-  return std::clamp<std::int64_t>(static_cast<std::int64_t>(n * row_bytes / slice_bytes), 1,
-                                  slice_limit());
+  const std::int64_t limit = slice_limit();
+  if (limit < 1) return -1;
+  return std::clamp<std::int64_t>(static_cast<std::int64_t>(n * row_bytes / slice_bytes), 1, limit);
 }
 
 template <typename IndexT>
@@ -189,6 +192,15 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
   bad_index mine;
   if (static_cast<unsigned long long>(host[0]) != ~0ull) mine = bad_index{host[0], host[1]};
   agree_on_bad_indices(op, flags, comm.rank(), mine, rows);
+  // A rank whose WHOLESTORE_GATHER_SLICES is invalid proposed -1: every rank throws here.
+  for (int r = 0; r < ranks; ++r) {
+    if (host[2 + mw * r + 2] >= 1) continue;
+    const char* text = r == comm.rank() ? std::getenv("WHOLESTORE_GATHER_SLICES") : nullptr;
+    WM_FAIL(logic_error,
+            op << ": WHOLESTORE_GATHER_SLICES must be a whole number from 1 to " << max_slices
+               << "; rank " << r << " has another value"
+               << (text != nullptr ? std::string(" (here: '") + text + "')" : std::string()));
+  }
 
   device_exchange x;
   x.send_counts.resize(ranks);
@@ -287,6 +299,14 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
   // rows' positions.  With several slices, slice s + 1 is packed on a second side stream and
   // slice s - 1 placed on a third while slice s crosses on the caller's stream.
   const std::size_t slices = x.slices;
+  WM_LOG(log_level::debug, "gather on distributed memory: " << g.count << " rows of " << row_bytes
+                                                            << " bytes, the exchange in " << slices
+                                                            << " slice(s)");
+  const std::int64_t* local_rows = x.local_rows->as<std::int64_t>();
+  // One slice: everything asked of this rank packed at once, before the side stream starts.
+  if (slices == 1) {
+    read_own(local_rows, x.recv_total, packed_rows(send.as<void>(), row_bytes), stream);
+  }
   const cudaStream_t side = side_stream(0);
   const cudaStream_t pack = slices > 1 ? side_stream(1) : stream;
   const cudaStream_t place = slices > 1 ? side_stream(2) : stream;
@@ -317,8 +337,23 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
     place_entries(table.cols, table.type, packed_rows(mine.as<void>(), row_bytes), nullptr,
                   out.type, dense, positions + x.self_begin, x.self_count, row_bytes, side);
   }
+  if (slices == 1) {
+    comm.alltoallv(send.as<void>(), scaled(x.recv_counts, row_bytes).data(),
+                   scaled(x.recv_displs, row_bytes).data(), recv.as<void>(),
+                   scaled(x.send_counts, row_bytes).data(), scaled(x.send_displs, row_bytes).data(),
+                   dtype::uint8, stream);
+    // Received rows land in bucket order, leaving the own bucket's gap; each goes to its
+    // caller position (distinct positions: no duplicates).
+    const std::size_t ranges[2][2] = {{0, x.self_begin}, {x.self_begin + x.self_count, g.count}};
+    for (const auto& range : ranges) {
+      const std::size_t b = range[0], e = range[1];
+      if (e <= b) continue;
+      place_entries(table.cols, table.type, packed_rows(recv.as<char>() + b * row_bytes, row_bytes),
+                    nullptr, out.type, dense, positions + b, e - b, row_bytes, stream);
+    }
+    return;
+  }
   const int ranks = comm.size();
-  const std::int64_t* local_rows = x.local_rows->as<std::int64_t>();
   // Slice s of a block of `count` rows: [count * s / slices, count * (s + 1) / slices); both
   // ends of a pair compute it from the same count.
   auto cut = [slices](std::size_t count, std::size_t s) { return count * s / slices; };
