@@ -110,7 +110,7 @@ if want owners && [ "$gpus" -ge 2 ]; then
   # the default in the same call, alternating (ROUNDS, default 2): tests, then the benches.
   step "served hops and gather slices: tests"
   timeout 300 ctest --test-dir build -R \
-    'GpuSamplingDistributed|LargeCalls.*gpus2_distributed|BadSlice.*gpus2_distributed|HostileMemoryGpuDistributed|EveryDtypePair.*gpus2_distributed|TrainGpu.TwoGpus' \
+    'GpuSamplingDistributed|GpuSamplingHubs|LargeCalls.*gpus2_distributed|BadSlice.*gpus2_distributed|HostileMemoryGpuDistributed|EveryDtypePair.*gpus2_distributed|TrainGpu.TwoGpus' \
     -j 2 --timeout 200 --output-on-failure >"$out/owners-tests.log" 2>&1
   echo "rc=$? $(grep -E 'tests passed|failed out of' "$out/owners-tests.log")"
   grep -E '\*\*\*(Failed|Timeout|Exception)' "$out/owners-tests.log" | head -20

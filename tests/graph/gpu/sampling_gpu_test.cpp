@@ -561,6 +561,45 @@ TEST(GpuSamplingEdge, OutOfRangeSeedNamesValuePositionAndSize) {
   });
 }
 
+// A weighted node above 256 count chunks (2,097,152 edges) whose positive weights mostly sit
+// past them: the count of positive weights covers every chunk (it stopped at 256 before), so
+// the race and the offsets are the reference's.
+TEST(GpuSamplingHubs, WeightedNodeBeyondTheCountChunks) {
+  WHOLESTORE_REQUIRE_GPUS(1);
+  run_on_gpus(1, [](std::shared_ptr<wm::bootstrap> bs) {
+    const int device = start_device(bs);
+    auto comm = wm::make_host_communicator(bs);
+    host_csr hg;
+    hg.num_nodes = 1000;
+    const std::int64_t hub = 2200000;
+    hg.row_offsets.assign(hg.num_nodes + 1, hub);
+    hg.row_offsets[0] = 0;
+    hg.col_indices.resize(static_cast<std::size_t>(hub));
+    hg.edge_weights.assign(static_cast<std::size_t>(hub), 0.0f);
+    for (std::int64_t e = 0; e < hub; ++e) {
+      hg.col_indices[static_cast<std::size_t>(e)] = 1 + e % 999;
+    }
+    for (std::int64_t e : {std::int64_t{10}, std::int64_t{1000000}, std::int64_t{2000000}})
+      hg.edge_weights[static_cast<std::size_t>(e)] = 0.5f;
+    for (std::int64_t e = 2100000; e < 2100040; ++e)
+      hg.edge_weights[static_cast<std::size_t>(e)] = 0.25f + static_cast<float>(e % 7);
+    csr_graph g = make_graph(comm, hg, wm::memory_type::continuous, wm::memory_location::device);
+    cuda_stream stream;
+    gpu_sampler sampler(g);
+    for (int fanout : {5, 40, 50}) {
+      sample_options o{{fanout}};
+      o.method = sample_method::weighted;
+      o.random_seed = 77;
+      o.edge_ids = true;
+      const std::vector<std::int64_t> seeds = {0, 3};
+      const std::string what = "fanout " + std::to_string(fanout);
+      auto got = gpu_sample(sampler, seeds, o, device, stream.get());
+      expect_same(got, reference_sample(hg, seeds, o), what);
+      check_properties(hg, got, o, what);
+    }
+  });
+}
+
 class GpuSamplingDistributed : public ::testing::TestWithParam<wm::memory_location> {};
 
 /// `hg` in distributed memory laid out by hand, with int32 or int64 columns: the edges cut
