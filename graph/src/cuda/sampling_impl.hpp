@@ -346,6 +346,24 @@ struct gpu_sampler::impl {
   /// neighbors come back and land in edge order (hop.offsets, hop.gathered, hop.eids)
   /// (sampling_owner.cu).
   void serve_hop(call_state& c, hop_state& hop, cudaStream_t stream);
+  /// What a served hop's exchange of counts settles: the dst ids in bucket order and their
+  /// positions in the hop, the requests sent to and received from every rank (elements), and
+  /// their totals n (this rank's dst nodes) and m (the requests it serves).
+  struct served_counts {
+    std::int64_t* ids = nullptr;
+    std::int64_t* positions = nullptr;
+    std::vector<std::size_t> send, send_displs, recv, recv_displs;
+    std::int64_t n = 0, m = 0;
+  };
+  /// Steps 1-2 of a served hop: buckets the dst nodes by owner and exchanges the counts and
+  /// flags with every rank (the one wait); checks the seeds (first hop) and the hop's size on
+  /// every rank at once.
+  served_counts exchange_counts(call_state& c, const hop_state& hop, cudaStream_t stream);
+  /// Step 4 of a served hop, on the owner: steps 1-3 of the hop on the m requests `in_ids`,
+  /// read from the own parts, packed as records of `width` words (count, k columns, k edge
+  /// ids when asked for); returns them.
+  const std::int64_t* serve_requests(const call_state& c, int h, int k, const std::int64_t* in_ids,
+                                     std::int64_t m, std::int64_t width, cudaStream_t stream);
 
   // ---- the steps of run(), in order ----------------------------------------------------------
 

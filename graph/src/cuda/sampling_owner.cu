@@ -308,21 +308,16 @@ void gpu_sampler::impl::setup_owned(cudaStream_t stream) {
   owned.active = true;
 }
 
-void gpu_sampler::impl::serve_hop(call_state& c, hop_state& hop, cudaStream_t stream) {
-  const csr_graph& g = *graph;
-  wm::communicator& comm = g.row_offsets.comm();
-  const sample_options& options = *c.options;
+gpu_sampler::impl::served_counts gpu_sampler::impl::exchange_counts(call_state& c,
+                                                                    const hop_state& hop,
+                                                                    cudaStream_t stream) {
+  wm::communicator& comm = graph->row_offsets.comm();
   const int ranks = owned.ranks;
   const auto R = static_cast<std::size_t>(ranks);
   const int k = hop.fanout;
-  const int h = hop.h;
-  const bool with_eids = options.edge_ids;
-  const std::int64_t width = 1 + k + (with_eids ? k : 0);
   const std::int64_t bound = hop.bound;
   const auto* node_begin = static_cast<const std::int64_t*>(owned.node_begin.data());
-
-  // 1. The dst nodes bucketed by owner.  Words: counts | starts | cursor | meta sent | meta
-  // received (R, R, R, 2R, 2R).
+  // Words: counts | starts | cursor | meta sent | meta received (R, R, R, 2R, 2R).
   auto* words = owned.words.get<unsigned long long>(7 * R, device, stream);
   unsigned long long* per_owner = words;
   unsigned long long* starts = words + R;
@@ -330,9 +325,10 @@ void gpu_sampler::impl::serve_hop(call_state& c, hop_state& hop, cudaStream_t st
   auto* meta_send = reinterpret_cast<std::int64_t*>(words + 3 * R);
   std::int64_t* meta_recv = meta_send + 2 * R;
   WM_CUDA_TRY(cudaMemsetAsync(words, 0, 3 * R * sizeof(unsigned long long), stream));
+  served_counts x;
   const std::size_t nb = static_cast<std::size_t>(bound);
-  std::int64_t* ids = owned.req_ids.get<std::int64_t>(nb, device, stream);
-  std::int64_t* positions = owned.req_pos.get<std::int64_t>(nb, device, stream);
+  x.ids = owned.req_ids.get<std::int64_t>(nb, device, stream);
+  x.positions = owned.req_pos.get<std::int64_t>(nb, device, stream);
   if (bound > 0) {
     gpu::
         count_owners_kernel<<<grid(bound), block_threads, R * sizeof(unsigned long long), stream>>>(
@@ -346,11 +342,11 @@ void gpu_sampler::impl::serve_hop(call_state& c, hop_state& hop, cudaStream_t st
     const auto blocks =
         static_cast<unsigned>((bound + gpu::bucket_threads - 1) / gpu::bucket_threads);
     gpu::bucket_kernel<<<blocks, gpu::bucket_threads, 2 * R * sizeof(unsigned long long), stream>>>(
-        hop.dst, hop.n_dst, node_begin, ranks, starts, cursor, ids, positions);
+        hop.dst, hop.n_dst, node_begin, ranks, starts, cursor, x.ids, x.positions);
     WM_CUDA_CHECK_LAUNCH(stream);
   }
 
-  // 2. The counts, both ways: the hop's one wait.
+  // The counts, both ways: the hop's one wait.
   std::vector<std::size_t> two(R, 2), two_displs(R);
   for (std::size_t r = 0; r < R; ++r) two_displs[r] = 2 * r;
   comm.alltoallv(meta_send, two.data(), two_displs.data(), meta_recv, two.data(), two_displs.data(),
@@ -363,12 +359,15 @@ void gpu_sampler::impl::serve_hop(call_state& c, hop_state& hop, cudaStream_t st
   }
   comm.synchronize(stream);
   WM_CUDA_TRY(cudaStreamSynchronize(stream));
-  std::vector<std::size_t> send(R), send_displs(R, 0), recv(R), recv_displs(R, 0);
+  x.send.assign(R, 0);
+  x.send_displs.assign(R, 0);
+  x.recv.assign(R, 0);
+  x.recv_displs.assign(R, 0);
   bool any_bad = false;
   int too_large = -1;
   for (std::size_t r = 0; r < R; ++r) {
-    send[r] = static_cast<std::size_t>(owned.host_meta[2 * r]);
-    recv[r] = static_cast<std::size_t>(owned.host_meta[2 * R + 2 * r]);
+    x.send[r] = static_cast<std::size_t>(owned.host_meta[2 * r]);
+    x.recv[r] = static_cast<std::size_t>(owned.host_meta[2 * R + 2 * r]);
     const std::int64_t flags = owned.host_meta[2 * R + 2 * r + 1];
     any_bad |= (flags & gpu::flag_bad_seed) != 0;
     if ((flags & gpu::flag_too_large) != 0 && too_large < 0) too_large = static_cast<int>(r);
@@ -378,23 +377,23 @@ void gpu_sampler::impl::serve_hop(call_state& c, hop_state& hop, cudaStream_t st
     check_seeds(c.seeds, stream, any_bad ? 1 : 0);
     c.checked = true;
   }
-  WM_EXPECTS(too_large < 0, "sample: hop " << h << " on rank " << too_large
+  WM_EXPECTS(too_large < 0, "sample: hop " << hop.h << " on rank " << too_large
                                            << " has more destinations and edges (fanout " << k
                                            << ") than 32-bit local indices can address");
   for (std::size_t r = 1; r < R; ++r) {
-    send_displs[r] = send_displs[r - 1] + send[r - 1];
-    recv_displs[r] = recv_displs[r - 1] + recv[r - 1];
+    x.send_displs[r] = x.send_displs[r - 1] + x.send[r - 1];
+    x.recv_displs[r] = x.recv_displs[r - 1] + x.recv[r - 1];
   }
-  const auto n = static_cast<std::int64_t>(send_displs[R - 1] + send[R - 1]);
-  const auto m = static_cast<std::int64_t>(recv_displs[R - 1] + recv[R - 1]);
+  x.n = static_cast<std::int64_t>(x.send_displs[R - 1] + x.send[R - 1]);
+  x.m = static_cast<std::int64_t>(x.recv_displs[R - 1] + x.recv[R - 1]);
+  return x;
+}
 
-  // 3. The requests to their owners.
-  std::int64_t* in_ids =
-      owned.in_ids.get<std::int64_t>(static_cast<std::size_t>(m), device, stream);
-  comm.alltoallv(ids, send.data(), send_displs.data(), in_ids, recv.data(), recv_displs.data(),
-                 wm::dtype::int64, stream);
-
-  // 4. The owner samples what it was asked, steps 1-3 on its own parts.
+const std::int64_t* gpu_sampler::impl::serve_requests(const call_state& c, int h, int k,
+                                                      const std::int64_t* in_ids, std::int64_t m,
+                                                      std::int64_t width, cudaStream_t stream) {
+  const csr_graph& g = *graph;
+  const bool with_eids = c.options->edge_ids;
   hop_state sv;
   sv.h = h;
   sv.fanout = k;
@@ -415,8 +414,8 @@ void gpu_sampler::impl::serve_hop(call_state& c, hop_state& hop, cudaStream_t st
     // Every rank may ask for the same big node: at most `ranks` requests of each, holding at
     // most `ranks` times the own edges, and at most m times the largest degree.
     const std::int64_t own_edges = owned.edge_end - owned.edge_begin;
-    const std::int64_t asked_edges = std::min(ranks * own_edges, m * c.degree_bound);
-    sv.segments = std::min(m, ranks * owned.big_nodes) + asked_edges / gpu::segment_edges + 1;
+    const std::int64_t asked_edges = std::min(owned.ranks * own_edges, m * c.degree_bound);
+    sv.segments = std::min(m, owned.ranks * owned.big_nodes) + asked_edges / gpu::segment_edges + 1;
   }
   sv.n_edges = sv.offsets + m;
   sv.edge_bound = m * k;
@@ -441,17 +440,38 @@ void gpu_sampler::impl::serve_hop(call_state& c, hop_state& hop, cudaStream_t st
     }
     WM_CUDA_CHECK_LAUNCH(stream);
   }
+  return reply;
+}
+
+void gpu_sampler::impl::serve_hop(call_state& c, hop_state& hop, cudaStream_t stream) {
+  wm::communicator& comm = graph->row_offsets.comm();
+  const int k = hop.fanout;
+  const bool with_eids = c.options->edge_ids;
+  const std::int64_t width = 1 + k + (with_eids ? k : 0);
+
+  // 1-2. The dst nodes bucketed by owner, the counts both ways.
+  const served_counts x = exchange_counts(c, hop, stream);
+  const std::int64_t n = x.n, m = x.m;
+
+  // 3. The requests to their owners.
+  std::int64_t* in_ids =
+      owned.in_ids.get<std::int64_t>(static_cast<std::size_t>(m), device, stream);
+  comm.alltoallv(x.ids, x.send.data(), x.send_displs.data(), in_ids, x.recv.data(),
+                 x.recv_displs.data(), wm::dtype::int64, stream);
+
+  // 4. The owner samples what it was asked, steps 1-3 on its own parts, into reply records.
+  const std::int64_t* reply = serve_requests(c, hop.h, k, in_ids, m, width, stream);
 
   // 5. The replies back, in the order the requests left.
-  auto times = [&](const std::vector<std::size_t>& v) {
+  auto times = [width](const std::vector<std::size_t>& v) {
     std::vector<std::size_t> out(v.size());
     for (std::size_t r = 0; r < v.size(); ++r) out[r] = v[r] * static_cast<std::size_t>(width);
     return out;
   };
   std::int64_t* back =
       owned.reply_in.get<std::int64_t>(static_cast<std::size_t>(n * width), device, stream);
-  comm.alltoallv(reply, times(recv).data(), times(recv_displs).data(), back, times(send).data(),
-                 times(send_displs).data(), wm::dtype::int64, stream);
+  comm.alltoallv(reply, times(x.recv).data(), times(x.recv_displs).data(), back,
+                 times(x.send).data(), times(x.send_displs).data(), wm::dtype::int64, stream);
 
   // 6. The requester's hop: counts at their positions, the offsets scan, the columns in edge
   // order.
@@ -461,7 +481,7 @@ void gpu_sampler::impl::serve_hop(call_state& c, hop_state& hop, cudaStream_t st
   hop.cnt = counts.get<std::int64_t>(hop.nb + 1, device, stream);
   hop.n_edges = hop.offsets + n;
   hop.edge_bound = n * k;
-  gpu::place_counts_kernel<<<grid(n + 1), block_threads, 0, stream>>>(n, positions, back, width,
+  gpu::place_counts_kernel<<<grid(n + 1), block_threads, 0, stream>>>(n, x.positions, back, width,
                                                                       hop.cnt);
   WM_CUDA_CHECK_LAUNCH(stream);
   scan_offsets(c, hop, stream);
@@ -471,7 +491,7 @@ void gpu_sampler::impl::serve_hop(call_state& c, hop_state& hop, cudaStream_t st
       with_eids ? hop.out->edge_ids.get<std::int64_t>(ne, device, stream) : nullptr;
   if (n > 0 && k > 0) {
     gpu::place_columns_kernel<<<grid(n * k), block_threads, 0, stream>>>(
-        n, k, positions, back, width, hop.offsets, cols, eids);
+        n, k, x.positions, back, width, hop.offsets, cols, eids);
     WM_CUDA_CHECK_LAUNCH(stream);
   }
   hop.gathered = cols;
