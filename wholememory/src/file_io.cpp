@@ -98,12 +98,19 @@ void store(const std::vector<stored_array>& arrays, const std::string& dir,
   });
   detail::check_same_arguments(arguments, "wholememory::store");
 
-  std::string temp;  // known on rank 0 once made, on the others once agreed
+  // The temporary directory's name is known on every rank before rank 0 makes it (the
+  // barrier: every rank has received it), so that the ranks that survive a failure, rank 0's
+  // death included, remove it.
+  std::string temp;
   try {
-    temp = detail::agree(bs, call, "preparing the temporary directory", [&] {
-      if (comm.rank() == 0) detail::prepare_store(target, arrays, temp);
-      return temp;
+    temp = detail::agree(bs, call, "choosing the temporary directory", [&] {
+      return comm.rank() == 0 ? detail::temp_store_name(target) : std::string();
     })[0];
+    bs.barrier();
+    detail::agree(bs, call, "preparing the temporary directory", [&] {
+      if (comm.rank() == 0) detail::prepare_store(temp, arrays);
+      return std::string();
+    });
     const auto checksums = detail::agree(bs, call, "writing its parts", [&] {
       return detail::write_own_parts(arrays, temp, block_bytes, options);
     });

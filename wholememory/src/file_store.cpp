@@ -215,8 +215,7 @@ void remove_tree(const std::string& path) {
   WM_LOG(log_level::warn, "could not remove " << path << ": " << ec.message());
 }
 
-void prepare_store(const std::string& dir, const std::vector<stored_array>& arrays,
-                   std::string& temp) {
+std::string temp_store_name(const std::string& dir) {
   check_replaceable(dir);
   const fs::path parent = fs::path(dir).parent_path();
   if (!parent.empty()) {
@@ -224,12 +223,14 @@ void prepare_store(const std::string& dir, const std::vector<stored_array>& arra
     fs::create_directories(parent, ec);
     if (ec) WM_FAIL(system_error, parent.string() << ": cannot create: " << ec.message());
   }
-  const std::string path = dir + ".tmp-" + unique_suffix();
-  if (::mkdir(path.c_str(), 0755) != 0) {
+  return dir + ".tmp-" + unique_suffix();
+}
+
+void prepare_store(const std::string& temp, const std::vector<stored_array>& arrays) {
+  if (::mkdir(temp.c_str(), 0755) != 0) {
     const int err = errno;
-    WM_FAIL(system_error, path << ": cannot create: " << errno_text(err));
+    WM_FAIL(system_error, temp << ": cannot create: " << errno_text(err));
   }
-  temp = path;
   for (const stored_array& a : arrays) {
     const std::string file = file_path(temp, a.name + ".bin");
     unique_fd fd = open_file(file, O_WRONLY | O_CREAT | O_EXCL);

@@ -16,12 +16,16 @@
 namespace wholememory::detail {
 
 /// Rank 0: checks that `dir` may be replaced (absent, an empty directory or a store), creates
-/// its missing parents and the temporary directory `<dir>.tmp-<unique>` (stored in `temp` as
-/// soon as it exists, so that a failure after it can remove it), and every array's file
+/// its missing parents and returns the name of the store's temporary directory,
+/// `<dir>.tmp-<unique>`, which does not exist yet: every rank learns the name before the
+/// directory exists, so whichever rank survives a failure can remove it.  Throws logic_error,
+/// system_error.
+std::string temp_store_name(const std::string& dir);
+
+/// Rank 0: creates the temporary directory `temp` (temp_store_name) and every array's file
 /// there at its full size (reserved with fallocate where the file system can, so that a full
-/// disk shows before anyone writes).  Throws logic_error, system_error.
-void prepare_store(const std::string& dir, const std::vector<stored_array>& arrays,
-                   std::string& temp);
+/// disk shows before anyone writes).  Throws system_error.
+void prepare_store(const std::string& temp, const std::vector<stored_array>& arrays);
 
 /// Every rank: writes its own parts of every array into the files in `temp` (pwrite at their
 /// offsets on options.threads threads, then fdatasync) and returns, encoded, the sums of the
