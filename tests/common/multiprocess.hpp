@@ -34,6 +34,36 @@ namespace wholestore_test {
 
 using rank_body = std::function<void(std::shared_ptr<wholememory::bootstrap>)>;
 
+/// Failed parts of the running test so far.  A forked child starts with its parent's: it
+/// compares with the count at the fork (child_failed), so that a failure the parent had
+/// already met does not make every child report one.
+inline int failed_parts() {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  if (info == nullptr) return 0;
+  const ::testing::TestResult* result = info->result();
+  int failed = 0;
+  for (int i = 0; i < result->total_part_count(); ++i) {
+    failed += result->GetTestPartResult(i).failed() ? 1 : 0;
+  }
+  return failed;
+}
+
+/// The failed parts at the last fork of the helpers below (set before forking).
+inline int& failures_at_fork() {
+  static int count = 0;
+  return count;
+}
+
+/// In a forked child: whether the child itself met a failure (failures_at_fork()).
+inline bool child_failed() { return failed_parts() > failures_at_fork(); }
+
+/// Flushes the standard streams and records the failures so far: call right before forking.
+inline void before_fork() {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  failures_at_fork() = failed_parts();
+}
+
 /// A TCP port that was free a moment ago on 127.0.0.1.
 inline int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -64,8 +94,7 @@ struct fork_result {
 /// the bootstrap's collectives.  Waits for every child.
 inline fork_result fork_ranks(int ranks, const rank_body& body,
                               std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
-  std::fflush(stdout);
-  std::fflush(stderr);
+  before_fork();
   int port = free_port();
   std::vector<pid_t> pids;
   for (int r = 0; r < ranks; ++r) {
@@ -76,7 +105,7 @@ inline fork_result fork_ranks(int ranks, const rank_body& body,
         std::shared_ptr<wholememory::bootstrap> bs =
             wholememory::make_tcp_bootstrap(r, ranks, "127.0.0.1", port, timeout);
         body(bs);
-        if (::testing::Test::HasFailure()) code = 1;
+        if (child_failed()) code = 1;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "rank %d threw: %s\n", r, e.what());
         code = 1;
@@ -124,8 +153,7 @@ inline void thread_ranks(int ranks, const rank_body& body,
 /// environment expects (the seed API).  Expects every child to exit 0.
 inline void fork_with_master_env(int ranks, const std::function<void(int)>& body,
                                  int timeout_s = 20) {
-  std::fflush(stdout);
-  std::fflush(stderr);
+  before_fork();
   std::string port = std::to_string(free_port());
   std::vector<pid_t> pids;
   for (int r = 0; r < ranks; ++r) {
@@ -141,7 +169,7 @@ inline void fork_with_master_env(int ranks, const std::function<void(int)>& body
       }
       std::fflush(stdout);
       std::fflush(stderr);
-      ::_exit(::testing::Test::HasFailure() ? 1 : 0);
+      ::_exit(child_failed() ? 1 : 0);
     }
     pids.push_back(pid);
   }

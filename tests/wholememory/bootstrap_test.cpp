@@ -30,6 +30,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using wholememory::bootstrap;
+using wholestore_test::before_fork;
+using wholestore_test::child_failed;
 using wholestore_test::rank_body;
 
 enum class mode { threads, processes };
@@ -518,8 +520,7 @@ TEST(BootstrapThreads, RejectsBadArguments) {
 // Forks `n` children running `child(r)`, whose return value is the exit code (an exception
 // counts as 1); returns the exit statuses in order.  Children use their own bootstraps.
 std::vector<int> fork_children(int n, const std::function<int(int)>& child) {
-  std::fflush(stdout);
-  std::fflush(stderr);
+  before_fork();
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     pid_t pid = ::fork();
@@ -527,7 +528,7 @@ std::vector<int> fork_children(int n, const std::function<int(int)>& child) {
       int code = 1;
       try {
         code = child(r);
-        if (::testing::Test::HasFailure()) code = 1;
+        if (child_failed()) code = 1;
       } catch (const std::exception& e) {
         std::fprintf(stderr, "child %d threw: %s\n", r, e.what());
       }

@@ -809,7 +809,7 @@ TEST(FileIoStore, FailedStoreLeavesTheOldStoreIntact) {
             if (rank == dying && done > 0) ::raise(SIGKILL);
           };
           EXPECT_THROW(wholememory::store(wm, dir, options), std::runtime_error);
-          ::_exit(::testing::Test::HasFailure() ? 1 : 0);  // no collective free: a peer is gone
+          ::_exit(child_failed() ? 1 : 0);  // no collective free: a peer is gone
         },
         3s);
     std::vector<int> expected(3, 0);

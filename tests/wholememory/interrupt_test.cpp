@@ -34,8 +34,7 @@ double seconds_since(steady::time_point t) {
 /// Runs `body` in a forked child; a thread of the child requests an interrupt after `after`.
 /// Returns the child's exit status (0 when its expectations held).
 int in_child_interrupted_after(std::chrono::milliseconds after, const std::function<void()>& body) {
-  std::fflush(stdout);
-  std::fflush(stderr);
+  before_fork();
   pid_t pid = ::fork();
   if (pid == 0) {
     std::thread ctrl_c([after] {
@@ -45,7 +44,7 @@ int in_child_interrupted_after(std::chrono::milliseconds after, const std::funct
     int code = 0;
     try {
       body();
-      if (::testing::Test::HasFailure()) code = 1;
+      if (child_failed()) code = 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "the child threw: %s\n", e.what());
       code = 1;
