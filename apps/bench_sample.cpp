@@ -394,6 +394,7 @@ int run_bench_sample(int argc, char** argv) {
         std::unique_ptr<graph::gpu_sampler> gs;
         if (on_gpu) gs = std::make_unique<graph::gpu_sampler>(g);
 #endif
+        [[maybe_unused]] bool path_noted = !(on_gpu && type == wm::memory_type::distributed);
         for (auto method : methods) {
           if (method == graph::sample_method::weighted && !g.has_weights()) continue;
           for (std::size_t f = 0; f < fanout_cases.size(); ++f) {
@@ -461,8 +462,18 @@ int run_bench_sample(int argc, char** argv) {
                           r.sampler.c_str(), r.type.c_str(), r.location.c_str(), r.method.c_str(),
                           r.fanouts.c_str(), r.edges_per_s, r.batches_per_s, r.mean_edges,
                           r.target);
+#if defined(WHOLESTORE_HAS_CUDA)
+              if (!path_noted) {
+                // Which path the figures of this distributed graph come from.
+                std::printf("     (distributed graph: hops %s)\n",
+                            gs->served_by_owners()
+                                ? "served by the nodes' owners, WHOLESTORE_SAMPLE_BY_OWNER=1"
+                                : "read through the gathers' exchanges");
+              }
+#endif
               std::fflush(stdout);
             }
+            path_noted = true;
             results.push_back(r);
           }
         }
