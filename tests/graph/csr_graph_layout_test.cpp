@@ -8,6 +8,7 @@
 // allocates; the CPU sampler returns on the new layout what it returns on continuous memory.
 #include "common/multiprocess.hpp"
 #include "common/temp_dir.hpp"
+#include "graph/hostile_csr.hpp"
 
 #include <graph/csr_graph.hpp>
 #include <graph/dataset.hpp>
@@ -43,6 +44,8 @@ using wholestore_test::thread_ranks;
 using wm::memory_location;
 using wm::memory_type;
 
+using wholestore_test::distributed_load_and_make_errors;
+using wholestore_test::load_and_make_errors;
 using wholestore_test::temp_dir;
 // A CSR with the given degrees, random neighbors and (when asked) random weights in [0, 10).
 host_csr with_degrees(const std::vector<std::uint64_t>& degrees, bool weights, std::uint64_t seed) {
@@ -396,26 +399,8 @@ TEST(EdgeLayout, BrokenCutsRefusedOnEveryRank) {
     host_csr bad = good;
     bad.row_offsets[position] = value;
 
-    std::vector<std::string> load_errors(ranks), make_errors(ranks);
-    thread_ranks(ranks, [&](std::shared_ptr<wm::bootstrap> bs) {
-      auto comm = wm::make_host_communicator(bs);
-      const auto r = static_cast<std::size_t>(comm->rank());
-      load_options opts;
-      opts.type = memory_type::distributed;
-      try {
-        load_graph(comm, dir.str(), opts);
-        load_errors[r] = "(loaded)";
-      } catch (const wm::logic_error& e) {
-        load_errors[r] = e.what();
-      }
-      try {
-        make_graph(comm, bad, opts);
-        make_errors[r] = "(made)";
-      } catch (const wm::logic_error& e) {
-        make_errors[r] = e.what();
-      }
-    });
-    for (const std::string& e : load_errors) {
+    const load_and_make_errors errors = distributed_load_and_make_errors(ranks, dir.str(), bad);
+    for (const std::string& e : errors.load) {
       EXPECT_NE(e.find(path + ": row_offsets["), std::string::npos) << e;
       EXPECT_NE(e.find(std::to_string(position) + "]"), std::string::npos) << e;
       EXPECT_NE(e.find(std::to_string(value)), std::string::npos) << e;
@@ -423,7 +408,7 @@ TEST(EdgeLayout, BrokenCutsRefusedOnEveryRank) {
       EXPECT_NE(e.find("split the edges"), std::string::npos)
           << "not found before allocating: " << e;
     }
-    for (const std::string& e : make_errors) {
+    for (const std::string& e : errors.make) {
       EXPECT_NE(e.find("the host graph of make_graph: row_offsets["), std::string::npos) << e;
       EXPECT_NE(e.find(std::to_string(position) + "]"), std::string::npos) << e;
       EXPECT_NE(e.find(c.expect), std::string::npos) << e;

@@ -282,28 +282,10 @@ TEST(HostileWeights, EveryLoaderRefuses) {
     }
     host_csr g = small_graph();
     g.edge_weights[6000] = w;
-    std::vector<std::string> errors(6);
-    thread_ranks(3, [&](std::shared_ptr<wm::bootstrap> bs) {
-      auto comm = wm::make_host_communicator(bs);
-      const auto r = static_cast<std::size_t>(comm->rank());
-      load_options opts;
-      opts.type = memory_type::distributed;
-      try {
-        load_graph(comm, dir.str(), opts);
-        errors[r] = "(loaded)";
-      } catch (const wm::logic_error& e) {
-        errors[r] = e.what();
-      }
-      try {
-        make_graph(comm, g, opts);
-        errors[3 + r] = "(made)";
-      } catch (const wm::logic_error& e) {
-        errors[3 + r] = e.what();
-      }
-    });
+    const auto errors = wholestore_test::distributed_load_and_make_errors(3, dir.str(), g);
     for (std::size_t r = 0; r < 3; ++r) {
-      expect_named(errors[r], dir.str());
-      expect_named(errors[3 + r], "make_graph");
+      expect_named(errors.load[r], dir.str());
+      expect_named(errors.make[r], "make_graph");
     }
     temp_dir out;
     try {

@@ -1,12 +1,23 @@
 /*
  * The corrupt values the hostile-graph tests write into a loaded CSR (CPU sampler in
  * csr_validation_test.cpp, GPU sampler and walker in gpu/hostile_memory_gpu_test.cpp): each
- * breaks one of the CSR's rules that the samplers and walkers check on every read.
+ * breaks one of the CSR's rules that the samplers and walkers check on every read.  And what
+ * the loaders say, on every rank, of a broken dataset or host graph (csr_validation_test.cpp,
+ * csr_graph_layout_test.cpp).
  */
 #pragma once
 
+#include "common/multiprocess.hpp"
+
+#include <graph/csr_graph.hpp>
+#include <graph/dataset.hpp>
+#include <wholememory/communicator.hpp>
+#include <wholememory/error.hpp>
+
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <string>
 #include <vector>
 
 namespace wholestore_test {
@@ -28,6 +39,37 @@ inline std::vector<csr_corruption> csr_corruptions(std::uint64_t last_row) {
       {"col_indices", 4000, std::numeric_limits<std::int32_t>::max()},
       {"col_indices", 4000, -1},
   };
+}
+
+/// What load_graph(dir) and make_graph(graph) throw on each of `ranks` thread ranks for a
+/// distributed graph in host memory, in rank order ("(loaded)" / "(made)" where they do not).
+struct load_and_make_errors {
+  std::vector<std::string> load, make;
+};
+inline load_and_make_errors distributed_load_and_make_errors(
+    int ranks, const std::string& dir, const wholestore::graph::host_csr& graph) {
+  load_and_make_errors out;
+  out.load.resize(static_cast<std::size_t>(ranks));
+  out.make.resize(static_cast<std::size_t>(ranks));
+  thread_ranks(ranks, [&](std::shared_ptr<wholememory::bootstrap> bs) {
+    auto comm = wholememory::make_host_communicator(bs);
+    const auto r = static_cast<std::size_t>(comm->rank());
+    wholestore::graph::load_options opts;
+    opts.type = wholememory::memory_type::distributed;
+    try {
+      wholestore::graph::load_graph(comm, dir, opts);
+      out.load[r] = "(loaded)";
+    } catch (const wholememory::logic_error& e) {
+      out.load[r] = e.what();
+    }
+    try {
+      wholestore::graph::make_graph(comm, graph, opts);
+      out.make[r] = "(made)";
+    } catch (const wholememory::logic_error& e) {
+      out.make[r] = e.what();
+    }
+  });
+  return out;
 }
 
 }  // namespace wholestore_test

@@ -64,7 +64,6 @@ class gpu_walker {
   wholememory::device_buffer flags_;  // [0] first bad start position, [1] fault
   // node2vec's hub lists: per node the start of its sorted copy in hub_sorted_ (-1: none).
   bool hubs_tried_ = false;
-  std::uint64_t hub_entries_ = 0;
   wholememory::device_buffer hub_begin_, hub_sorted_;
 };
 

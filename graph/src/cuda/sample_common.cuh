@@ -65,12 +65,13 @@ struct ro_gathered {
 
 /// Row offsets of the nodes this rank owns, read by their owner (distributed graphs whose
 /// edges follow their nodes, sampling_owner.cu): entries [first, end) of row_offsets are at
-/// part[0 ...], entry `end` (the next part's first) is `next`.  A row outside this rank's
-/// edges [edge_begin, edge_end], or a node outside its entries, comes back as [-1, -1), which
-/// the caller records as a corrupt row: nothing outside the own parts is read.
+/// part[0 ...]; entry `end` (the next part's first) is edge_end, where this rank's edges end.
+/// A row outside this rank's edges [edge_begin, edge_end], or a node outside its entries,
+/// comes back as [-1, -1), which the caller records as a corrupt row: nothing outside the own
+/// parts is read.
 struct ro_owned {
   const std::int64_t* part;
-  std::int64_t first, end, next, edge_begin, edge_end;
+  std::int64_t first, end, edge_begin, edge_end;
   __device__ __forceinline__ void operator()(std::int64_t /*i*/, std::int64_t v, std::int64_t& s,
                                              std::int64_t& e) const {
     const std::int64_t k = v - first;
@@ -79,7 +80,7 @@ struct ro_owned {
       return;
     }
     s = part[k];
-    e = v + 1 < end ? part[k + 1] : next;
+    e = v + 1 < end ? part[k + 1] : edge_end;
     if (s < edge_begin || e < s || e > edge_end) s = e = -1;
   }
 };

@@ -42,32 +42,52 @@ void gpu_sampler::impl::count_weighted(gpu::device_count n_dst, std::int64_t bou
   WM_CUDA_CHECK_LAUNCH(stream);
 }
 
+gpu::ro_owned gpu_sampler::impl::owned_rows() const {
+  return gpu::ro_owned{owned.ro_part, owned.first, owned.end, owned.edge_begin, owned.edge_end};
+}
+
 std::int64_t gpu_sampler::impl::weight_stats(cudaStream_t stream) {
   if (max_degree >= 0) return max_degree;
   auto* words = reinterpret_cast<unsigned long long*>(flag.get<long long>(3, device, stream));
   WM_CUDA_TRY(cudaMemsetAsync(words, 0, 3 * sizeof(unsigned long long), stream));
-  const std::int64_t n = static_cast<std::int64_t>(graph->num_nodes);
-  if (chunked) {
-    gpu::degree_stats_kernel<<<grid(n), block_threads, 0, stream>>>(
-        ro_chunked(static_cast<const wm::chunked_view*>(ro_ptr)), n,
-        static_cast<std::int64_t>(graph->num_edges), words);
+  const auto num_edges = static_cast<std::int64_t>(graph->num_edges);
+  if (owned.active) {
+    // A served distributed graph: the own rows and edges, which its owner side reads.
+    const std::int64_t rows = std::max<std::int64_t>(
+        0, std::min<std::int64_t>(owned.end, graph->num_nodes) - owned.first);
+    if (rows > 0) {
+      gpu::owned_degree_stats_kernel<<<grid(rows), block_threads, 0, stream>>>(
+          owned_rows(), owned.first, rows, words);
+      WM_CUDA_CHECK_LAUNCH(stream);
+    }
+    const std::int64_t ne = owned.edge_end - owned.edge_begin;
+    if (ne > 0) {
+      using wg = wm::PtrGen<const float, const float>;
+      gpu::count_nonpositive_kernel<<<grid(ne), block_threads, 0, stream>>>(wg(owned.w_part), ne,
+                                                                            words + 2);
+      WM_CUDA_CHECK_LAUNCH(stream);
+    }
   } else {
-    gpu::degree_stats_kernel<<<grid(n), block_threads, 0, stream>>>(
-        ro_direct(static_cast<const std::int64_t*>(ro_ptr)), n,
-        static_cast<std::int64_t>(graph->num_edges), words);
+    const std::int64_t n = static_cast<std::int64_t>(graph->num_nodes);
+    if (chunked) {
+      gpu::degree_stats_kernel<<<grid(n), block_threads, 0, stream>>>(
+          ro_chunked(static_cast<const wm::chunked_view*>(ro_ptr)), n, num_edges, words);
+    } else {
+      gpu::degree_stats_kernel<<<grid(n), block_threads, 0, stream>>>(
+          ro_direct(static_cast<const std::int64_t*>(ro_ptr)), n, num_edges, words);
+    }
+    WM_CUDA_CHECK_LAUNCH(stream);
+    if (chunked) {
+      using wg = wm::PtrGen<const wm::chunked_view, const float>;
+      gpu::count_nonpositive_kernel<<<grid(num_edges), block_threads, 0, stream>>>(
+          wg(static_cast<const wm::chunked_view*>(w_ptr)), num_edges, words + 2);
+    } else {
+      using wg = wm::PtrGen<const float, const float>;
+      gpu::count_nonpositive_kernel<<<grid(num_edges), block_threads, 0, stream>>>(
+          wg(static_cast<const float*>(w_ptr)), num_edges, words + 2);
+    }
+    WM_CUDA_CHECK_LAUNCH(stream);
   }
-  WM_CUDA_CHECK_LAUNCH(stream);
-  const std::int64_t ne = static_cast<std::int64_t>(graph->num_edges);
-  if (chunked) {
-    using wg = wm::PtrGen<const wm::chunked_view, const float>;
-    gpu::count_nonpositive_kernel<<<grid(ne), block_threads, 0, stream>>>(
-        wg(static_cast<const wm::chunked_view*>(w_ptr)), ne, words + 2);
-  } else {
-    using wg = wm::PtrGen<const float, const float>;
-    gpu::count_nonpositive_kernel<<<grid(ne), block_threads, 0, stream>>>(
-        wg(static_cast<const float*>(w_ptr)), ne, words + 2);
-  }
-  WM_CUDA_CHECK_LAUNCH(stream);
   unsigned long long values[3] = {0, 0, 0};
   WM_CUDA_TRY(cudaMemcpyAsync(values, words, sizeof values, cudaMemcpyDeviceToHost, stream));
   WM_CUDA_TRY(cudaStreamSynchronize(stream));
@@ -75,35 +95,6 @@ std::int64_t gpu_sampler::impl::weight_stats(cudaStream_t stream) {
   big_nodes = static_cast<std::int64_t>(values[1]);
   all_positive = values[2] == 0;
   return max_degree;
-}
-
-std::int64_t gpu_sampler::impl::owned_weight_stats(cudaStream_t stream) {
-  if (owned.max_degree >= 0) return owned.max_degree;
-  auto* words = reinterpret_cast<unsigned long long*>(flag.get<long long>(3, device, stream));
-  WM_CUDA_TRY(cudaMemsetAsync(words, 0, 3 * sizeof(unsigned long long), stream));
-  const gpu::ro_owned ro{owned.ro_part, owned.first,      owned.end,
-                         owned.next,    owned.edge_begin, owned.edge_end};
-  const std::int64_t rows =
-      std::max<std::int64_t>(0, std::min<std::int64_t>(owned.end, graph->num_nodes) - owned.first);
-  if (rows > 0) {
-    gpu::owned_degree_stats_kernel<<<grid(rows), block_threads, 0, stream>>>(ro, owned.first, rows,
-                                                                             words);
-    WM_CUDA_CHECK_LAUNCH(stream);
-  }
-  const std::int64_t ne = owned.edge_end - owned.edge_begin;
-  if (ne > 0) {
-    using wg = wm::PtrGen<const float, const float>;
-    gpu::count_nonpositive_kernel<<<grid(ne), block_threads, 0, stream>>>(
-        wg(owned.w_part + (owned.edge_begin - owned.w_first)), ne, words + 2);
-    WM_CUDA_CHECK_LAUNCH(stream);
-  }
-  unsigned long long values[3] = {0, 0, 0};
-  WM_CUDA_TRY(cudaMemcpyAsync(values, words, sizeof values, cudaMemcpyDeviceToHost, stream));
-  WM_CUDA_TRY(cudaStreamSynchronize(stream));
-  owned.max_degree = static_cast<std::int64_t>(values[0]);
-  owned.big_nodes = static_cast<std::int64_t>(values[1]);
-  owned.all_positive = values[2] == 0;
-  return owned.max_degree;
 }
 
 void gpu_sampler::impl::read_destinations(const call_state& c, hop_state& hop,
@@ -130,16 +121,14 @@ void gpu_sampler::impl::read_destinations(const call_state& c, hop_state& hop,
   if (hop.owner_side) {
     // The owner's rows, read from its own parts (when every weight there is positive, the
     // counts are the degrees).
-    const bool counted_by_degree = race && owned.all_positive;
-    const gpu::ro_owned ro{owned.ro_part, owned.first,      owned.end,
-                           owned.next,    owned.edge_begin, owned.edge_end};
+    const bool counted_by_degree = race && all_positive;
     gpu::dst_info_kernel<<<grid(bound + 1), block_threads, 0, stream>>>(
-        dst, n_dst, bound, ro, options.method, fanout, st, dg, cnt,
+        dst, n_dst, bound, owned_rows(), options.method, fanout, st, dg, cnt,
         counted_by_degree ? big : nullptr, big_count, num_edges, fault);
     WM_CUDA_CHECK_LAUNCH(stream);
     if (race && !counted_by_degree) {
       count_weighted(n_dst, bound, degree_bound,
-                     gpu::direct_weights<gpu::owned_part<float>>{{owned.w_part, owned.w_first}},
+                     gpu::direct_weights<gpu::owned_part<float>>{{owned.w_part, owned.edge_begin}},
                      big, big_count, stream);
     }
   } else if (distributed) {

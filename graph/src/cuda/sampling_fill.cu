@@ -100,7 +100,7 @@ void gpu_sampler::impl::sample_edges(const call_state& c, hop_state& hop, cudaSt
   if (race) {
     if (hop.owner_side) {
       fill(dst, n_dst, bound, offsets, options, seed_word, h,
-           gpu::direct_weights<gpu::owned_part<float>>{{owned.w_part, owned.w_first}}, big,
+           gpu::direct_weights<gpu::owned_part<float>>{{owned.w_part, owned.edge_begin}}, big,
            big_count, segments, eids, tm, stream);
     } else if (distributed) {
       fill(dst, n_dst, bound, offsets, options, seed_word, h, gpu::gathered_weights{wb, wbs}, big,

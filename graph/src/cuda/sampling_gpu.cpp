@@ -142,7 +142,7 @@ gpu_sampler::impl::call_state gpu_sampler::impl::begin_call(
   c.fault = c.d_info + 2 + 3 * num_hops;
   c.num_edges = static_cast<std::int64_t>(g.num_edges);
   if (c.weighted && g.has_weights() && (!distributed || owned.active)) {
-    c.degree_bound = distributed ? owned_weight_stats(stream) : weight_stats(stream);
+    c.degree_bound = weight_stats(stream);
   }
   return c;
 }

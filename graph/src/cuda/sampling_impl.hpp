@@ -52,9 +52,11 @@ using gpu::warp_size;
 
 namespace gpu {
 
-// The relabel table and its new-node flags (sample_relabel_kernels.cuh).
+// The relabel table and its new-node flags (sample_relabel_kernels.cuh); the owner's reader
+// of its rows (sample_common.cuh).
 template <typename K>
 struct key_table;
+struct ro_owned;
 template <typename K>
 struct new_node_flag;
 
@@ -106,9 +108,10 @@ struct gpu_sampler::impl {
   const void* ro_ptr = nullptr;  // continuous: data(); chunked: device view
   const void* col_ptr = nullptr;
   const void* w_ptr = nullptr;
-  bool wide_keys = false;        // 64-bit keys (num_nodes >= 2^32 - 1)
-  std::int64_t max_degree = -1;  // weight_stats, at the first weighted call (not distributed):
-  std::int64_t big_nodes = 0;    // with the number of nodes above gpu::big_degree edges
+  bool wide_keys = false;  // 64-bit keys (num_nodes >= 2^32 - 1)
+  // weight_stats, at the first weighted call (of the own rows for a served distributed graph):
+  std::int64_t max_degree = -1;  // the largest degree,
+  std::int64_t big_nodes = 0;    // the number of nodes above gpu::big_degree edges
   bool all_positive = false;     // and whether every weight is > 0 (no counting pass needed)
 
   /// Distributed graphs whose parts keep every node's edges with the node (csr_graph.hpp):
@@ -120,18 +123,12 @@ struct gpu_sampler::impl {
     bool active = false;
     int ranks = 0;
     wm::device_buffer node_begin;  // first row_offsets entry of every part, ranks + 1
-    // This rank's rows: entries [first, end) of row_offsets at ro_part, entry `end` is next;
-    // its edges [edge_begin, edge_end), column and weight parts from element col_first,
-    // w_first.
+    // This rank's rows: entries [first, end) of row_offsets at ro_part; its edges
+    // [edge_begin, edge_end), the whole of its column and weight parts.
     const std::int64_t* ro_part = nullptr;
-    std::int64_t first = 0, end = 0, next = 0, edge_begin = 0, edge_end = 0;
+    std::int64_t first = 0, end = 0, edge_begin = 0, edge_end = 0;
     const void* col_part = nullptr;
-    std::int64_t col_first = 0;
     const float* w_part = nullptr;
-    std::int64_t w_first = 0;
-    // weight_stats of the own rows (at the first weighted call).
-    std::int64_t max_degree = -1, big_nodes = 0;
-    bool all_positive = false;
     long long* host_meta = nullptr;  // pinned: what every rank sends and receives, 4 * ranks
     scratch words, req_ids, req_pos, in_ids, serve_offsets, reply_out, reply_in;
   };
@@ -189,8 +186,8 @@ struct gpu_sampler::impl {
     long long* edge_words = nullptr;  // edge counts of the hops
     long long* big_words = nullptr;   // big-node counts of the hops
     long long* fault = nullptr;       // the graph fault (two words)
-    /// The largest degree of a weighted call (weight_stats, or owned_weight_stats of the own
-    /// rows for served hops), else 0.
+    /// The largest degree of a weighted call (weight_stats; of the own rows for served hops),
+    /// else 0.
     std::int64_t degree_bound = 0;
     bool checked = false;  // the seeds were checked (check_seeds)
   };
@@ -328,11 +325,11 @@ struct gpu_sampler::impl {
   template <typename W>
   void count_weighted(gpu::device_count n_dst, std::int64_t bound, std::int64_t degree_bound, W w,
                       std::int32_t* big, unsigned long long* big_count, cudaStream_t stream);
+  /// The reader of this rank's own rows of a served distributed graph (sampling_counts.cu).
+  gpu::ro_owned owned_rows() const;
   /// The graph's largest degree (returned), its nodes above gpu::big_degree edges and whether
   /// every weight is positive, found once (one pass over row offsets and weights, one wait).
   std::int64_t weight_stats(cudaStream_t stream);
-  /// The same statistics of the own rows of an owned layout (into `owned`).
-  std::int64_t owned_weight_stats(cudaStream_t stream);
   /// Distributed graphs, at the first call (collective): whether every rank asks for owners
   /// (owners_wanted) and the parts keep every node's edges with it, and this rank's rows if so
   /// (sampling_owner.cu).

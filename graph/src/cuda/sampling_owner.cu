@@ -7,7 +7,9 @@
 #include "sample_common.cuh"
 #include "sampling_impl.hpp"
 
+#include <graph/csr_graph.hpp>
 #include <graph/sampling.hpp>
+#include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/cuda_check.hpp>
 #include <wholememory/error.hpp>
@@ -17,8 +19,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <limits>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -203,104 +203,49 @@ void gpu_sampler::impl::setup_owned(cudaStream_t stream) {
   const csr_graph& g = *graph;
   wm::communicator& comm = g.row_offsets.comm();
   const int ranks = comm.size();
-  const int wanted = owners_wanted();
-  const auto num_nodes = static_cast<std::int64_t>(g.num_nodes);
-  const auto num_edges = static_cast<std::int64_t>(g.num_edges);
+  // Every rank's setting, so that all take the same path or all throw here.
+  const std::int64_t wanted = owners_wanted();
+  std::vector<std::int64_t> settings(static_cast<std::size_t>(ranks));
+  comm.get_bootstrap().allgather(&wanted, settings.data(), sizeof(wanted));
+  const auto invalid = std::find(settings.begin(), settings.end(), -1);
+  if (invalid != settings.end()) {
+    const char* text = wanted < 0 ? std::getenv("WHOLESTORE_SAMPLE_BY_OWNER") : nullptr;
+    WM_FAIL(wm::logic_error,
+            "WHOLESTORE_SAMPLE_BY_OWNER must be 0 or 1; rank "
+                << (invalid - settings.begin()) << " has another value"
+                << (text != nullptr ? std::string(" (here: '") + text + "')" : ""));
+  }
+  owned.checked = true;
+  const bool every_rank_wants =
+      std::all_of(settings.begin(), settings.end(), [](std::int64_t s) { return s == 1; });
+  // Collective, the same answer on every rank (csr_graph.hpp).
+  if (!every_rank_wants || !edges_follow_nodes(g)) return;
+
+  // This rank's parts: its row offsets' entries [first, end), and its edges, which are exactly
+  // its nodes' (so the entry at `end`, the next part's first, is where its edges end).
+  const wm::part_info rows = g.row_offsets.local_part();
+  const wm::part_info col = g.col_indices.local_part();
+  const std::size_t col_elem = wm::dtype_size(g.col_type);
+  owned.ranks = ranks;
+  owned.ro_part = static_cast<const std::int64_t*>(rows.ptr);
+  owned.first = static_cast<std::int64_t>(rows.offset / sizeof(std::int64_t));
+  owned.end = static_cast<std::int64_t>((rows.offset + rows.bytes) / sizeof(std::int64_t));
+  owned.col_part = col.ptr;
+  owned.edge_begin = static_cast<std::int64_t>(col.offset / col_elem);
+  owned.edge_end = static_cast<std::int64_t>((col.offset + col.bytes) / col_elem);
+  if (g.has_weights()) owned.w_part = static_cast<const float*>(g.edge_weights.local_part().ptr);
+  if (owned.host_meta == nullptr) {
+    void* host = nullptr;
+    WM_CUDA_TRY(cudaHostAlloc(&host, sizeof(long long) * 4 * static_cast<std::size_t>(ranks),
+                              cudaHostAllocDefault));
+    owned.host_meta = static_cast<long long*>(host);
+  }
+  // The first row offsets entry of every part, for the kernels that find a node's owner.
   std::vector<std::int64_t> begin(static_cast<std::size_t>(ranks) + 1);
   for (int r = 0; r < ranks; ++r) {
     begin[r] = static_cast<std::int64_t>(g.row_offsets.part(r).offset / sizeof(std::int64_t));
   }
-  begin[ranks] = num_nodes + 1;
-  // Every rank's first row offset (-1 for an empty part) and whether it asks for owners.
-  if (owned.host_meta == nullptr) {
-    void* host = nullptr;
-    WM_CUDA_TRY(cudaHostAlloc(&host, sizeof(long long) * (4 * static_cast<std::size_t>(ranks) + 2),
-                              cudaHostAllocDefault));
-    owned.host_meta = static_cast<long long*>(host);
-  }
-  const auto R = static_cast<std::size_t>(ranks);
-  long long* d = owned.words.get<long long>(2 * R + 2, device, stream);
-  const wm::part_info mine = g.row_offsets.local_part();
-  long long* own_words = d + 2 * R;
-  if (mine.bytes >= sizeof(std::int64_t)) {
-    WM_CUDA_TRY(cudaMemcpyAsync(own_words, mine.ptr, sizeof(long long), cudaMemcpyDefault, stream));
-  } else {
-    WM_CUDA_TRY(cudaMemsetAsync(own_words, 0xff, sizeof(long long), stream));
-  }
-  owned.host_meta[0] = wanted;
-  WM_CUDA_TRY(cudaMemcpyAsync(own_words + 1, owned.host_meta, sizeof(long long),
-                              cudaMemcpyHostToDevice, stream));
-  comm.allgather(own_words, d, 2, wm::dtype::int64, stream);
-  WM_CUDA_TRY(cudaMemcpyAsync(owned.host_meta, d, sizeof(long long) * 2 * R, cudaMemcpyDeviceToHost,
-                              stream));
-  comm.synchronize(stream);
-  WM_CUDA_TRY(cudaStreamSynchronize(stream));
-  std::vector<std::int64_t> value(R);
-  bool every_rank_wants = true;
-  int invalid = -1;
-  for (std::size_t r = 0; r < R; ++r) {
-    value[r] = owned.host_meta[2 * r];
-    every_rank_wants &= owned.host_meta[2 * r + 1] == 1;
-    if (owned.host_meta[2 * r + 1] < 0 && invalid < 0) invalid = static_cast<int>(r);
-  }
-  // Every rank throws here, after the one collective, or none does.
-  if (invalid >= 0) {
-    const char* text = wanted < 0 ? std::getenv("WHOLESTORE_SAMPLE_BY_OWNER") : nullptr;
-    WM_FAIL(wm::logic_error,
-            "WHOLESTORE_SAMPLE_BY_OWNER must be 0 or 1; rank "
-                << invalid << " has another value"
-                << (text != nullptr ? std::string(" (here: '") + text + "')" : ""));
-  }
-  owned.checked = true;
-  // Single-process multi-GPU graphs have one part per device, not per rank.
-  if (!every_rank_wants || g.row_offsets.num_parts() != ranks ||
-      g.col_indices.num_parts() != ranks ||
-      (g.has_weights() && g.edge_weights.num_parts() != ranks)) {
-    return;
-  }
-
-  // The verdict reads only what every rank holds (partitions, the gathered values), so every
-  // rank reaches the same one.  Values out of order leave the graph to the exchange of
-  // gathers, whose checks report them.
-  std::vector<std::int64_t> edge_begin(ranks, 0), edge_end(ranks, 0), next(ranks, 0);
-  for (int r = 0; r < ranks; ++r) {
-    if (begin[r] == begin[r + 1]) continue;
-    edge_begin[r] = value[r];
-    edge_end[r] = num_edges;
-    for (int q = r + 1; q < ranks; ++q) {
-      if (begin[q] < begin[q + 1]) {
-        edge_end[r] = value[q];
-        next[r] = value[q];
-        break;
-      }
-    }
-    if (edge_begin[r] < 0 || edge_end[r] < edge_begin[r] || edge_end[r] > num_edges) return;
-    if (edge_end[r] == edge_begin[r]) continue;
-    auto covers = [&](const wm::allocation& a, std::size_t elem) {
-      const wm::part_info p = a.part(r);
-      const auto first = static_cast<std::int64_t>(p.offset / elem);
-      const auto last = static_cast<std::int64_t>((p.offset + p.bytes) / elem);
-      return p.offset % elem == 0 && first <= edge_begin[r] && last >= edge_end[r];
-    };
-    if (!covers(g.col_indices, wm::dtype_size(g.col_type))) return;
-    if (g.has_weights() && !covers(g.edge_weights, sizeof(float))) return;
-  }
-  const int me = comm.rank();
-  owned.ranks = ranks;
-  owned.ro_part = static_cast<const std::int64_t*>(mine.ptr);
-  owned.first = begin[me];
-  owned.end = begin[me + 1];
-  owned.next = next[me];
-  owned.edge_begin = edge_begin[me];
-  owned.edge_end = edge_end[me];
-  const wm::part_info col = g.col_indices.local_part();
-  owned.col_part = col.ptr;
-  owned.col_first = static_cast<std::int64_t>(col.offset / wm::dtype_size(g.col_type));
-  if (g.has_weights()) {
-    const wm::part_info w = g.edge_weights.local_part();
-    owned.w_part = static_cast<const float*>(w.ptr);
-    owned.w_first = static_cast<std::int64_t>(w.offset / sizeof(float));
-  }
+  begin[ranks] = static_cast<std::int64_t>(g.num_nodes) + 1;
   owned.node_begin = wm::device_buffer(begin.size() * sizeof(std::int64_t), device);
   WM_CUDA_TRY(cudaMemcpyAsync(owned.node_begin.data(), begin.data(),
                               begin.size() * sizeof(std::int64_t), cudaMemcpyHostToDevice, stream));
@@ -415,7 +360,7 @@ const std::int64_t* gpu_sampler::impl::serve_requests(const call_state& c, int h
     // most `ranks` times the own edges, and at most m times the largest degree.
     const std::int64_t own_edges = owned.edge_end - owned.edge_begin;
     const std::int64_t asked_edges = std::min(owned.ranks * own_edges, m * c.degree_bound);
-    sv.segments = std::min(m, owned.ranks * owned.big_nodes) + asked_edges / gpu::segment_edges + 1;
+    sv.segments = std::min(m, owned.ranks * big_nodes) + asked_edges / gpu::segment_edges + 1;
   }
   sv.n_edges = sv.offsets + m;
   sv.edge_bound = m * k;
@@ -429,12 +374,12 @@ const std::int64_t* gpu_sampler::impl::serve_requests(const call_state& c, int h
     const auto num_nodes = static_cast<std::int64_t>(g.num_nodes);
     if (g.col_type == wm::dtype::int32) {
       const gpu::owned_part<std::int32_t> col{static_cast<const std::int32_t*>(owned.col_part),
-                                              owned.col_first};
+                                              owned.edge_begin};
       gpu::pack_replies_kernel<<<blocks, block_threads, 0, stream>>>(
           m, sv.offsets, sv.eids, col, k, with_eids, num_nodes, c.fault, reply);
     } else {
       const gpu::owned_part<std::int64_t> col{static_cast<const std::int64_t*>(owned.col_part),
-                                              owned.col_first};
+                                              owned.edge_begin};
       gpu::pack_replies_kernel<<<blocks, block_threads, 0, stream>>>(
           m, sv.offsets, sv.eids, col, k, with_eids, num_nodes, c.fault, reply);
     }

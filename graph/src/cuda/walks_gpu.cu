@@ -212,10 +212,11 @@ void gpu_walker::walk(const std::int64_t* starts, std::size_t count, const walk_
   const bool second_order = detail::make_walk_rule(options.p, options.q).second_order;
   if (second_order && !hubs_tried_) build_hub_lists(stream);
   hub_lists hubs;
-  if (second_order && hub_entries_ > 0) {
+  const auto hub_entries = static_cast<std::int64_t>(hub_sorted_.size() / sizeof(std::int64_t));
+  if (second_order && hub_entries > 0) {
     hubs.begin = hub_begin_.data_as<std::int64_t>();
     hubs.sorted = hub_sorted_.data_as<std::int64_t>();
-    hubs.entries = static_cast<std::int64_t>(hub_entries_);
+    hubs.entries = hub_entries;
   }
   // First-order walks never ask for neighborship: they keep the kernel without the lookup
   // (the one with it cost DeepWalk about 5% in registers).
@@ -294,7 +295,6 @@ void gpu_walker::build_hub_lists(cudaStream_t stream) {
   if (host_fault != 0) return;  // a neighbor id outside the graph: as a corrupt row
   hub_begin_ = std::move(begin);
   hub_sorted_ = std::move(sorted);
-  hub_entries_ = static_cast<std::uint64_t>(entries);
   hubs_tried_ = true;
 }
 

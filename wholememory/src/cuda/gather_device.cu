@@ -59,7 +59,7 @@ void stream_wait(cudaStream_t waiter, cudaStream_t from) {
   WM_CUDA_TRY(err);
 }
 
-int resident_blocks(const void* kernel, int (*query)(const void*, int)) {
+int resident_blocks(const void* kernel, int (*query)(const void*)) {
   struct entry {
     int device;
     const void* kernel;
@@ -72,7 +72,7 @@ int resident_blocks(const void* kernel, int (*query)(const void*, int)) {
     if (e.device == device && e.kernel == kernel) return e.blocks;
   int sms = 0;
   WM_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int blocks = sms * std::max(query(kernel, device), 1);
+  const int blocks = sms * std::max(query(kernel), 1);
   known.push_back(entry{device, kernel, blocks});
   return blocks;
 }

@@ -210,8 +210,9 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
   for (int r = 0; r < ranks; ++r) {
     x.recv_counts[r] = static_cast<std::size_t>(host[2 + mw * r]);
     x.send_counts[r] = static_cast<std::size_t>(host[2 + mw * ranks + mw * r]);
-    x.slices = std::max(x.slices, static_cast<std::size_t>(std::max<std::int64_t>(
-                                      1, std::min(host[2 + mw * r + 2], max_slices))));
+    // Every proposal is at least 1 here (an invalid one has thrown above).
+    x.slices =
+        std::max(x.slices, static_cast<std::size_t>(std::min(host[2 + mw * r + 2], max_slices)));
   }
   for (int r = 1; r < ranks; ++r) x.send_displs[r] = x.send_displs[r - 1] + x.send_counts[r - 1];
   const int me = comm.rank();

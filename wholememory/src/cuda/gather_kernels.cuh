@@ -139,12 +139,12 @@ __global__ void __launch_bounds__(copy_block_threads)
 
 /// Blocks of copy_block_threads that fill every SM of the current device with `kernel`:
 /// measured once per (thread, device, kernel) and kept, so a launch costs no occupancy query.
-int resident_blocks(const void* kernel, int (*query)(const void*, int));
+int resident_blocks(const void* kernel, int (*query)(const void*));
 
 /// Blocks for a kernel: enough for the work, at most what fills every SM.
 template <typename Kernel>
 int blocks_for(Kernel kernel, std::int64_t threads_needed) {
-  const int full = resident_blocks(reinterpret_cast<const void*>(kernel), [](const void* k, int) {
+  const int full = resident_blocks(reinterpret_cast<const void*>(kernel), [](const void* k) {
     int per_sm = 0;
     WM_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &per_sm, reinterpret_cast<Kernel>(const_cast<void*>(k)), copy_block_threads, 0));
