@@ -490,23 +490,42 @@ class trainer {
     return units;
   }
 
+  // The output table takes its gradients by reference (coefficient x the pair's center row
+  // of the input table, recomputed during its update: table::apply_scaled_gradients) where
+  // that is built: one rank, continuous or chunked tables.  Elsewhere the SGNS step writes the
+  // gradient rows.  The bits are the same either way.
+  bool output_by_reference() const {
+    return bs_->size() == 1 && s_.table_type != wm::memory_type::distributed;
+  }
+
   // The GPU step; returns the batch's loss in loss units.  Continuous and chunked tables are
   // read by the SGNS kernel itself (the lookups fused in); distributed tables are looked up
-  // first (their rows may be on other ranks' GPUs, reached through NCCL).
+  // first (their rows may be on other ranks' GPUs, reached through NCCL).  The output table
+  // is updated before the input table: by reference it reads the input table's rows as they
+  // were when the gradients were computed.  (Each update touches only its own table and every
+  // gradient comes from the old values, so the order does not change the result.)
   std::int64_t step_gpu(float lr) {
-    const std::size_t n = n_pairs_, nt = n * (static_cast<std::size_t>(s_.negatives) + 1);
-    const std::size_t dim = s_.dim;
+    const std::size_t n = n_pairs_, per_pair = static_cast<std::size_t>(s_.negatives) + 1;
+    const std::size_t nt = n * per_pair, dim = s_.dim;
+    const bool by_reference = output_by_reference();
     // assemble() left the indices in d_centers_ and d_targets_.
     auto* ci = d_centers_.data_as<std::int64_t>();
     auto* ti = d_targets_.data_as<std::int64_t>();
     auto* cg = static_cast<float*>(d_center_grads_.reserve_discard((n + 1) * dim * 4, device_));
-    auto* tg = static_cast<float*>(d_target_grads_.reserve_discard((nt + 1) * dim * 4, device_));
+    float* tg = nullptr;
+    float* tc = nullptr;
+    if (by_reference) {
+      tc = static_cast<float*>(d_target_coefs_.reserve_discard((nt + 1) * 4, device_));
+    } else {
+      tg = static_cast<float*>(d_target_grads_.reserve_discard((nt + 1) * dim * 4, device_));
+    }
     // Word 0: the loss units; word 1: the first bad row position (~0: none).
     auto* totals = static_cast<long long*>(d_totals_.reserve_discard(2 * 8, device_));
     copy_async(totals, totals_init, sizeof(totals_init));
     embedding::sgns_batch b{nullptr, nullptr, n, s_.negatives, dim, cg, tg, nullptr};
     b.loss_units = totals;
     b.loss_scale = loss_unit;
+    b.target_coefs = tc;
     mark(0);
     if (s_.table_type != wm::memory_type::distributed) {
       mark(1);
@@ -529,11 +548,20 @@ class trainer {
       embedding::sgns_gradients(b, stream_);
     }
     mark(2);
+    if (by_reference) {
+      embedding::scaled_rows by_center;
+      by_center.source = &input_;
+      by_center.source_rows = {ci, wm::dtype::int64, n};
+      by_center.group = per_pair;
+      by_center.coefs = tc;
+      output_.apply_scaled_gradients({ti, wm::dtype::int64, nt}, by_center, lr, stream_);
+    } else {
+      output_.apply_gradients({ti, wm::dtype::int64, nt}, {tg, wm::dtype::float32, nt, dim, dim},
+                              lr, stream_);
+    }
+    mark(3);
     input_.apply_gradients({ci, wm::dtype::int64, n}, {cg, wm::dtype::float32, n, dim, dim}, lr,
                            stream_);
-    mark(3);
-    output_.apply_gradients({ti, wm::dtype::int64, nt}, {tg, wm::dtype::float32, nt, dim, dim}, lr,
-                            stream_);
     mark(4);
     long long host_totals[2] = {0, 0};
     copy_async(host_totals, totals, sizeof(host_totals));
@@ -625,8 +653,8 @@ class trainer {
     result.train_s += secs;
     result.gpu_lookup_s = phase_s_[0];
     result.gpu_sgns_s = phase_s_[1];
-    result.gpu_input_update_s = phase_s_[2];
-    result.gpu_output_update_s = phase_s_[3];
+    result.gpu_output_update_s = phase_s_[2];
+    result.gpu_input_update_s = phase_s_[3];
     // The epoch's totals over ranks: exact integer sums.
     struct totals {
       std::int64_t loss;
@@ -732,7 +760,7 @@ class trainer {
   std::shared_ptr<wm::communicator> comm_;
   int device_ = -1;
   cudaStream_t stream_ = nullptr;
-  static constexpr int phases = 4;  // lookups, SGNS, input update, output update
+  static constexpr int phases = 4;  // lookups, SGNS, output update, input update
 #if defined(WHOLESTORE_HAS_CUDA)
   cudaEvent_t events_[phases + 1] = {};
 #endif
@@ -751,7 +779,7 @@ class trainer {
   std::vector<std::int64_t> draws_, starts_, walks_, centers_, targets_;
   std::vector<float> center_rows_, target_rows_, center_grads_, target_grads_;
   wm::device_buffer d_starts_, d_walks_, d_draws_, d_centers_, d_targets_, d_center_rows_,
-      d_target_rows_, d_center_grads_, d_target_grads_, d_totals_;
+      d_target_rows_, d_center_grads_, d_target_grads_, d_target_coefs_, d_totals_;
   static constexpr long long totals_init[2] = {0, -1};
 };
 

@@ -117,11 +117,12 @@ struct train_result {
   std::uint64_t pairs = 0;           ///< positive pairs of this call, all ranks
   double train_s = 0;                ///< this call's training time (slowest rank), no evaluation
   double walk_s = 0, step_s = 0;     ///< rank 0: pair assembly (walks, negatives) and the rest
-  /// Rank 0, GPU path: the stream's time in the lookups, the SGNS kernel and the two tables'
-  /// apply_gradients (CUDA events around each; host waits inside a phase count in it).
+  /// Rank 0, GPU path: the stream's time in the lookups (distributed tables only), the SGNS
+  /// kernel and the two tables' updates, the output table's first (CUDA events around each;
+  /// host waits inside a phase count in it).
   double gpu_lookup_s = 0, gpu_sgns_s = 0, gpu_input_update_s = 0, gpu_output_update_s = 0;
-  std::uint64_t steps = 0;           ///< steps of this call
-  std::vector<float> embeddings;     ///< rank 0 with keep_embeddings: num_nodes x dim input vectors
+  std::uint64_t steps = 0;        ///< steps of this call
+  std::vector<float> embeddings;  ///< rank 0 with keep_embeddings: num_nodes x dim input vectors
 };
 
 /// Progress reports (called on every rank; train.cpp shows rank 0's).

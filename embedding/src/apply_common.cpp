@@ -39,17 +39,38 @@ std::size_t apply_counts::total_recv() const {
   return total;
 }
 
+namespace {
+
+/// The checks of the index list, the learning rate and the table that every apply call makes;
+/// writes the first failure to `os` and returns false.
+bool check_indices_and_table(const table_impl& t, const wholememory::index_array& indices, float lr,
+                             const char* op, std::ostringstream& os) {
+  if (indices.type != dtype::int32 && indices.type != dtype::int64) {
+    os << op << ": indices must be int32 or int64, not " << wholememory::dtype_name(indices.type);
+  } else if (indices.count > 0 && indices.data == nullptr) {
+    os << op << ": " << indices.count << " indices at a null address";
+  } else if (!std::isfinite(lr)) {
+    os << op << ": the learning rate must be finite, got " << lr;
+  } else if (t.own().size() > std::numeric_limits<std::uint32_t>::max()) {
+    os << op << ": rank " << t.rank() << " owns " << t.own().size()
+       << " rows; updates address at most 2^32 - 1 rows per rank (spread the table over more "
+          "ranks)";
+  } else {
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string check_apply_arguments(const table_impl& t, const wholememory::index_array& indices,
                                   const wholememory::dense_matrix& grads, float lr, const char* op,
                                   apply_path path) {
   std::ostringstream os;
   const table_options& o = t.options;
-  if (indices.type != dtype::int32 && indices.type != dtype::int64) {
-    os << op << ": indices must be int32 or int64, not " << wholememory::dtype_name(indices.type);
-  } else if (indices.count > 0 && indices.data == nullptr) {
-    os << op << ": " << indices.count << " indices at a null address";
-  } else if (grads.type != dtype::float32 && grads.type != dtype::float16 &&
-             grads.type != dtype::bfloat16) {
+  if (!check_indices_and_table(t, indices, lr, op, os)) return os.str();
+  if (grads.type != dtype::float32 && grads.type != dtype::float16 &&
+      grads.type != dtype::bfloat16) {
     os << op << ": gradients must be float32, float16 or bfloat16, not "
        << wholememory::dtype_name(grads.type);
   } else if (grads.rows != indices.count) {
@@ -65,8 +86,6 @@ std::string check_apply_arguments(const table_impl& t, const wholememory::index_
              0) {
     os << op << ": the gradients are not aligned to their " << wholememory::dtype_size(grads.type)
        << "-byte elements";
-  } else if (!std::isfinite(lr)) {
-    os << op << ": the learning rate must be finite, got " << lr;
   } else if (path == apply_path::host &&
              t.weights.location() != wholememory::memory_location::host) {
     os << op << " needs a host-location table, this one is in device memory; use apply_gradients";
@@ -74,10 +93,47 @@ std::string check_apply_arguments(const table_impl& t, const wholememory::index_
              t.comm->get_backend() != wholememory::backend::host) {
     os << op << " exchanges rows through the host backend; this table's communicator is "
        << wholememory::backend_name(t.comm->get_backend()) << " (use apply_gradients)";
-  } else if (t.own().size() > std::numeric_limits<std::uint32_t>::max()) {
-    os << op << ": rank " << t.rank() << " owns " << t.own().size()
-       << " rows; updates address at most 2^32 - 1 rows per rank (spread the table over more "
-          "ranks)";
+  }
+  return os.str();
+}
+
+std::string check_scaled_arguments(const table_impl& t, const wholememory::index_array& indices,
+                                   const scaled_rows& grads, float lr, const char* op) {
+  std::ostringstream os;
+  const table_options& o = t.options;
+  const wholememory::index_array& src = grads.source_rows;
+  if (!check_indices_and_table(t, indices, lr, op, os)) return os.str();
+  if (grads.source == nullptr || !*grads.source) {
+    os << op << ": no source table (scaled_rows::source is " << (grads.source ? "empty" : "null")
+       << ")";
+  } else if (&grads.source->weights_memory() == &t.weights) {
+    os << op << ": the source table is the table being updated (its rows would change while "
+       << "they are read)";
+  } else if (grads.source->dtype() != dtype::float32) {
+    os << op << ": the source table must be float32, it is "
+       << wholememory::dtype_name(grads.source->dtype());
+  } else if (grads.source->dim() != o.dim) {
+    os << op << ": the source table has dim " << grads.source->dim() << ", this table " << o.dim;
+  } else if (grads.source->options().type == wholememory::memory_type::distributed) {
+    os << op << ": the source table is in distributed memory, whose rows this rank cannot "
+       << "read in place; use apply_gradients with the gradient rows";
+  } else if (t.ranks() > 1 || grads.source->comm().size() > 1) {
+    os << op << " runs on tables of one rank for now (this table has " << t.ranks()
+       << ", the source " << grads.source->comm().size()
+       << "); use apply_gradients with the gradient rows";
+  } else if (grads.group == 0) {
+    os << op << ": scaled_rows::group must be at least 1";
+  } else if (src.type != dtype::int32 && src.type != dtype::int64) {
+    os << op << ": source rows must be int32 or int64, not " << wholememory::dtype_name(src.type);
+  } else if (src.count > indices.count / grads.group || src.count * grads.group != indices.count) {
+    os << op << ": " << src.count << " source rows x group " << grads.group << " for "
+       << indices.count << " indices";
+  } else if (src.count > 0 && src.data == nullptr) {
+    os << op << ": " << src.count << " source rows at a null address";
+  } else if (indices.count > 0 && grads.coefs == nullptr) {
+    os << op << ": " << indices.count << " coefficients at a null address";
+  } else if (reinterpret_cast<std::uintptr_t>(grads.coefs) % sizeof(float) != 0) {
+    os << op << ": the coefficients are not aligned to their 4-byte elements";
   }
   return os.str();
 }

@@ -20,6 +20,13 @@ void table::apply_gradients(const wholememory::index_array&, const wholememory::
           "apply_gradients_host");
 }
 
+void table::apply_scaled_gradients(const wholememory::index_array&, const scaled_rows&, float,
+                                   cudaStream_t) {
+  WM_FAIL(wholememory::logic_error,
+          "apply_scaled_gradients runs on a GPU and wholestore was built without CUDA; use "
+          "apply_gradients_host with the gradient rows");
+}
+
 void sgns_gradients(const sgns_batch&, cudaStream_t) {
   WM_FAIL(wholememory::logic_error,
           "sgns_gradients runs on a GPU and wholestore was built without CUDA; use "

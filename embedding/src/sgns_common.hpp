@@ -9,9 +9,11 @@ namespace wholestore::embedding::detail {
 inline void check_sgns_batch(const sgns_batch& b, const char* who) {
   WM_EXPECTS(b.dim > 0, who << ": dim must be positive, got 0");
   WM_EXPECTS(b.negatives >= 0, who << ": negatives must be >= 0, got " << b.negatives);
-  WM_EXPECTS(b.pairs == 0 || (b.centers && b.targets && b.center_grads && b.target_grads),
-             who << ": centers, targets, center_grads and target_grads must be set for " << b.pairs
-                 << " pairs");
+  WM_EXPECTS(b.pairs == 0 ||
+                 (b.centers && b.targets && b.center_grads && (b.target_grads || b.target_coefs)),
+             who << ": centers, targets, center_grads and target_grads or target_coefs must be "
+                    "set for "
+                 << b.pairs << " pairs");
 }
 
 inline void check_sgns_table_batch(const sgns_table_batch& b) {
@@ -29,9 +31,9 @@ inline void check_sgns_table_batch(const sgns_table_batch& b) {
                who << ": the " << name << " table's view is empty");
   }
   WM_EXPECTS(b.out.pairs == 0 || (b.center_rows && b.target_rows && b.first_bad &&
-                                  b.out.center_grads && b.out.target_grads),
-             who << ": center_rows, target_rows, first_bad, center_grads and target_grads must "
-                    "be set for "
+                                  b.out.center_grads && (b.out.target_grads || b.out.target_coefs)),
+             who << ": center_rows, target_rows, first_bad, center_grads and target_grads or "
+                    "target_coefs must be set for "
                  << b.out.pairs << " pairs");
 }
 

@@ -7,6 +7,7 @@
 #include <embedding/sgns.hpp>
 #include <wholememory/gather.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstddef>
@@ -40,15 +41,18 @@ void sgns_gradients_host(const sgns_batch& b, unsigned threads) {
       if (b.losses) b.losses[i] = loss;
       if (b.loss_units) my_units += std::llround(static_cast<double>(loss) * b.loss_scale);
       float* gu = b.center_grads + i * dim;
-      float* g0 = b.target_grads + i * per_pair * dim;
       for (std::size_t c = 0; c < dim; ++c) gu[c] = coef[0] * t0[c];
       for (std::size_t j = 1; j < per_pair; ++j) {
         const float* t = t0 + j * dim;
         for (std::size_t c = 0; c < dim; ++c) gu[c] = gu[c] + coef[j] * t[c];
       }
-      for (std::size_t j = 0; j < per_pair; ++j) {
-        float* g = g0 + j * dim;
-        for (std::size_t c = 0; c < dim; ++c) g[c] = coef[j] * u[c];
+      if (b.target_coefs) std::copy(coef.begin(), coef.end(), b.target_coefs + i * per_pair);
+      if (b.target_grads) {
+        float* g0 = b.target_grads + i * per_pair * dim;
+        for (std::size_t j = 0; j < per_pair; ++j) {
+          float* g = g0 + j * dim;
+          for (std::size_t c = 0; c < dim; ++c) g[c] = coef[j] * u[c];
+        }
       }
     }
     units += my_units;

@@ -77,6 +77,11 @@ std::string check_apply_arguments(const table_impl& t, const wholememory::index_
                                   const wholememory::dense_matrix& grads, float lr, const char* op,
                                   apply_path path);
 
+/// The local checks of an apply_scaled_gradients call, like check_apply_arguments (the
+/// source indices' range is checked on the device).
+std::string check_scaled_arguments(const table_impl& t, const wholememory::index_array& indices,
+                                   const scaled_rows& grads, float lr, const char* op);
+
 /// Entries each rank sends to this one, and this rank to each, agreed by all ranks.
 struct apply_counts {
   std::vector<std::size_t> send;  ///< to rank r

@@ -244,6 +244,32 @@ TEST(SgnsHost, ZeroPairsAndNullLosses) {
   EXPECT_EQ(gt, want.target_grads);
 }
 
+// The coefficients stand for the target rows: row q of target_grads is coef_q * u_i element by
+// element, one rounded float32 product (what apply_scaled_gradients recomputes), and a batch
+// with coefficients alone writes the same center gradients and losses.
+TEST(SgnsHost, TargetCoefficientsTimesTheCenterAreTheTargetRows) {
+  for (unsigned threads : {1u, 3u}) {
+    problem p(777, 5, 33, 0.6f, 13);
+    const result want = run_host(p, 1);
+    const std::size_t per = static_cast<std::size_t>(p.k) + 1;
+    std::vector<float> gu(p.centers.size()), losses(p.pairs), coefs(p.pairs * per, -7.0f);
+    sgns_batch b{p.centers.data(), p.targets.data(), p.pairs,      p.k, p.dim,
+                 gu.data(),        nullptr,          losses.data()};
+    b.target_coefs = coefs.data();
+    sgns_gradients_host(b, threads);
+    EXPECT_EQ(gu, want.center_grads);
+    EXPECT_EQ(losses, want.losses);
+    for (std::size_t q = 0; q < coefs.size(); ++q) {
+      const float* u = p.centers.data() + (q / per) * p.dim;
+      for (std::size_t c = 0; c < p.dim; ++c) {
+        const float product = coefs[q] * u[c];
+        ASSERT_EQ(std::memcmp(&product, &want.target_grads[q * p.dim + c], sizeof(float)), 0)
+            << "target row " << q << " column " << c << ", " << threads << " threads";
+      }
+    }
+  }
+}
+
 TEST(SgnsHost, BadArgumentsNameTheProblem) {
   problem p(2, 1, 4, 0.5f, 3);
   std::vector<float> gu(p.centers.size()), gt(p.targets.size());
@@ -260,6 +286,15 @@ TEST(SgnsHost, BadArgumentsNameTheProblem) {
   b.negatives = 1;
   b.targets = nullptr;
   EXPECT_THROW(sgns_gradients_host(b, 1), wholememory::logic_error);
+  b.targets = p.targets.data();
+  b.target_grads = nullptr;  // and no coefficients: the targets' gradients go nowhere
+  try {
+    sgns_gradients_host(b, 1);
+    FAIL() << "neither target_grads nor target_coefs: accepted";
+  } catch (const wholememory::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("target_grads or target_coefs"), std::string::npos)
+        << e.what();
+  }
 }
 
 #if !defined(WHOLESTORE_HAS_CUDA)

@@ -19,6 +19,10 @@
  *   targets       pairs * (1 + K) x dim   row i * (1 + K) is v_i, row i * (1 + K) + 1 + k is n_ik
  *   center_grads  pairs x dim             d loss_i / d u_i
  *   target_grads  like targets            d loss_i / d v_i, d loss_i / d n_ik
+ *   target_coefs  pairs * (1 + K)         the factor c of each target row: d loss_i / d v_i =
+ *                                         c * u_i (c = sigmoid(s_o) - 1), d loss_i / d n_ik =
+ *                                         c * u_i (c = sigmoid(s_k)), each element one rounded
+ *                                         float32 product, as target_grads holds it
  *   losses        pairs                   loss_i
  * So the target rows of a pair stay together: a batch split among ranks in contiguous chunks of
  * pairs, each rank's lists concatenated in rank order, is the one-rank batch.
@@ -46,12 +50,16 @@ struct sgns_batch {
   int negatives = 1;  ///< K >= 0 (K = 0 trains on positives alone)
   std::size_t dim = 0;
   float* center_grads = nullptr;
+  /// May be nullptr when target_coefs is set: the target gradient rows are not written (a
+  /// table takes them by reference, table::apply_scaled_gradients with the centers' rows).
   float* target_grads = nullptr;
   float* losses = nullptr;  ///< may be nullptr: the losses are not written
   /// May be nullptr.  Else *loss_units += sum over pairs of llround(loss_i * loss_scale): an
   /// integer sum, exact in any order (a step's loss without copying every loss back).
   long long* loss_units = nullptr;
   double loss_scale = 16777216.0;  ///< 2^24
+  /// May be nullptr.  Else one coefficient per target row (see the layout above).
+  float* target_coefs = nullptr;
 };
 
 /// The rows of a batch read straight from two tables (sgns_gradients_from_tables) instead of
@@ -71,7 +79,8 @@ struct sgns_table_batch {
 };
 
 /// CPU path: host buffers, `threads` threads (0: the hardware's count).  Throws logic_error for
-/// dim 0, K < 0 or a null buffer with pairs > 0.  Synchronous.
+/// dim 0, K < 0 or, with pairs > 0, a null input or center_grads, or neither target_grads nor
+/// target_coefs.  Synchronous.
 void sgns_gradients_host(const sgns_batch& batch, unsigned threads = 0);
 
 /// GPU path, on the current device: buffers the GPU reads and writes, enqueued on `stream`
@@ -81,8 +90,8 @@ void sgns_gradients(const sgns_batch& batch, cudaStream_t stream);
 /// GPU path with the lookups fused in: the same bits as table::lookup of both row lists
 /// followed by sgns_gradients, without writing and reading the looked-up rows.  Throws
 /// logic_error for views that are not float32 of dim out.dim, null index lists or first_bad
-/// with pairs > 0, and in a build without CUDA.  Enqueued on `stream` (does not wait); the
-/// tables must not change until it has run.
+/// with pairs > 0 (or the gradient buffers sgns_gradients_host needs), and in a build without CUDA.
+/// Enqueued on `stream` (does not wait); the tables must not change until it has run.
 void sgns_gradients_from_tables(const sgns_table_batch& batch, cudaStream_t stream);
 
 }  // namespace wholestore::embedding

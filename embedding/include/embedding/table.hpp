@@ -21,8 +21,13 @@
  * location, and on the CPU and the GPU (docs/architecture.md, "Embedding tables", gives the
  * argument).
  *
- * Collective calls: create, free, apply_gradients*, and on distributed memory lookup* and
- * scatter_rows* (every rank of the communicator calls, with its own possibly empty index list).
+ * apply_scaled_gradients takes the gradient rows by reference (coefficient x a row of another
+ * float32 table, recomputed with one rounding as the update reads it): the same result as
+ * apply_gradients of the materialized rows, without writing them (one rank for now).
+ *
+ * Collective calls: create, free, apply_gradients*, apply_scaled_gradients, and on distributed
+ * memory lookup* and scatter_rows* (every rank of the communicator calls, with its own possibly
+ * empty index list).
  * Errors are logic_error naming the bad value; an out-of-range index names the index and its
  * position and changes nothing on any rank (every rank throws).  Mismatched create arguments
  * throw mismatch_error on every rank.
@@ -135,6 +140,23 @@ namespace detail {
 struct table_impl;
 }
 
+class table;
+
+/// Gradient rows given by reference instead of materialized (table::apply_scaled_gradients):
+/// entry j's gradient row is coefs[j] * row source_rows[j / group] of `source`, element by
+/// element a float32 product rounded once (never fused), read when the update runs.  This is
+/// the shape of SGNS's output-table gradients (embedding/sgns.hpp): each of a pair's 1 + K
+/// target rows gets sigmoid-coefficient x the pair's center row of the input table, so a step
+/// passes 4 + 8 / (1 + K) bytes per entry instead of a 4 * dim-byte row.
+struct scaled_rows {
+  const table* source = nullptr;  ///< float32, continuous or chunked, this table's dim
+  /// int32 or int64 rows of `source`, count * group == the entries; device memory or
+  /// GPU-readable host memory.
+  wholememory::index_array source_rows;
+  std::size_t group = 1;         ///< consecutive entries that share one source row (>= 1)
+  const float* coefs = nullptr;  ///< one per entry, like source_rows
+};
+
 /// A trainable embedding table.  Move-only owner of its weights and optimizer state.
 class table {
  public:
@@ -226,6 +248,20 @@ class table {
   /// logic_error in a build without CUDA.
   void apply_gradients(const wholememory::index_array& indices,
                        const wholememory::dense_matrix& grads, float lr, cudaStream_t stream);
+  /// apply_gradients with the gradient rows given by reference (scaled_rows): the same result,
+  /// bit for bit, as apply_gradients of the materialized rows coefs[j] * source row (float32),
+  /// without writing or exchanging them.  The source rows are read on `stream` during the
+  /// update, so the source table must not change until `stream` has passed this call (train
+  /// updates the output table this way before it updates the input table).  Everything is
+  /// checked before anything changes: as apply_gradients, plus the source table (float32,
+  /// this table's dim, continuous or chunked) and every source row (one outside the source
+  /// table names the row and its position).  For now the table and the source must be of
+  /// one rank (else logic_error naming the rank counts, on every rank, nothing changed);
+  /// docs/architecture.md says how several ranks would exchange (coefficient, source row)
+  /// instead of rows.  Collective, synchronizes like apply_gradients (once, after the checks);
+  /// throws logic_error in a build without CUDA.
+  void apply_scaled_gradients(const wholememory::index_array& indices, const scaled_rows& grads,
+                              float lr, cudaStream_t stream);
   /// CPU path of apply_gradients: host-location tables, host buffers, `threads` threads, the
   /// host communicator for several ranks.  Same semantics, bit for bit the same result.
   /// Synchronous.  Each rank returns once its own rows are updated: read other ranks' rows of

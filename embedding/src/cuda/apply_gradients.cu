@@ -68,10 +68,11 @@ class pinned_scratch {
 
 struct gpu_workspace {
   int device = -1;
-  wholememory::device_buffer row_begin;  // int64, ranks + 1
-  wholememory::device_buffer flags;      // per-owner counts, then the first bad position
-  wholememory::device_buffer keys;       // uint64 global row per entry, caller order
-  wholememory::device_buffer owner;      // uint32 owner per entry
+  wholememory::device_buffer row_begin;    // int64, ranks + 1
+  wholememory::device_buffer flags;        // per-owner counts, then the first bad position
+  wholememory::device_buffer keys;         // uint64 global row per entry, caller order
+  wholememory::device_buffer source_keys;  // uint64 source row per entry (scaled form)
+  wholememory::device_buffer owner;        // uint32 owner per entry
   wholememory::device_buffer owner_sorted;
   wholememory::device_buffer positions;   // uint32 0, 1, 2, ...
   wholememory::device_buffer perm;        // uint32 caller position per bucket slot
@@ -156,6 +157,24 @@ __global__ void route_indices(const IndexT* idx, std::size_t n, std::int64_t row
     __syncthreads();
     for (int r = threadIdx.x; r < ranks; r += blockDim.x)
       if (block_counts[r] != 0) atomicAdd(&counts[r], block_counts[r]);
+  }
+}
+
+/// The scaled form's source rows, one per entry: out[e] = idx[e / group].  A row outside
+/// [0, rows) leaves its position in idx in *bad (the smallest wins).
+template <typename IndexT>
+__global__ void expand_source_rows(const IndexT* idx, std::size_t entries, std::size_t group,
+                                   std::int64_t rows, std::uint64_t* out, unsigned long long* bad) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t e = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < entries;
+       e += stride) {
+    const std::size_t i = group == 1 ? e : e / group;
+    const auto v = static_cast<std::int64_t>(idx[i]);
+    if (v < 0 || v >= rows) {
+      atomicMin(bad, static_cast<unsigned long long>(i));
+      continue;
+    }
+    out[e] = static_cast<std::uint64_t>(v);
   }
 }
 
@@ -341,42 +360,104 @@ void exchange(table_impl& t, gpu_workspace& ws, const apply_counts& counts, std:
 
 /// Step 1: checks the indices and counts entries per owner on the device, then waits for the
 /// result.  Returns the device array of the entries' global rows.
+/// Element `position` of an index list wherever it lives (read only on error).
+std::int64_t index_at(const wholememory::index_array& indices, std::int64_t position) {
+  const std::size_t isize = wholememory::dtype_size(indices.type);
+  std::int64_t value64 = 0;
+  std::int32_t value32 = 0;
+  const bool narrow = indices.type == wholememory::dtype::int32;
+  void* dst = narrow ? static_cast<void*>(&value32) : static_cast<void*>(&value64);
+  WM_CUDA_TRY(cudaMemcpy(dst, static_cast<const char*>(indices.data) + position * isize, isize,
+                         cudaMemcpyDefault));
+  return narrow ? value32 : value64;
+}
+
+/// The scaled form's source rows to check and expand in route's one wait.
+struct source_check {
+  const scaled_rows* grads = nullptr;
+  std::int64_t source_table_rows = 0;
+  std::uint64_t* out = nullptr;  // one global source row per entry
+  bad_index bad;                 // set by route: the first source row outside its table
+};
+
 std::uint64_t* route(const table_impl& t, gpu_workspace& ws,
                      const wholememory::index_array& indices, cudaStream_t stream, bad_index& bad,
-                     std::vector<std::size_t>& send_counts) {
+                     std::vector<std::size_t>& send_counts, source_check* sources = nullptr) {
   const int ranks = t.ranks(), device = ws.device;
   const std::size_t n = indices.count;
-  auto* flags = reserve<unsigned long long>(ws.flags, ranks + 1, device);
+  // Per-owner counts, the first bad index, the first bad source row.
+  auto* flags = reserve<unsigned long long>(ws.flags, ranks + 2, device);
   auto* keys = reserve<std::uint64_t>(ws.keys, n, device);
   std::uint32_t* owner = ranks > 1 ? reserve<std::uint32_t>(ws.owner, n, device) : nullptr;
   WM_CUDA_TRY(cudaMemsetAsync(flags, 0, ranks * sizeof(unsigned long long), stream));
-  WM_CUDA_TRY(cudaMemsetAsync(flags + ranks, 0xff, sizeof(unsigned long long), stream));
+  WM_CUDA_TRY(cudaMemsetAsync(flags + ranks, 0xff, 2 * sizeof(unsigned long long), stream));
   if (indices.type == wholememory::dtype::int32) {
     launch_route<std::int32_t>(indices.data, n, t, ws, keys, owner, flags, stream);
   } else {
     launch_route<std::int64_t>(indices.data, n, t, ws, keys, owner, flags, stream);
   }
-  ws.host_flags.resize(ranks + 1);
-  WM_CUDA_TRY(cudaMemcpyAsync(ws.host_flags.data(), flags, (ranks + 1) * sizeof(unsigned long long),
+  if (sources != nullptr) {
+    const wholememory::index_array& src = sources->grads->source_rows;
+    auto launch = [&](auto tag) {
+      using IndexT = decltype(tag);
+      expand_source_rows<IndexT><<<grid_for(n), block_threads, 0, stream>>>(
+          static_cast<const IndexT*>(src.data), n, sources->grads->group,
+          sources->source_table_rows, sources->out, flags + ranks + 1);
+    };
+    if (src.type == wholememory::dtype::int32) {
+      launch(std::int32_t{});
+    } else {
+      launch(std::int64_t{});
+    }
+    WM_CUDA_CHECK_LAUNCH(stream);
+  }
+  ws.host_flags.resize(ranks + 2);
+  WM_CUDA_TRY(cudaMemcpyAsync(ws.host_flags.data(), flags, (ranks + 2) * sizeof(unsigned long long),
                               cudaMemcpyDeviceToHost, stream));
   WM_CUDA_TRY(cudaStreamSynchronize(stream));
+  if (sources != nullptr && ws.host_flags[ranks + 1] != no_bad_index) {
+    sources->bad.position = static_cast<std::int64_t>(ws.host_flags[ranks + 1]);
+    sources->bad.value = index_at(sources->grads->source_rows, sources->bad.position);
+  }
   if (ws.host_flags[ranks] != no_bad_index) {
     // Read only on error: the bad value itself.
     bad.position = static_cast<std::int64_t>(ws.host_flags[ranks]);
-    const std::size_t isize = wholememory::dtype_size(indices.type);
-    std::int64_t value64 = 0;
-    std::int32_t value32 = 0;
-    const bool narrow = indices.type == wholememory::dtype::int32;
-    void* dst = narrow ? static_cast<void*>(&value32) : static_cast<void*>(&value64);
-    WM_CUDA_TRY(cudaMemcpy(dst, static_cast<const char*>(indices.data) + bad.position * isize,
-                           isize, cudaMemcpyDefault));
-    bad.value = narrow ? value32 : value64;
+    bad.value = index_at(indices, bad.position);
   } else if (ranks == 1) {
     send_counts[0] = n;
   } else {
     for (int r = 0; r < ranks; ++r) send_counts[r] = ws.host_flags[r];
   }
   return keys;
+}
+
+/// Step 5 on the m received entries (global rows recv_keys; `args` says where their gradient
+/// rows are): local 32-bit rows, sorted stably, then every touched row's update.
+void update_received(table_impl& t, gpu_workspace& ws, const std::uint64_t* recv_keys,
+                     std::size_t m, update_rows_args args, float lr, int device,
+                     cudaStream_t stream) {
+  if (m == 0) return;
+  const row_range own = t.own();
+  auto* local_rows = reserve<std::uint32_t>(ws.local_rows, m, device);
+  auto* positions = reserve<std::uint32_t>(ws.positions, m, device);
+  localize_rows<<<grid_for(m), block_threads, 0, stream>>>(recv_keys, m, own.begin, local_rows,
+                                                           positions);
+  WM_CUDA_CHECK_LAUNCH(stream);
+  auto* sorted_rows = reserve<std::uint32_t>(ws.sorted_rows, m, device);
+  auto* order = reserve<std::uint32_t>(ws.order, m, device);
+  sort_positions(ws, local_rows, sorted_rows, order, m,
+                 bits_for(static_cast<std::uint64_t>(own.size())), stream,
+                 /*filled=*/true);
+  args.sorted_rows = sorted_rows;
+  args.order = order;
+  args.positions = ws.positions.data_as<std::uint32_t>();
+  args.m = m;
+  args.dim = t.options.dim;
+  args.weights = t.weights.local_part().ptr;
+  args.state0 = t.state.size() > 0 ? static_cast<float*>(t.state[0].local_part().ptr) : nullptr;
+  args.state1 = t.state.size() > 1 ? static_cast<float*>(t.state[1].local_part().ptr) : nullptr;
+  args.params = make_update_params(t.options.optimizer, lr, t.step);
+  launch_update_rows(t.options.dtype, t.options.optimizer.kind, args, ws.runs, device, stream);
 }
 
 }  // namespace
@@ -460,34 +541,73 @@ void table::apply_gradients(const wholememory::index_array& indices,
     detail::exchange(t, ws, counts, n, recv_keys, received, stream);
     recv_grads = received;
   }
-  if (m == 0) return;
-
-  // 5. Local 32-bit rows, sorted, ties in received order; then every touched row's update.
-  const row_range own = t.own();
-  auto* local_rows = detail::reserve<std::uint32_t>(ws.local_rows, m, device);
-  auto* positions = detail::reserve<std::uint32_t>(ws.positions, m, device);
-  detail::localize_rows<<<detail::grid_for(m), detail::block_threads, 0, stream>>>(
-      recv_keys, m, own.begin, local_rows, positions);
-  WM_CUDA_CHECK_LAUNCH(stream);
-  auto* sorted_rows = detail::reserve<std::uint32_t>(ws.sorted_rows, m, device);
-  auto* order = detail::reserve<std::uint32_t>(ws.order, m, device);
-  detail::sort_positions(ws, local_rows, sorted_rows, order, m,
-                         detail::bits_for(static_cast<std::uint64_t>(own.size())), stream,
-                         /*filled=*/true);
   detail::update_rows_args args;
-  args.sorted_rows = sorted_rows;
-  args.order = order;
-  args.positions = ws.positions.data_as<std::uint32_t>();
   args.grads = recv_grads;
   args.grad_stride = grad_stride;
-  args.m = m;
-  args.dim = dim;
-  args.weights = t.weights.local_part().ptr;
-  args.state0 = t.state.size() > 0 ? static_cast<float*>(t.state[0].local_part().ptr) : nullptr;
-  args.state1 = t.state.size() > 1 ? static_cast<float*>(t.state[1].local_part().ptr) : nullptr;
-  args.params = detail::make_update_params(t.options.optimizer, lr, t.step);
-  detail::launch_update_rows(t.options.dtype, t.options.optimizer.kind, args, ws.runs, device,
-                             stream);
+  detail::update_received(t, ws, recv_keys, m, args, lr, device, stream);
+}
+
+void table::apply_scaled_gradients(const wholememory::index_array& indices,
+                                   const scaled_rows& grads, float lr, cudaStream_t stream) {
+  WM_EXPECTS(impl_ != nullptr, "use of an empty embedding::table");
+  detail::table_impl& t = *impl_;
+  const char* op = "apply_scaled_gradients";
+  const int ranks = t.ranks();
+  const std::size_t n = indices.count;
+
+  std::string error = detail::check_scaled_arguments(t, indices, grads, lr, op);
+  if (error.empty() && n > std::numeric_limits<std::uint32_t>::max()) {
+    error = std::string(op) + ": " + std::to_string(n) +
+            " indices in one call; at most 2^32 - 1 are supported";
+  }
+  // 1. Route and check the indices and the source rows on the device; one wait.
+  int device = -1;
+  detail::bad_index bad;
+  std::vector<std::size_t> send_counts(ranks, 0);
+  std::uint64_t* keys = nullptr;
+  detail::source_check sources;
+  table_view source_view;
+  bool source_aligned16 = false;
+  std::optional<wholememory::device_guard> guard;
+  if (error.empty()) {
+    try {
+      device = detail::rank_device(t);
+      guard.emplace(device);
+      detail::gpu_workspace& ws = detail::workspace(t, device);
+      source_view = grads.source->view(device);
+      // One rank (checked): the source's own part is the whole table, rows follow at whole
+      // multiples of the row size.
+      source_aligned16 =
+          reinterpret_cast<std::uintptr_t>(grads.source->weights_memory().local_part().ptr) % 16 ==
+          0;
+      if (n > 0) {
+        sources.grads = &grads;
+        sources.source_table_rows = static_cast<std::int64_t>(grads.source->rows());
+        sources.out = detail::reserve<std::uint64_t>(ws.source_keys, n, device);
+        keys = detail::route(t, ws, indices, stream, bad, send_counts, &sources);
+        if (sources.bad.position >= 0 && bad.position < 0) {
+          error = std::string(op) + ": source row " + std::to_string(sources.bad.value) +
+                  " at position " + std::to_string(sources.bad.position) +
+                  " is outside the source table of " + std::to_string(grads.source->rows()) +
+                  " rows; nothing was changed";
+        }
+      }
+    } catch (const std::exception& e) {
+      error = std::string(op) + ": " + e.what();
+    }
+  }
+  // 2. Every rank learns of every error before anything changes.
+  detail::agree_on_apply(t, op, error, bad, send_counts, lr);
+  t.step += 1;
+  if (n == 0) return;
+
+  // 5. One rank: the entries are received as they are, in caller order.
+  detail::update_rows_args args;
+  args.scaled.coefs = grads.coefs;
+  args.scaled.source_rows = sources.out;
+  args.scaled.source = source_view;
+  args.source_aligned16 = source_aligned16;
+  detail::update_received(t, *t.gpu, keys, n, args, lr, device, stream);
 }
 
 }  // namespace wholestore::embedding

@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(block_threads) sgns_registers(sgns_batch b, Ro
         }
       }
     }
-    float* g0 = b.target_grads + q0 * dim;
+    float* g0 = b.target_grads != nullptr ? b.target_grads + q0 * dim : nullptr;
     float loss = 0.0f;
 #pragma unroll
     for (int j = 0; j < reg_targets; ++j) {
@@ -142,12 +142,14 @@ __global__ void __launch_bounds__(block_threads) sgns_registers(sgns_batch b, Ro
         coef = detail::negative_coefficient(s);
         loss = loss + detail::softplus(s);
       }
-      float* g = g0 + static_cast<std::size_t>(j) * dim;
+      if (b.target_coefs != nullptr && lane == 0)
+        b.target_coefs[q0 + static_cast<std::size_t>(j)] = coef;
+      float* g = g0 != nullptr ? g0 + static_cast<std::size_t>(j) * dim : nullptr;
 #pragma unroll
       for (int v = 0; v < reg_cols; ++v) {
         const std::size_t c = static_cast<std::size_t>(lane + detail::sgns_lanes * v);
         if (c < dim) {
-          g[c] = coef * u[v];
+          if (g != nullptr) g[c] = coef * u[v];
           gu[v] = j == 0 ? coef * t[j][v] : gu[v] + coef * t[j][v];
         }
       }
@@ -174,7 +176,7 @@ __global__ void sgns_general(sgns_batch b, Rows rows) {
   for (std::size_t i = warp; i < b.pairs; i += warps) {
     const float* u = rows.center(i);
     float* gu = b.center_grads + i * dim;
-    float* g0 = b.target_grads + i * per_pair * dim;
+    float* g0 = b.target_grads != nullptr ? b.target_grads + i * per_pair * dim : nullptr;
     float loss = 0.0f;
     for (std::size_t j = 0; j < per_pair; ++j) {
       const float* t = rows.target(i * per_pair + j);
@@ -190,12 +192,13 @@ __global__ void sgns_general(sgns_batch b, Rows rows) {
         coef = detail::negative_coefficient(s);
         loss = loss + detail::softplus(s);
       }
-      float* g = g0 + j * dim;
+      if (b.target_coefs != nullptr && lane == 0) b.target_coefs[i * per_pair + j] = coef;
+      float* g = g0 != nullptr ? g0 + j * dim : nullptr;
       // The center's gradient accumulates target by target, as on the CPU.
       for (std::size_t c = static_cast<std::size_t>(lane); c < dim; c += detail::sgns_lanes) {
         const float uc = read(u, c);
         const float tc = read(t, c);
-        g[c] = coef * uc;
+        if (g != nullptr) g[c] = coef * uc;
         gu[c] = j == 0 ? coef * tc : gu[c] + coef * tc;
       }
     }

@@ -63,36 +63,74 @@ __device__ __forceinline__ std::size_t thread_stride() {
 __device__ __forceinline__ std::size_t global_warp() { return global_thread() / 32; }
 __device__ __forceinline__ std::size_t warp_stride() { return thread_stride() / 32; }
 
-/// Where the items of a sum are: entries of the sorted list (row order[q] of grads) or partial
+/// Where the items of a sum are: entries of the sorted list (row order[q] of grads, or the
+/// product coefs[order[q]] * source row source_rows[order[q]] for the scaled form) or partial
 /// rows of the tree (row q of partials).
 struct item_source {
   const float* base;
   std::size_t stride;
-  const std::uint32_t* order;  // nullptr: item q is row q
+  const std::uint32_t* order;    // nullptr: item q is row q
+  const float* coefs = nullptr;  // set: the scaled form (base unused)
+  const std::uint64_t* source_rows = nullptr;
+  table_view source{};
 
-  __device__ __forceinline__ const float* row(std::size_t q) const {
-    return base + (order != nullptr ? static_cast<std::size_t>(order[q]) : q) * stride;
+  /// One item: a row and, for the scaled form, the factor every element is multiplied by.
+  struct item {
+    const float* row;
+    float coef;
+  };
+
+  __device__ __forceinline__ item at(std::size_t q) const {
+    const std::size_t e = order != nullptr ? static_cast<std::size_t>(order[q]) : q;
+    if (coefs == nullptr) return item{base + e * stride, 1.0f};
+    return item{source.row<float>(static_cast<std::size_t>(source_rows[e])), coefs[e]};
+  }
+  /// Element c of an item.  The scaled form rounds the product once and never fuses it into
+  /// the sum that follows (__fmul_rn): the same bits as the materialized row coef * u[c].
+  __device__ __forceinline__ float element(const item& it, std::size_t c) const {
+    return coefs != nullptr ? __fmul_rn(it.coef, it.row[c]) : it.row[c];
+  }
+  __device__ __forceinline__ float4 quad(const item& it, std::size_t q) const {
+    float4 x = reinterpret_cast<const float4*>(it.row)[q];
+    if (coefs != nullptr) {
+      x.x = __fmul_rn(it.coef, x.x);
+      x.y = __fmul_rn(it.coef, x.y);
+      x.z = __fmul_rn(it.coef, x.z);
+      x.w = __fmul_rn(it.coef, x.w);
+    }
+    return x;
   }
 };
+
+/// The items of the sorted entries as `a` gives them (materialized or scaled rows).
+__host__ __device__ inline item_source entries_of(const update_rows_args& a) {
+  item_source s{a.grads, a.grad_stride, a.order};
+  if (a.grads == nullptr) {
+    s.coefs = a.scaled.coefs;
+    s.source_rows = a.scaled.source_rows;
+    s.source = a.scaled.source;
+  }
+  return s;
+}
 
 /// acc[v] = column c0 + 32 v summed over items [first, first + count), left to right from the
 /// first item (columns at or past dim are left alone).
 __device__ __forceinline__ void sum_items(const item_source& s, std::size_t first,
                                           std::uint32_t count, std::size_t c0, std::size_t dim,
                                           float (&acc)[lane_cols]) {
-  const float* row = s.row(first);
+  item_source::item it = s.at(first);
 #pragma unroll
   for (int v = 0; v < lane_cols; ++v) {
     const std::size_t c = c0 + 32 * v;
-    if (c < dim) acc[v] = row[c];
+    if (c < dim) acc[v] = s.element(it, c);
   }
 #pragma unroll 4
   for (std::uint32_t j = 1; j < count; ++j) {
-    row = s.row(first + j);
+    it = s.at(first + j);
 #pragma unroll
     for (int v = 0; v < lane_cols; ++v) {
       const std::size_t c = c0 + 32 * v;
-      if (c < dim) acc[v] = acc[v] + row[c];
+      if (c < dim) acc[v] = acc[v] + s.element(it, c);
     }
   }
 }
@@ -217,10 +255,10 @@ __device__ __forceinline__ void update_row_vec4(const update_rows_args& a, const
   if constexpr (Kind == optimizer_kind::adam)
     s1 = reinterpret_cast<float4*>(a.state1 + local * a.dim);
   for (std::size_t q = static_cast<std::size_t>(lane); q < quads; q += 32) {
-    float4 g = reinterpret_cast<const float4*>(src.row(first))[q];
+    float4 g = src.quad(src.at(first), q);
 #pragma unroll 4
     for (std::uint32_t j = 1; j < count; ++j) {
-      const float4 x = reinterpret_cast<const float4*>(src.row(first + j))[q];
+      const float4 x = src.quad(src.at(first + j), q);
       g.x = g.x + x.x;
       g.y = g.y + x.y;
       g.z = g.z + x.z;
@@ -256,7 +294,7 @@ __global__ void __launch_bounds__(block_threads)
     const std::uint32_t begin = rt.run_start[r];
     const std::uint32_t len =
         run_end(rt.run_start, static_cast<std::uint32_t>(r), runs, a.m) - begin;
-    item_source src{a.grads, a.grad_stride, a.order};
+    item_source src = entries_of(a);
     std::size_t first = begin;
     std::uint32_t count = len;
     if (len > fan_in) {
@@ -389,8 +427,7 @@ void launch_update_rows(wholememory::dtype table_type, optimizer_kind kind,
       WM_CUDA_CHECK_LAUNCH(stream);
       WM_CUDA_TRY(
           cub::DeviceScan::ExclusiveSum(temp, scan_bytes, chunks, chunk_begin, long_runs, stream));
-      const item_source src = l == 0 ? item_source{a.grads, a.grad_stride, a.order}
-                                     : item_source{partials, a.dim, nullptr};
+      const item_source src = l == 0 ? entries_of(a) : item_source{partials, a.dim, nullptr};
       sum_chunks<<<blocks_for_warps(plan[l].out_rows), block_threads, 0, stream>>>(
           src, a.dim, long_state, chunks, chunk_begin, long_runs, partials, plan[l].out_base);
       WM_CUDA_CHECK_LAUNCH(stream);
@@ -406,8 +443,10 @@ void launch_update_rows(wholememory::dtype table_type, optimizer_kind kind,
   const auto aligned16 = [](const void* p) {
     return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
   };
-  args.vec4 = a.dim % 4 == 0 && a.grad_stride % 4 == 0 && aligned16(a.grads) &&
-              aligned16(a.weights) && (a.state0 == nullptr || aligned16(a.state0)) &&
+  const bool entries_aligned =
+      a.grads != nullptr ? a.grad_stride % 4 == 0 && aligned16(a.grads) : a.source_aligned16;
+  args.vec4 = a.dim % 4 == 0 && entries_aligned && aligned16(a.weights) &&
+              (a.state0 == nullptr || aligned16(a.state0)) &&
               (a.state1 == nullptr || aligned16(a.state1)) &&
               (rt.partials == nullptr || aligned16(rt.partials));
   dispatch_float_type(table_type, "the table dtype", [&](auto tag) {

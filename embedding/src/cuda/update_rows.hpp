@@ -16,15 +16,25 @@
 
 namespace wholestore::embedding::detail {
 
+/// Gradient rows given by reference (table::apply_scaled_gradients): entry e's row is
+/// coefs[e] * row source_rows[e] of `source` (float32), each element one rounded multiply.
+struct scaled_rows_args {
+  const float* coefs = nullptr;                ///< m coefficients, received order
+  const std::uint64_t* source_rows = nullptr;  ///< m global rows of `source`, received order
+  table_view source{};                         ///< float32 device view of the source table
+};
+
 /// What the kernels read and write.  The received entries are sorted by local row, ties in
 /// received (global batch) order: order[k] is the received position of sorted entry k, whose
-/// gradient row is grads[order[k] * grad_stride, + dim).
+/// gradient row is grads[order[k] * grad_stride, + dim), or, with scaled.coefs set, the
+/// product scaled.coefs[order[k]] * scaled.source row scaled.source_rows[order[k]].
 struct update_rows_args {
   const std::uint32_t* sorted_rows = nullptr;  ///< m local rows, ascending
   const std::uint32_t* order = nullptr;        ///< m received positions
   const std::uint32_t* positions = nullptr;    ///< 0, 1, ..., m - 1 (scratch input)
-  const float* grads = nullptr;                ///< received rows, float32
+  const float* grads = nullptr;                ///< received rows, float32 (nullptr: scaled)
   std::size_t grad_stride = 0;                 ///< elements between gradient rows (>= dim)
+  scaled_rows_args scaled{};                   ///< used when grads is nullptr
   std::size_t m = 0;
   std::size_t dim = 0;
   void* weights = nullptr;  ///< own part of the weights (table dtype)
@@ -32,6 +42,8 @@ struct update_rows_args {
   float* state1 = nullptr;  ///< own part of state 1 (Adam's v), or nullptr
   update_params params{};
   bool vec4 = false;  ///< set by the launcher: float4 access is aligned for every array
+  /// Set by the caller of the scaled form: every source row is 16-byte aligned.
+  bool source_aligned16 = false;
 };
 
 /// Scratch of the run finding and the tree reduction, kept across calls.

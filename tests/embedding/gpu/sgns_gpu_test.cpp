@@ -152,9 +152,11 @@ void compare_fused(std::shared_ptr<wholememory::communicator> comm, wholememory:
   WM_CUDA_TRY(cudaDeviceSynchronize());
   const std::vector<float> centers = download(d_centers, pairs * dim);
   const std::vector<float> targets = download(d_targets, ti.size() * dim);
-  std::vector<float> gu(centers.size()), gt(targets.size()), loss(pairs);
-  sgns_gradients_host(
-      {centers.data(), targets.data(), pairs, k, dim, gu.data(), gt.data(), loss.data()}, 2);
+  std::vector<float> gu(centers.size()), gt(targets.size()), loss(pairs), coefs(ti.size());
+  sgns_batch host_batch{centers.data(), targets.data(), pairs,      k, dim,
+                        gu.data(),      gt.data(),      loss.data()};
+  host_batch.target_coefs = coefs.data();
+  sgns_gradients_host(host_batch, 2);
   long long expected_units = 0;
   for (float l : loss) expected_units += std::llround(static_cast<double>(l) * 16777216.0);
   if (bad >= 0) {
@@ -202,6 +204,22 @@ void compare_fused(std::shared_ptr<wholememory::communicator> comm, wholememory:
       << "target gradients, " << shape;
   EXPECT_EQ(std::memcmp(g_loss.data(), loss.data(), pairs * sizeof(float)), 0)
       << "losses, " << shape;
+  // Coefficients instead of target rows (what train passes to apply_scaled_gradients): the
+  // same center gradients, the CPU path's coefficients, no target row written.
+  wholememory::device_buffer d_tc(std::max<std::size_t>(coefs.size(), 1) * 4, device);
+  wholememory::device_buffer d_gu2(std::max<std::size_t>(gu.size(), 1) * 4, device);
+  tb.out.center_grads = static_cast<float*>(d_gu2.data());
+  tb.out.target_grads = nullptr;
+  tb.out.target_coefs = static_cast<float*>(d_tc.data());
+  tb.out.losses = nullptr;
+  tb.out.loss_units = nullptr;
+  sgns_gradients_from_tables(tb, nullptr);
+  WM_CUDA_TRY(cudaDeviceSynchronize());
+  const auto g_gu2 = download(d_gu2, gu.size()), g_tc = download(d_tc, coefs.size());
+  EXPECT_EQ(std::memcmp(g_gu2.data(), gu.data(), gu.size() * sizeof(float)), 0)
+      << "center gradients with coefficients, " << shape;
+  EXPECT_EQ(std::memcmp(g_tc.data(), coefs.data(), coefs.size() * sizeof(float)), 0)
+      << "target coefficients, " << shape;
 }
 
 TEST(SgnsGpu, FromTablesSameBitsAsLookupsThenCpu) {
