@@ -466,9 +466,8 @@ int run_bench_sample(int argc, char** argv) {
               if (!path_noted) {
                 // Which path the figures of this distributed graph come from.
                 std::printf("     (distributed graph: hops %s)\n",
-                            gs->served_by_owners()
-                                ? "served by the nodes' owners, WHOLESTORE_SAMPLE_BY_OWNER=1"
-                                : "read through the gathers' exchanges");
+                            gs->served_by_owners() ? "served by the nodes' owners"
+                                                   : "read through the gathers' exchanges");
               }
 #endif
               std::fflush(stdout);

@@ -109,9 +109,9 @@ class gpu_sampler {
                                    const sample_options& options, cudaStream_t stream);
 
   /// Whether the hops of this distributed graph are served by the owners of their nodes (one
-  /// exchange per hop; WHOLESTORE_SAMPLE_BY_OWNER=1 on every rank and a graph whose edges
-  /// follow their nodes, csr_graph.hpp), known after the first call; false before it and for
-  /// the other memory types.
+  /// exchange per hop; the default, unless WHOLESTORE_SAMPLE_BY_OWNER=0 on a rank, for a graph
+  /// whose edges follow their nodes, csr_graph.hpp), known after the first call; false before it
+  /// and for the other memory types.
   bool served_by_owners() const;
 
  private:

@@ -334,9 +334,9 @@ struct gpu_sampler::impl {
   /// (owners_wanted) and the parts keep every node's edges with it, and this rank's rows if so
   /// (sampling_owner.cu).
   void setup_owned(cudaStream_t stream);
-  /// WHOLESTORE_SAMPLE_BY_OWNER: 1 when it is "1" (served hops asked for), 0 when unset or
-  /// "0", -1 for any other value (setup_owned throws on every rank after its allgather).
-  /// Served hops are off by default until they have run on two GPUs (docs/architecture.md).
+  /// WHOLESTORE_SAMPLE_BY_OWNER: 1 when unset or "1" (served hops, the default), 0 when "0"
+  /// (hops through the gathers), -1 for any other value (setup_owned throws on every rank
+  /// after its allgather).
   static int owners_wanted();
   /// A served hop: the dst nodes bucketed by owner and sent to it (one wait, for the counts),
   /// every owner samples its requests from its own parts (steps 1-3 with owner_side), the

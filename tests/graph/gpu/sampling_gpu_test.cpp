@@ -774,11 +774,16 @@ TEST_P(GpuSamplingDistributed, BadOwnerSettingFailsOnEveryRank) {
 TEST_P(GpuSamplingDistributed, TwoRanksMatchTheReference) {
   WHOLESTORE_REQUIRE_GPUS(2);
   const wm::memory_location loc = GetParam();
-  // Served by the owners (WHOLESTORE_SAMPLE_BY_OWNER=1) and through the gathers.
-  for (const char* owners : {"1", "0"}) {
-    SCOPED_TRACE(std::string("WHOLESTORE_SAMPLE_BY_OWNER=") + owners);
+  // Served by the owners (WHOLESTORE_SAMPLE_BY_OWNER unset: the default) and through the
+  // gathers (=0).
+  for (const std::string owners : {"unset", "0"}) {
+    SCOPED_TRACE("WHOLESTORE_SAMPLE_BY_OWNER " + owners);
     run_on_gpus(2, [loc, owners](std::shared_ptr<wm::bootstrap> bs) {
-      ::setenv("WHOLESTORE_SAMPLE_BY_OWNER", owners, 1);
+      if (owners == "unset") {
+        ::unsetenv("WHOLESTORE_SAMPLE_BY_OWNER");
+      } else {
+        ::setenv("WHOLESTORE_SAMPLE_BY_OWNER", owners.c_str(), 1);
+      }
       const int device = start_device(bs);
       auto comm = wm::make_nccl_communicator(bs, device);
       host_csr hg = test_graph(3000, 40000, 21);
@@ -803,7 +808,7 @@ TEST_P(GpuSamplingDistributed, TwoRanksMatchTheReference) {
           check_properties(hg, got, o, what);
         }
       }
-      EXPECT_EQ(sampler.served_by_owners(), std::string(owners) == "1");
+      EXPECT_EQ(sampler.served_by_owners(), owners == "unset");
       // Hubs on the block paths of weighted hops (their weights on rank 0, or gathered from
       // both ranks); both ranks ask for the same hubs, and in the last case for nodes of rank
       // 1 only, so that rank 0, which holds the hubs, serves nothing in the first hop.
