@@ -18,6 +18,11 @@
 
 #if defined(WHOLESTORE_HAS_CUDA)
 #include <cuda_runtime_api.h>
+#else
+// The event type as CUDA's driver_types.h declares it (as wholememory/stream.hpp does for
+// streams): the GPU members exist, unused, in a build without CUDA.
+struct CUevent_st;
+typedef struct CUevent_st* cudaEvent_t;
 #endif
 
 #include <algorithm>
@@ -27,6 +32,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <sstream>
 #include <utility>
@@ -219,6 +225,10 @@ class trainer {
       wm::set_device(device_);
 #if defined(WHOLESTORE_HAS_CUDA)
       if (cudaStreamCreate(&stream_) != cudaSuccess) WM_FAIL(wm::cuda_error, "cudaStreamCreate");
+      // Non-blocking: the walks of the next batch must not wait for the legacy stream's
+      // implicit order with stream_ (assemble() enqueues only on this stream).
+      if (cudaStreamCreateWithFlags(&walk_stream_, cudaStreamNonBlocking) != cudaSuccess)
+        WM_FAIL(wm::cuda_error, "cudaStreamCreateWithFlags");
 #endif
       // One GPU per rank: the tables' exchanges (apply_gradients sends every gradient row to
       // its owner) go over NCCL, peer to peer.  The host communicator stages them through host
@@ -273,8 +283,16 @@ class trainer {
 
   ~trainer() {
 #if defined(WHOLESTORE_HAS_CUDA)
+    // A step that threw may have left work on either stream.
+    if (walk_stream_) cudaStreamSynchronize(walk_stream_);
+    if (stream_) cudaStreamSynchronize(stream_);
     for (cudaEvent_t e : events_)
       if (e) cudaEventDestroy(e);
+    for (int set = 0; set < 2; ++set) {
+      if (pairs_ready_[set]) cudaEventDestroy(pairs_ready_[set]);
+      if (pairs_free_[set]) cudaEventDestroy(pairs_free_[set]);
+    }
+    if (walk_stream_) cudaStreamDestroy(walk_stream_);
     if (stream_) cudaStreamDestroy(stream_);
 #endif
   }
@@ -341,12 +359,21 @@ class trainer {
   }
 
  private:
-  // This rank's pairs of global slots [lo, hi), in slot order: n_pairs_ center indices and
-  // (1 + K) target indices each (context, then negatives), in centers_/targets_ on the CPU
-  // path and in d_centers_/d_targets_ on the GPU path.
-  void assemble(std::uint64_t epoch, std::uint64_t lo, std::uint64_t hi) {
-    n_pairs_ = 0;
-    if (lo >= hi) return;
+  // This rank's pairs of global slots [lo, hi), in slot order: center indices and (1 + K)
+  // target indices each (context, then negatives), in centers_/targets_ on the CPU path and in
+  // pair set `set` (d_centers_[set], d_targets_[set]) on the GPU path; returns the pair count.
+  // The GPU path enqueues on walk_stream_ only, after the last step that read the set
+  // (pairs_free_), and marks the set ready (pairs_ready_), so it may run on a worker thread
+  // while a step of the other set runs on stream_ (run_epoch).  It reads no table.
+  std::size_t assemble(std::uint64_t epoch, std::uint64_t lo, std::uint64_t hi, int set) {
+    if (lo >= hi) return 0;
+    if (s_.use_gpu) wait_event(walk_stream_, pairs_free_[set]);
+    const std::size_t pairs = assemble_into(epoch, lo, hi, set);
+    if (s_.use_gpu) record_event(pairs_ready_[set], walk_stream_);
+    return pairs;
+  }
+
+  std::size_t assemble_into(std::uint64_t epoch, std::uint64_t lo, std::uint64_t hi, int set) {
     const std::uint64_t k = static_cast<std::uint64_t>(s_.negatives);
     const std::uint64_t draw_key = epoch_key(s_.seed, epoch, 2);
     const std::size_t slots = static_cast<std::size_t>(hi - lo);
@@ -354,18 +381,17 @@ class trainer {
       // Edges as pairs on the device: the negatives drawn there, then one thread per slot.
       auto* d_draws = static_cast<std::int64_t*>(
           d_draws_.reserve_discard(std::max<std::size_t>(slots * k, 1) * 8, device_));
-      if (k) negatives_->sample(draw_key, lo * k, slots * k, d_draws, stream_);
+      if (k) negatives_->sample(draw_key, lo * k, slots * k, d_draws, walk_stream_);
       graph::edge_pairs_args ea;
       ea.key = epoch_key(s_.seed, epoch, 3);
       ea.lo = lo;
       ea.hi = hi;
       ea.negatives = d_draws;
       ea.negatives_per_pair = s_.negatives;
-      ea.centers = device_indices(d_centers_, slots);
-      ea.targets = device_indices(d_targets_, slots * (k + 1));
-      graph::edge_pairs(graph_, ea, stream_);
-      n_pairs_ = slots;
-      return;
+      ea.centers = device_indices(d_centers_[set], slots);
+      ea.targets = device_indices(d_targets_[set], slots * (k + 1));
+      graph::edge_pairs(graph_, ea, walk_stream_);
+      return slots;
     }
     if (s_.mode == train_mode::line) {
       // Edges as pairs on the host: the CPU path, and a distributed graph on the GPU path.
@@ -383,13 +409,12 @@ class trainer {
         std::copy(draws_.begin() + p * k, draws_.begin() + (p + 1) * k,
                   targets_.begin() + p * (k + 1) + 1);
       }
-      n_pairs_ = slots;
       if (s_.use_gpu) {
-        wm::copy_bytes(device_indices(d_centers_, slots), centers_.data(), slots * 8);
-        wm::copy_bytes(device_indices(d_targets_, slots * (k + 1)), targets_.data(),
+        wm::copy_bytes(device_indices(d_centers_[set], slots), centers_.data(), slots * 8);
+        wm::copy_bytes(device_indices(d_targets_[set], slots * (k + 1)), targets_.data(),
                        slots * (k + 1) * 8);
       }
-      return;
+      return slots;
     }
     const std::uint64_t w0 = lo / slots_, w1 = (hi - 1) / slots_ + 1;
     const std::size_t count = static_cast<std::size_t>(w1 - w0);
@@ -428,15 +453,17 @@ class trainer {
       auto* d_walks =
           static_cast<std::int64_t*>(d_walks_.reserve_discard(count * row * 8, device_));
       auto* d_draws = static_cast<std::int64_t*>(d_draws_.reserve_discard(slots * k * 8, device_));
-      wm::copy_bytes(d_starts, starts_.data(), count * 8);
-      walker_->walk(d_starts, count, wo, d_walks, stream_);
-      negatives_->sample(draw_key, lo * k, slots * k, d_draws, stream_);
+      // On walk_stream_, not through the legacy stream (copy_bytes), which would wait for the
+      // step running on stream_.  The walk waits for walk_stream_ before it returns, so
+      // starts_ is free again before the next call.
+      copy_on(walk_stream_, d_starts, starts_.data(), count * 8);
+      walker_->walk(d_starts, count, wo, d_walks, walk_stream_);
+      negatives_->sample(draw_key, lo * k, slots * k, d_draws, walk_stream_);
       pa.walks = d_walks;
       pa.negatives = d_draws;
-      pa.centers = device_indices(d_centers_, slots);
-      pa.targets = device_indices(d_targets_, slots * (k + 1));
-      n_pairs_ = gpu_pairs_.build(pa, stream_);
-      return;
+      pa.centers = device_indices(d_centers_[set], slots);
+      pa.targets = device_indices(d_targets_[set], slots * (k + 1));
+      return gpu_pairs_.build(pa, walk_stream_);
     }
     walks_.resize(count * row);
     graph::random_walks_host(graph_, starts_.data(), count, wo, walks_.data(), s_.threads);
@@ -448,7 +475,7 @@ class trainer {
     pa.negatives = draws_.data();
     pa.centers = centers_.data();
     pa.targets = targets_.data();
-    n_pairs_ = graph::window_pairs_host(pa);
+    return graph::window_pairs_host(pa);
   }
 
   // LINE's pairs on the device: the GPU path with a graph it can read in place.
@@ -508,9 +535,10 @@ class trainer {
     const std::size_t n = n_pairs_, per_pair = static_cast<std::size_t>(s_.negatives) + 1;
     const std::size_t nt = n * per_pair, dim = s_.dim;
     const bool by_reference = output_by_reference();
-    // assemble() left the indices in d_centers_ and d_targets_.
-    auto* ci = d_centers_.data_as<std::int64_t>();
-    auto* ti = d_targets_.data_as<std::int64_t>();
+    // assemble() left the indices in pair set use_, on walk_stream_.
+    auto* ci = d_centers_[use_].data_as<std::int64_t>();
+    auto* ti = d_targets_[use_].data_as<std::int64_t>();
+    wait_event(stream_, pairs_ready_[use_]);
     auto* cg = static_cast<float*>(d_center_grads_.reserve_discard((n + 1) * dim * 4, device_));
     float* tg = nullptr;
     float* tc = nullptr;
@@ -563,6 +591,7 @@ class trainer {
     input_.apply_gradients({ci, wm::dtype::int64, n}, {cg, wm::dtype::float32, n, dim, dim}, lr,
                            stream_);
     mark(4);
+    record_event(pairs_free_[use_], stream_);  // the next assemble into this set may write
     long long host_totals[2] = {0, 0};
     copy_async(host_totals, totals, sizeof(host_totals));
     sync();
@@ -601,11 +630,40 @@ class trainer {
   // Host <-> device on the stream, for a few bytes of pageable memory (which makes the copy
   // wait for the stream's earlier work when it reads the device).
   void copy_async(void* dst, const void* src, std::size_t bytes) {
+    copy_on(stream_, dst, src, bytes);
+  }
+
+  void copy_on(cudaStream_t stream, void* dst, const void* src, std::size_t bytes) {
 #if defined(WHOLESTORE_HAS_CUDA)
-    if (cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_) != cudaSuccess)
+    if (cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream) != cudaSuccess)
       WM_FAIL(wm::cuda_error, "train: cudaMemcpyAsync of " << bytes << " bytes failed");
 #else
+    (void)stream;
     wm::copy_bytes(dst, src, bytes);
+#endif
+  }
+
+  // The pair sets' dependencies between the two streams (events without timing, made on first
+  // use; waiting for one never recorded is a no-op).
+  void record_event(cudaEvent_t& e, cudaStream_t stream) {
+#if defined(WHOLESTORE_HAS_CUDA)
+    if (!e && cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess)
+      WM_FAIL(wm::cuda_error, "train: cudaEventCreateWithFlags failed");
+    if (cudaEventRecord(e, stream) != cudaSuccess)
+      WM_FAIL(wm::cuda_error, "train: cudaEventRecord failed");
+#else
+    (void)e;
+    (void)stream;
+#endif
+  }
+
+  void wait_event(cudaStream_t stream, cudaEvent_t e) {
+#if defined(WHOLESTORE_HAS_CUDA)
+    if (e && cudaStreamWaitEvent(stream, e, 0) != cudaSuccess)
+      WM_FAIL(wm::cuda_error, "train: cudaStreamWaitEvent failed");
+#else
+    (void)stream;
+    (void)e;
 #endif
   }
 
@@ -624,14 +682,43 @@ class trainer {
     std::uint64_t pairs = 0;
     bs_->barrier();
     const auto t0 = std::chrono::steady_clock::now();
-    for (std::uint64_t b = 0; b < steps_per_epoch_; ++b) {
+    // This rank's slots of batch b: the batch cut in contiguous chunks in rank order (the last
+    // batch of the epoch may be short).
+    auto slots_of = [&](std::uint64_t b) {
       const std::uint64_t begin = b * s_.batch_size;
       const std::uint64_t len = std::min(total_slots_, begin + s_.batch_size) - begin;
-      const std::uint64_t lo = begin + len * static_cast<std::uint64_t>(rank) / ranks;
-      const std::uint64_t hi = begin + len * static_cast<std::uint64_t>(rank + 1) / ranks;
-      auto ta = std::chrono::steady_clock::now();
-      assemble(e, lo, hi);
-      result.walk_s += seconds_since(ta);
+      return std::make_pair(begin + len * static_cast<std::uint64_t>(rank) / ranks,
+                            begin + len * static_cast<std::uint64_t>(rank + 1) / ranks);
+    };
+    // The GPU path assembles batch b + 1 on a worker thread (walk_stream_, the other pair set)
+    // while batch b's step runs on stream_: the walks, latency-bound random reads of the graph,
+    // overlap the bandwidth-bound updates.  They read no table, so the pairs (and the bits)
+    // are the same as in sequence.  Batches never cross an epoch: evaluation, checkpoints and
+    // resume see the epoch end exactly as before.  An error of the worker (a corrupt graph,
+    // a bad start) is rethrown by get() after batch b's step, before batch b + 1's; if the
+    // step throws first, the future's destructor waits for the worker before unwinding.
+    // walk_s counts the host's time waiting for pairs: the epoch's first batch, and whatever
+    // of the next batch's assembly the step did not hide.
+    std::future<std::size_t> next;
+    int set = 0;
+    auto ta = std::chrono::steady_clock::now();
+    std::size_t pending = 0;
+    if (steps_per_epoch_ > 0) {
+      const auto [lo, hi] = slots_of(0);
+      pending = assemble(e, lo, hi, set);
+    }
+    result.walk_s += seconds_since(ta);
+    for (std::uint64_t b = 0; b < steps_per_epoch_; ++b) {
+      use_ = set;
+      n_pairs_ = pending;
+      const bool more = b + 1 < steps_per_epoch_;
+      if (more && s_.use_gpu) {
+        const auto [lo, hi] = slots_of(b + 1);
+        next = std::async(std::launch::async, [this, e, lo = lo, hi = hi, other = 1 - set] {
+          wm::set_device(device_);
+          return assemble(e, lo, hi, other);
+        });
+      }
       ta = std::chrono::steady_clock::now();
       const std::uint64_t t = e * steps_per_epoch_ + b;
       const double decay =
@@ -647,6 +734,17 @@ class trainer {
         cb.step(
             epoch + 1, b + 1, steps_per_epoch_,
             pairs ? static_cast<double>(loss_sum) / loss_unit / static_cast<double>(pairs) : 0.0);
+      }
+      if (more) {
+        ta = std::chrono::steady_clock::now();
+        if (next.valid()) {
+          pending = next.get();
+        } else {
+          const auto [lo, hi] = slots_of(b + 1);
+          pending = assemble(e, lo, hi, 1 - set);
+        }
+        set = 1 - set;
+        result.walk_s += seconds_since(ta);
       }
     }
     const double secs = seconds_since(t0);
@@ -760,10 +858,12 @@ class trainer {
   std::shared_ptr<wm::communicator> comm_;
   int device_ = -1;
   cudaStream_t stream_ = nullptr;
-  static constexpr int phases = 4;  // lookups, SGNS, output update, input update
+  cudaStream_t walk_stream_ = nullptr;  // assemble()'s GPU work (run_epoch overlaps it)
+  static constexpr int phases = 4;      // lookups, SGNS, output update, input update
 #if defined(WHOLESTORE_HAS_CUDA)
   cudaEvent_t events_[phases + 1] = {};
 #endif
+  cudaEvent_t pairs_ready_[2] = {}, pairs_free_[2] = {};  // per pair set
   double phase_s_[phases] = {};
   graph::csr_graph graph_;
   std::unique_ptr<graph::negative_sampler> negatives_;
@@ -771,15 +871,18 @@ class trainer {
   embedding::table input_, output_;
   std::vector<std::int64_t> edge_src_;
   graph::gpu_window_pairs gpu_pairs_;
-  std::size_t n_pairs_ = 0;
+  std::size_t n_pairs_ = 0;  // pairs of the batch being stepped (pair set use_)
+  int use_ = 0;
   std::vector<std::int64_t> order_;  // the start order of round order_round_ of order_epoch_
   std::uint64_t order_epoch_ = ~std::uint64_t{0}, order_round_ = ~std::uint64_t{0};
   std::uint64_t slots_ = 1, total_slots_ = 0, steps_per_epoch_ = 0;
   // Per-step buffers.
   std::vector<std::int64_t> draws_, starts_, walks_, centers_, targets_;
   std::vector<float> center_rows_, target_rows_, center_grads_, target_grads_;
-  wm::device_buffer d_starts_, d_walks_, d_draws_, d_centers_, d_targets_, d_center_rows_,
-      d_target_rows_, d_center_grads_, d_target_grads_, d_target_coefs_, d_totals_;
+  // Two pair sets (d_centers_[set], d_targets_[set]): one stepped, one being assembled.
+  wm::device_buffer d_centers_[2], d_targets_[2];
+  wm::device_buffer d_starts_, d_walks_, d_draws_, d_center_rows_, d_target_rows_, d_center_grads_,
+      d_target_grads_, d_target_coefs_, d_totals_;
   static constexpr long long totals_init[2] = {0, -1};
 };
 

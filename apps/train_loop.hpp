@@ -116,10 +116,16 @@ struct train_result {
   link_scores final_scores;          ///< after the last epoch run (evaluated then)
   std::uint64_t pairs = 0;           ///< positive pairs of this call, all ranks
   double train_s = 0;                ///< this call's training time (slowest rank), no evaluation
-  double walk_s = 0, step_s = 0;     ///< rank 0: pair assembly (walks, negatives) and the rest
-  /// Rank 0, GPU path: the stream's time in the lookups (distributed tables only), the SGNS
-  /// kernel and the two tables' updates, the output table's first (CUDA events around each;
-  /// host waits inside a phase count in it).
+  /// Rank 0, host time: walk_s waiting for pairs (walks, negatives, pair building), step_s in
+  /// the steps (SGNS, updates, the barrier).  On the GPU path batch b + 1's pairs are made on a
+  /// second stream while batch b's step runs, so walk_s is the epochs' first batches plus the
+  /// part of the next batch's assembly the step did not hide.
+  double walk_s = 0, step_s = 0;
+  /// Rank 0, GPU path: the step stream's time in the lookups (distributed tables only), the
+  /// SGNS kernel and the two tables' updates, the output table's first (CUDA events around
+  /// each; host waits inside a phase count in it).  The next batch's walks run on the other
+  /// stream at the same time and share the GPU, so these include that contention; they do not
+  /// include the walks themselves.
   double gpu_lookup_s = 0, gpu_sgns_s = 0, gpu_input_update_s = 0, gpu_output_update_s = 0;
   std::uint64_t steps = 0;        ///< steps of this call
   std::vector<float> embeddings;  ///< rank 0 with keep_embeddings: num_nodes x dim input vectors

@@ -1,6 +1,8 @@
 // The training loop on the GPU (apps/train_loop.hpp, device: gpu): the same embeddings and loss
 // curve bit for bit as the CPU path for every mode, with the tables in device memory or in host
-// memory, for two processes sharing GPU 0, and for two GPUs with distributed tables (NCCL).
+// memory, continuous or chunked (one rank: the output table's gradients by reference, the next
+// batch's walks overlapping the step), for two processes sharing GPU 0, and for two GPUs with
+// distributed tables (NCCL).
 // Every body runs in a forked child, so the test process never initializes CUDA (a forked
 // child of a process that did could not use it).
 #include "common/multiprocess.hpp"
@@ -109,6 +111,10 @@ TEST(TrainGpu, SameBitsAsCpu) {
       g.table_location = wm::memory_location::host;
       g.graph_location = wm::memory_location::host;
       expect_same(cpu, run(1, split, g), name + ", host tables on the GPU path");
+      // Chunked tables: the output table's update reads the input rows through a chunked view.
+      g.table_type = wm::memory_type::chunked;
+      g.table_location = wm::memory_location::device;
+      expect_same(cpu, run(1, split, g), name + ", chunked device tables");
     }
   });
   EXPECT_TRUE(result.all_ok()) << "the GPU child failed";
