@@ -465,9 +465,15 @@ int run_bench_sample(int argc, char** argv) {
 #if defined(WHOLESTORE_HAS_CUDA)
               if (!path_noted) {
                 // Which path the figures of this distributed graph come from.
-                std::printf("     (distributed graph: hops %s)\n",
-                            gs->served_by_owners() ? "served by the nodes' owners"
-                                                   : "read through the gathers' exchanges");
+                if (gs->served_by_owners()) {
+                  std::printf(
+                      "     (distributed graph: hops served by the nodes' owners; %llu of them "
+                      "so far sized by bounds, without a wait for counts)\n",
+                      static_cast<unsigned long long>(gs->padded_hops()));
+                } else {
+                  std::printf(
+                      "     (distributed graph: hops read through the gathers' exchanges)\n");
+                }
               }
 #endif
               std::fflush(stdout);

@@ -65,6 +65,11 @@ const std::vector<std::pair<std::string, std::string>> environment = {
      "unset or `1` (the default): the GPU sampler sends each node of a distributed graph to its "
      "owner, which samples it from its own memory (one exchange per hop); `0` on any rank: rows "
      "and columns are gathered through the exchange, as before (docs/architecture.md)"},
+    {"`WHOLESTORE_SAMPLE_PAD_KIB`",
+     "the most KiB (0 to 4194304; unset: 32768) a served hop of a distributed graph may exchange "
+     "per rank and direction when its requests and replies are sized by every rank's bound "
+     "(no wait for counts: the hops after a call's first); larger hops, and every hop with 0, "
+     "exchange their counts first. Must be the same on every rank"},
     {"`WHOLESTORE_GATHER_SLICES`",
      "the most slices (1 to 8; unset: 1) a rank proposes for a gather on distributed GPU memory, "
      "one per 32 MiB of rows it asks for: slice s + 1 is packed and slice s - 1 placed while "

@@ -6,6 +6,7 @@
 # scripts/bench-torch-train.py on the same GPU.  Logs and tables in $OUT.
 #   scripts/device-train.sh            # configures and builds build/ (with the Python module)
 #   SKIP_TESTS=1 scripts/device-train.sh  # ... without the tests: the training figures only
+#   ONE_GPU=1 ...                         # without the two-GPU runs
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .device-shared/data ] && [ ! -e ../shared/data ]; then
@@ -98,7 +99,7 @@ step "torch baseline"
 timeout "${TORCH_TIMEOUT:-90}" "$py" scripts/bench-torch-train.py --walks 2048 >"$out/torch-train.log" 2>&1
 echo "rc=$?"; tail -n 12 "$out/torch-train.log"
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU [0-9]' || true)
-if [ "$gpus" -ge 2 ]; then
+if [ "$gpus" -ge 2 ] && [ -z "${ONE_GPU:-}" ]; then  # ONE_GPU=1: GPU 0 only
   export NCCL_NVLS_ENABLE=0
   step "train ego-Facebook gpu, 2 ranks on 2 GPUs"
   timeout 150 $b launch -n 2 -- $b train configs/train.yaml --set dataset=$fb --set device=gpu \

@@ -7,8 +7,8 @@
 #   TESTS='Sgns|FileIoGpu' REPEAT=3 scripts/device-two-gpu.sh   # those tests, each 3 times
 #   STEPS='build pytest tests' scripts/device-two-gpu.sh         # only these steps
 # Steps: build pytest tests run train symmetric embedding chunked owners faults graphsage sanitize
-# (the last five not by default; owners: the served hops and gather slices against the
-# defaults, tests and benches, needs two GPUs)
+# (the last five not by default; owners: the served hops' tests, and the sample bench with
+# padded hops off and on, needs two GPUs)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .device-shared/data ] && [ ! -e ../shared/data ]; then
@@ -106,30 +106,25 @@ if want chunked && [ "$gpus" -ge 1 ]; then
   cp "$out"/chunked-*.txt "$final/"
 fi
 if want owners && [ "$gpus" -ge 2 ]; then
-  # Distributed graphs served by their owners and distributed gathers in slices, each next to
-  # the default in the same call, alternating (ROUNDS, default 2): tests, then the benches.
-  step "served hops and gather slices: tests"
+  # Distributed graphs served by their owners: the tests, then the sample bench with every hop
+  # counting first (WHOLESTORE_SAMPLE_PAD_KIB=0) and with the default (hops after the first
+  # sized by bounds), alternating (ROUNDS, default 2).
+  step "served hops: tests"
   timeout 300 ctest --test-dir build -R \
-    'GpuSamplingDistributed|GpuSamplingHubs|LargeCalls.*gpus2_distributed|BadSlice.*gpus2_distributed|HostileMemoryGpuDistributed|EveryDtypePair.*gpus2_distributed|TrainGpu.TwoGpus' \
+    'GpuSamplingDistributed|GpuSamplingHubs|HostileMemoryGpuDistributed|TrainGpu.TwoGpus' \
     -j 2 --timeout 200 --output-on-failure >"$out/owners-tests.log" 2>&1
   echo "rc=$? $(grep -E 'tests passed|failed out of' "$out/owners-tests.log")"
   grep -E '\*\*\*(Failed|Timeout|Exception)' "$out/owners-tests.log" | head -20
   for round in $(seq 1 "${ROUNDS:-2}"); do
-    for owners in 0 1; do
-      step "sample, distributed, WHOLESTORE_SAMPLE_BY_OWNER=$owners (round $round)"
-      WHOLESTORE_SAMPLE_BY_OWNER=$owners WHOLESTORE_CHECK_COLLECTIVES=0 timeout 150 \
+    for pad in 0 default; do
+      step "sample, distributed, WHOLESTORE_SAMPLE_PAD_KIB=$pad (round $round)"
+      padenv=()
+      [ "$pad" != default ] && padenv=(WHOLESTORE_SAMPLE_PAD_KIB=$pad)
+      env "${padenv[@]}" WHOLESTORE_CHECK_COLLECTIVES=0 timeout 150 \
         $b launch -n 2 -- $b bench configs/bench_sample.yaml --set locations=device \
         --set samplers=gpu --set walks= --set types=distributed,continuous \
-        >"$out/owners-sample-$owners-$round.txt" 2>&1
-      echo "rc=$?"; grep -E '^\[rank 0\] gpu' "$out/owners-sample-$owners-$round.txt"
-    done
-    for slices in 1 8; do
-      step "gather, distributed, WHOLESTORE_GATHER_SLICES=$slices (round $round)"
-      WHOLESTORE_GATHER_SLICES=$slices WHOLESTORE_CHECK_COLLECTIVES=0 timeout 150 \
-        $b launch -n 2 -- $b bench configs/bench_gather.yaml --set locations=device \
-        --set ops=gather --set types=distributed,continuous \
-        >"$out/owners-gather-$slices-$round.txt" 2>&1
-      echo "rc=$?"; grep -E '^\[rank 0\] gather' "$out/owners-gather-$slices-$round.txt"
+        >"$out/owners-sample-$pad-$round.txt" 2>&1
+      echo "rc=$?"; grep -E '^\[rank 0\] (gpu|     \()' "$out/owners-sample-$pad-$round.txt"
     done
   done
   cp "$out"/owners-* "$final/" 2>/dev/null

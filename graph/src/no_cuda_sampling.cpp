@@ -11,6 +11,8 @@ gpu_sampler::gpu_sampler(const csr_graph&) {
 }
 gpu_sampler::~gpu_sampler() = default;
 bool gpu_sampler::served_by_owners() const { return false; }
+
+std::uint64_t gpu_sampler::padded_hops() const { return 0; }
 std::vector<device_block> gpu_sampler::sample(const std::int64_t*, std::size_t,
                                               const sample_options&, cudaStream_t) {
   WM_FAIL(wholememory::logic_error, "gpu_sampler: this build has no CUDA");

@@ -113,6 +113,10 @@ class gpu_sampler {
   /// whose edges follow their nodes, csr_graph.hpp), known after the first call; false before it
   /// and for the other memory types.
   bool served_by_owners() const;
+  /// How many served hops so far had their exchanges sized by every rank's bound instead of
+  /// an exchange of counts (no wait: the hops after a call's first while the padded
+  /// exchanges stay within WHOLESTORE_SAMPLE_PAD_KIB, docs/architecture.md).
+  std::uint64_t padded_hops() const;
 
  private:
   struct impl;

@@ -94,11 +94,12 @@ void gpu_sampler::impl::check_seeds(const std::int64_t* seeds, cudaStream_t stre
   }
 }
 
-void gpu_sampler::impl::check_graph(std::size_t num_hops, cudaStream_t stream) {
+void gpu_sampler::impl::check_graph(std::size_t num_hops, cudaStream_t stream, long long any) {
   const std::size_t at = 2 + 3 * num_hops;
   const long long kind = host_info[at], where = host_info[at + 1];
   if (distributed) {
-    if (any_rank(kind != 0, stream) && kind == 0) {
+    const bool any_fault = any >= 0 ? any != 0 : any_rank(kind != 0, stream);
+    if (any_fault && kind == 0) {
       WM_FAIL(wm::logic_error,
               "sample: the graph is corrupt (another rank met a row_offsets or col_indices value "
               "outside the graph; its memory was changed after loading?)");
@@ -160,6 +161,7 @@ gpu_sampler::impl::hop_state gpu_sampler::impl::begin_hop(call_state& c, int h,
   // Served hops learn their exact count in their exchange of counts (serve_hop).
   hop.served = distributed && owned.active && fanout >= 0;
   if (distributed && !hop.served) {
+    c.peer_bound.clear();  // the next served hop counts first
     if (h > 0) fetch_info(c.words, stream);
     bound = host_info[1 + h];
   }
@@ -224,18 +226,26 @@ void gpu_sampler::impl::end_call(call_state& c, std::vector<device_block>& block
                                 cudaMemcpyDeviceToHost, stream));
     return;
   }
-  fetch_info(c.words, stream);
-  if (!c.checked)
-    finish(blocks, c.seeds, stream);
-  else
-    finish(blocks, nullptr, stream);
+  long long any_fault = -1;
+  if (distributed) {
+    // Whether any rank met a corrupt row or column, reduced on the device before the one wait
+    // (info word `words`, free on the device: the host's extra word is check_seeds' scratch).
+    long long* any = c.d_info + c.words;
+    WM_CUDA_TRY(cudaMemcpyAsync(any, c.fault, sizeof(long long), cudaMemcpyDeviceToDevice, stream));
+    graph->row_offsets.comm().allreduce_sum(any, any, 1, wm::dtype::int64, stream);
+    fetch_info(c.words + 1, stream);
+    any_fault = host_info[c.words];
+  } else {
+    fetch_info(c.words, stream);
+  }
+  finish(blocks, c.checked ? nullptr : c.seeds, stream, any_fault);
 }
 
 void gpu_sampler::impl::finish(std::vector<device_block>& blocks, const std::int64_t* seeds,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, long long any_fault) {
   if (seeds != nullptr) check_seeds(seeds, stream);
   const std::size_t num_hops = blocks.size();
-  check_graph(num_hops, stream);
+  check_graph(num_hops, stream, any_fault);
   for (std::size_t h = 0; h < num_hops; ++h) {
     device_block& b = blocks[h];
     b.num_dst = host_info[1 + h];
@@ -320,6 +330,8 @@ gpu_sampler::gpu_sampler(const csr_graph& graph) : impl_(std::make_unique<impl>(
 gpu_sampler::~gpu_sampler() = default;
 
 bool gpu_sampler::served_by_owners() const { return impl_->owned.active; }
+
+std::uint64_t gpu_sampler::padded_hops() const { return impl_->owned.padded_hops; }
 
 std::vector<device_block> gpu_sampler::sample(const std::int64_t* seeds, std::size_t count,
                                               const sample_options& options, cudaStream_t stream) {

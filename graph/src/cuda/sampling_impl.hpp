@@ -129,8 +129,13 @@ struct gpu_sampler::impl {
     std::int64_t first = 0, end = 0, edge_begin = 0, edge_end = 0;
     const void* col_part = nullptr;
     const float* w_part = nullptr;
-    long long* host_meta = nullptr;  // pinned: what every rank sends and receives, 4 * ranks
-    scratch words, req_ids, req_pos, in_ids, serve_offsets, reply_out, reply_in;
+    long long* host_meta = nullptr;        // pinned: what every rank sends and receives, 6 * ranks
+    std::vector<std::int64_t> host_begin;  // node_begin on the host
+    /// The most bytes a padded hop may exchange per rank and direction (0: every hop counts
+    /// first); the same on every rank (setup_owned checks it).
+    std::int64_t pad_limit = 0;
+    std::uint64_t padded_hops = 0;  // served hops sized by bounds so far
+    scratch words, req_ids, req_pos, in_ids, serve_offsets, reply_out, reply_in, origin;
   };
   owned_layout owned;
 
@@ -190,6 +195,9 @@ struct gpu_sampler::impl {
     /// else 0.
     std::int64_t degree_bound = 0;
     bool checked = false;  // the seeds were checked (check_seeds)
+    /// Served hops: every rank's bound of the dst nodes of the next hop, the same on every
+    /// rank (from the exact counts of the last exchange of counts); empty when not known.
+    std::vector<std::int64_t> peer_bound;
   };
 
   /// One hop in flight: its sizes, its per-node arrays and what its steps hand on.
@@ -293,7 +301,9 @@ struct gpu_sampler::impl {
   bool any_rank(bool mine, cudaStream_t stream);
   /// Throws when host_info's fault words name a corrupt row or column index (on every rank,
   /// for distributed memory).
-  void check_graph(std::size_t num_hops, cudaStream_t stream);
+  /// `any`: whether any rank met a fault, when already known (end_call's reduction), else -1
+  /// and an allreduce finds out.
+  void check_graph(std::size_t num_hops, cudaStream_t stream, long long any = -1);
   /// Scans the new-node flags of `entries_bound` entries and assigns local ids.
   template <typename K>
   void relabel(const gpu::new_node_flag<K>& f, std::int64_t entries_bound, std::int32_t* src_index,
@@ -312,7 +322,8 @@ struct gpu_sampler::impl {
                                 const sample_options& options, const std::uint64_t* seed_word,
                                 cudaStream_t stream, bool capture, bool* bounded);
   /// Counts of the blocks from host_info, after the final copy; throws for a bad seed.
-  void finish(std::vector<device_block>& blocks, const std::int64_t* seeds, cudaStream_t stream);
+  void finish(std::vector<device_block>& blocks, const std::int64_t* seeds, cudaStream_t stream,
+              long long any_fault = -1);
   template <typename K>
   void capture_graph(const std::int64_t* seeds, std::size_t count, const sample_options& options,
                      const std::uint64_t* seed_word);
@@ -338,11 +349,20 @@ struct gpu_sampler::impl {
   /// (hops through the gathers), -1 for any other value (setup_owned throws on every rank
   /// after its allgather).
   static int owners_wanted();
-  /// A served hop: the dst nodes bucketed by owner and sent to it (one wait, for the counts),
-  /// every owner samples its requests from its own parts (steps 1-3 with owner_side), the
-  /// neighbors come back and land in edge order (hop.offsets, hop.gathered, hop.eids)
-  /// (sampling_owner.cu).
+  /// WHOLESTORE_SAMPLE_PAD_KIB in bytes: the most a padded served hop exchanges per rank and
+  /// direction (unset: default_pad_kib; 0: none), -1 for a value that is not a whole number
+  /// from 0 to max_pad_kib.
+  static std::int64_t pad_wanted();
+  static constexpr std::int64_t default_pad_kib = 32768, max_pad_kib = 4194304;
+  /// A served hop: the dst nodes bucketed by owner and sent to it, every owner samples its
+  /// requests from its own parts (steps 1-3 with owner_side), the neighbors come back and land
+  /// in edge order (hop.offsets, hop.gathered, hop.eids) (sampling_owner.cu).  The exchanges
+  /// are sized by an exchange of counts (one wait), or, when every rank's bound is known
+  /// (c.peer_bound) and the padded exchanges fit pad_limit, by the bounds (padded_hop).
   void serve_hop(call_state& c, hop_state& hop, cudaStream_t stream);
+  /// A served hop sized by bounds: no wait.  Returns false (nothing done) when it does not
+  /// apply; the verdict is the same on every rank.
+  bool padded_hop(call_state& c, hop_state& hop, cudaStream_t stream);
   /// What a served hop's exchange of counts settles: the dst ids in bucket order and their
   /// positions in the hop, the requests sent to and received from every rank (elements), and
   /// their totals n (this rank's dst nodes) and m (the requests it serves).
@@ -359,8 +379,12 @@ struct gpu_sampler::impl {
   /// Step 4 of a served hop, on the owner: steps 1-3 of the hop on the m requests `in_ids`,
   /// read from the own parts, packed as records of `width` words (count, k columns, k edge
   /// ids when asked for); returns them.
+  /// `m`: the count, or a device count of at most `bound` requests; `origin` (may be null):
+  /// request j's record goes to slot origin[j] of the reply instead of slot j.
   const std::int64_t* serve_requests(const call_state& c, int h, int k, const std::int64_t* in_ids,
-                                     std::int64_t m, std::int64_t width, cudaStream_t stream);
+                                     gpu::device_count m, std::int64_t bound,
+                                     const std::int64_t* origin, std::int64_t width,
+                                     cudaStream_t stream);
 
   // ---- the steps of run(), in order ----------------------------------------------------------
 

@@ -771,19 +771,72 @@ TEST_P(GpuSamplingDistributed, BadOwnerSettingFailsOnEveryRank) {
   });
 }
 
+// A WHOLESTORE_SAMPLE_PAD_KIB that differs between the ranks, or is not a whole number, fails
+// the first call on both ranks, naming the variable (the ranks would size their exchanges
+// differently); once corrected, the next call samples.
+TEST_P(GpuSamplingDistributed, MismatchedPadSettingFailsOnEveryRank) {
+  WHOLESTORE_REQUIRE_GPUS(2);
+  const wm::memory_location loc = GetParam();
+  run_on_gpus(2, [loc](std::shared_ptr<wm::bootstrap> bs) {
+    const int rank = bs->rank();
+    ::unsetenv("WHOLESTORE_SAMPLE_BY_OWNER");
+    const int device = start_device(bs);
+    auto comm = wm::make_nccl_communicator(bs, device);
+    const host_csr hg = test_graph(1000, 8000, 3);
+    csr_graph g = make_graph(comm, hg, wm::memory_type::distributed, loc);
+    cuda_stream stream;
+    const sample_options o{{4, 3, 2}};
+    const std::vector<std::int64_t> seeds = {5 + rank, 600 + rank};
+    for (const char* other : {"64", "-1", "1e3", ""}) {
+      SCOPED_TRACE(std::string("rank 1: '") + other + "'");
+      ::setenv("WHOLESTORE_SAMPLE_PAD_KIB", rank == 1 ? other : "32", 1);
+      gpu_sampler sampler(g);
+      try {
+        gpu_sample(sampler, seeds, o, device, stream.get());
+        ADD_FAILURE() << "no error for WHOLESTORE_SAMPLE_PAD_KIB='" << other << "' on rank 1";
+      } catch (const wm::logic_error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("WHOLESTORE_SAMPLE_PAD_KIB"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+      }
+    }
+    ::setenv("WHOLESTORE_SAMPLE_PAD_KIB", "32", 1);
+    gpu_sampler sampler(g);
+    expect_same(gpu_sample(sampler, seeds, o, device, stream.get()), reference_sample(hg, seeds, o),
+                "after the setting was corrected");
+    EXPECT_TRUE(sampler.served_by_owners());
+    EXPECT_EQ(sampler.padded_hops(), 2u);
+    ::unsetenv("WHOLESTORE_SAMPLE_PAD_KIB");
+  });
+}
+
 TEST_P(GpuSamplingDistributed, TwoRanksMatchTheReference) {
   WHOLESTORE_REQUIRE_GPUS(2);
   const wm::memory_location loc = GetParam();
-  // Served by the owners (WHOLESTORE_SAMPLE_BY_OWNER unset: the default) and through the
-  // gathers (=0).
-  for (const std::string owners : {"unset", "0"}) {
-    SCOPED_TRACE("WHOLESTORE_SAMPLE_BY_OWNER " + owners);
-    run_on_gpus(2, [loc, owners](std::shared_ptr<wm::bootstrap> bs) {
-      if (owners == "unset") {
-        ::unsetenv("WHOLESTORE_SAMPLE_BY_OWNER");
-      } else {
-        ::setenv("WHOLESTORE_SAMPLE_BY_OWNER", owners.c_str(), 1);
-      }
+  // Served by the owners (WHOLESTORE_SAMPLE_BY_OWNER unset: the default) with the hops after
+  // the first sized by bounds (WHOLESTORE_SAMPLE_PAD_KIB unset), every hop counted first
+  // (=0), a limit so small that padded and counted hops alternate (=16: a call of fanouts
+  // {1, 1, 1, 1} pads hops 1 and 2 and counts hop 3, {15, 10, 5} counts every hop); and through
+  // the gathers (WHOLESTORE_SAMPLE_BY_OWNER=0).
+  struct mode {
+    const char* owners;
+    const char* pad;
+  };
+  for (const mode md :
+       {mode{nullptr, nullptr}, mode{nullptr, "0"}, mode{nullptr, "16"}, mode{"0", nullptr}}) {
+    const std::string owners = md.owners != nullptr ? md.owners : "unset";
+    const std::string pad = md.pad != nullptr ? md.pad : "unset";
+    SCOPED_TRACE("WHOLESTORE_SAMPLE_BY_OWNER " + owners + ", WHOLESTORE_SAMPLE_PAD_KIB " + pad);
+    run_on_gpus(2, [loc, md, owners, pad](std::shared_ptr<wm::bootstrap> bs) {
+      auto set = [](const char* name, const char* value) {
+        if (value == nullptr) {
+          ::unsetenv(name);
+        } else {
+          ::setenv(name, value, 1);
+        }
+      };
+      set("WHOLESTORE_SAMPLE_BY_OWNER", md.owners);
+      set("WHOLESTORE_SAMPLE_PAD_KIB", md.pad);
       const int device = start_device(bs);
       auto comm = wm::make_nccl_communicator(bs, device);
       host_csr hg = test_graph(3000, 40000, 21);
@@ -809,6 +862,13 @@ TEST_P(GpuSamplingDistributed, TwoRanksMatchTheReference) {
         }
       }
       EXPECT_EQ(sampler.served_by_owners(), owners == "unset");
+      // Padded hops ran unless switched off or without served hops; the small limit pads
+      // some hops and counts others.
+      if (owners == "unset" && pad != "0") {
+        EXPECT_GT(sampler.padded_hops(), 0u);
+      } else {
+        EXPECT_EQ(sampler.padded_hops(), 0u);
+      }
       // Hubs on the block paths of weighted hops (their weights on rank 0, or gathered from
       // both ranks); both ranks ask for the same hubs, and in the last case for nodes of rank
       // 1 only, so that rank 0, which holds the hubs, serves nothing in the first hop.
