@@ -394,9 +394,10 @@ int run_train(int argc, char** argv) {
   const double pairs_per_s = r.train_s > 0 ? static_cast<double>(r.pairs) / r.train_s : 0.0;
   if (lead) {
     std::printf(
-        "  step      %.2f s training (slowest rank); rank 0: %.2f s walks+negatives, "
+        "  step      %.2f s training (slowest rank); rank 0: %.2f s walks+negatives%s, "
         "%.2f s lookups+loss+gradients+updates\n",
-        r.train_s, r.walk_s, r.step_s);
+        r.train_s, r.walk_s, s.use_gpu ? " (waited for: the rest overlaps the steps)" : "",
+        r.step_s);
     if (s.use_gpu) {
       std::printf(
           "  gpu       rank 0's stream: %.2f s lookups, %.2f s loss+gradients, %.2f s input "
