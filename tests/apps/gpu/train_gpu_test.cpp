@@ -5,6 +5,7 @@
 // distributed tables (NCCL).
 // Every body runs in a forked child, so the test process never initializes CUDA (a forked
 // child of a process that did could not use it).
+#include "common/gpu_count.hpp"
 #include "common/multiprocess.hpp"
 
 #include "train_loop.hpp"
@@ -24,22 +25,11 @@
 
 namespace {
 
+using wholestore_test::gpu_count;
+
 using namespace wholestore::apps;
 namespace wg = wholestore::graph;
 namespace wm = wholememory;
-
-int gpu_count() {
-  static const int count = [] {
-    std::fflush(stdout);
-    pid_t pid = ::fork();
-    if (pid < 0) return 0;
-    if (pid == 0) ::_exit(std::min(wm::device_count(), 100));
-    int status = 0;
-    if (::waitpid(pid, &status, 0) != pid) return 0;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
-  }();
-  return count;
-}
 
 wg::edge_split make_split() {
   wg::generate_options go;

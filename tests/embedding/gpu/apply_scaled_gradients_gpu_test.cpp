@@ -9,6 +9,7 @@
 // The test process never calls CUDA (a forked child of a process that did could not): devices
 // are counted in a short-lived child, and every body runs in a forked rank.  The argument
 // checks need no device (they fail before one is touched), so that test runs without a GPU.
+#include "common/gpu_count.hpp"
 #include "embedding/embedding_test_util.hpp"
 
 #include <embedding/table.hpp>
@@ -30,20 +31,6 @@
 
 namespace wholestore_test::embed {
 namespace {
-
-/// Visible CUDA devices, counted in a forked child so this process never initializes CUDA.
-int gpu_count() {
-  static const int count = [] {
-    std::fflush(stdout);
-    pid_t pid = ::fork();
-    if (pid < 0) return 0;
-    if (pid == 0) ::_exit(std::min(wholememory::device_count(), 100));
-    int status = 0;
-    if (::waitpid(pid, &status, 0) != pid) return 0;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
-  }();
-  return count;
-}
 
 #define SCALED_REQUIRE_GPU()                                                                   \
   do {                                                                                         \

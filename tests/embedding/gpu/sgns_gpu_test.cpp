@@ -4,6 +4,7 @@
 // (sgns_gradients_from_tables) against host lookups + sgns_gradients_host, with the integer
 // loss sum and a bad row.  Bodies run in a forked child, so the test process never initializes
 // CUDA.
+#include "common/gpu_count.hpp"
 #include "common/multiprocess.hpp"
 
 #include <embedding/sgns.hpp>
@@ -27,20 +28,9 @@
 
 namespace {
 
-using namespace wholestore::embedding;
+using wholestore_test::gpu_count;
 
-int gpu_count() {
-  static const int count = [] {
-    std::fflush(stdout);
-    pid_t pid = ::fork();
-    if (pid < 0) return 0;
-    if (pid == 0) ::_exit(std::min(wholememory::device_count(), 100));
-    int status = 0;
-    if (::waitpid(pid, &status, 0) != pid) return 0;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 0;
-  }();
-  return count;
-}
+using namespace wholestore::embedding;
 
 float value(std::uint64_t seed, std::uint64_t i, float scale) {
   std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + i * 0xbf58476d1ce4e5b9ull + 1;
