@@ -8,11 +8,16 @@
 // because first occurrence defines the local ids; the map carries over to the next hop, whose
 // dst nodes are exactly the nodes already in it.
 //
-// Continuous and chunked graphs are read in place through PtrGen; distributed graphs fetch just
-// the values each hop needs with gather_host, in a fixed sequence of collective calls, and then
-// run the same selection, so both return the same blocks.
+// Continuous and chunked graphs are read in place through PtrGen.  A distributed graph whose
+// edges follow its nodes (csr_graph.hpp, the layout make_graph and load_graph give) has every
+// hop of fanout >= 0 served by the owners of its nodes: each rank sends its dst nodes to their
+// owners, which sample them from their own parts and reply with the neighbors (three
+// exchanges a hop).  Other distributed graphs, and hops of fanout -1, fetch just the values
+// each hop needs with gather_host.  All run the same selection, in a fixed sequence of
+// collective calls, so every path returns the same blocks.
 #include <graph/sampling.hpp>
 
+#include <wholememory/communicator.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
 #include <wholememory/ptr_gen.hpp>
@@ -20,6 +25,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <limits>
 #include <mutex>
@@ -389,18 +395,22 @@ constexpr std::size_t count_grain = 1024;
 constexpr std::size_t fill_grain = 256;
 
 /// Fills hop.edge_ids (global edge ids) from the per-node rows, counts done; weight_at(i, p)
-/// is the weight of node i's position p.
+/// is the weight of node i's position p.  Node i's draws are keyed by (random seed, hop, node):
+/// options.random_seed, or item_seeds[i] when given (an owner serving other ranks' requests
+/// draws with each requester's seed).
 template <typename WeightAt>
 void fill_edge_ids(const frontier_rows& rows, const std::vector<std::int64_t>& dst, int hop,
                    int fanout, const sample_options& options, const WeightAt& weight_at,
-                   std::vector<scratch>& scratches, unsigned threads, hop_edges& out) {
+                   std::vector<scratch>& scratches, unsigned threads, hop_edges& out,
+                   const std::vector<std::uint64_t>* item_seeds = nullptr) {
   out.edge_ids.resize(static_cast<std::size_t>(rows.offsets.back()));
   std::int64_t* ids = out.edge_ids.data();
   parallel_chunks(dst.size(), fill_grain, threads, [&](std::size_t b, std::size_t e, unsigned w) {
     for (std::size_t i = b; i < e; ++i) {
       const std::int64_t first = rows.offsets[i], n = rows.offsets[i + 1] - first;
       if (n == 0) continue;
-      const std::uint64_t key = detail::node_key(options.random_seed, hop, dst[i]);
+      const std::uint64_t seed = item_seeds != nullptr ? (*item_seeds)[i] : options.random_seed;
+      const std::uint64_t key = detail::node_key(seed, hop, dst[i]);
       select_positions(
           options.method, key, rows.degree[i], fanout, n,
           [&](std::int64_t p) { return weight_at(i, p); }, ids + first, scratches[w]);
@@ -570,9 +580,14 @@ void gather_column(const wm::wm_tensor& table, const std::vector<std::int64_t>& 
   wm::gather_host(table, indices, dense, threads);
 }
 
-/// Every rank learns whether any rank has a seed outside the graph, so that all of them throw
-/// instead of leaving the others waiting in the next collective.
-void check_seeds_collectively(const csr_graph& g, const std::int64_t* seeds, std::size_t count) {
+// A rank's flags in the call's first collective: a bad seed, whether it asks for served hops
+// (WHOLESTORE_SAMPLE_BY_OWNER unset or 1, as for the GPU sampler), an invalid setting.
+constexpr std::int64_t flag_bad_seed = 1, flag_wants_owners = 2, flag_bad_setting = 4;
+
+/// Every rank learns whether any rank has a seed outside the graph or an invalid
+/// WHOLESTORE_SAMPLE_BY_OWNER, so that all of them throw instead of leaving the others waiting
+/// in the next collective.  Returns whether every rank asks for served hops.
+bool check_seeds_collectively(const csr_graph& g, const std::int64_t* seeds, std::size_t count) {
   wm::communicator& comm = g.row_offsets.comm();
   std::int64_t bad_pos = -1;
   for (std::size_t i = 0; i < count && bad_pos < 0; ++i) {
@@ -580,21 +595,111 @@ void check_seeds_collectively(const csr_graph& g, const std::int64_t* seeds, std
       bad_pos = static_cast<std::int64_t>(i);
     }
   }
+  const char* setting = std::getenv("WHOLESTORE_SAMPLE_BY_OWNER");
+  const std::string value = setting != nullptr ? setting : "1";
+  std::int64_t mine = bad_pos >= 0 ? flag_bad_seed : 0;
+  if (value == "1") {
+    mine |= flag_wants_owners;
+  } else if (value != "0") {
+    mine |= flag_bad_setting;
+  }
   std::vector<std::int64_t> flags(static_cast<std::size_t>(comm.size()), 0);
-  flags[static_cast<std::size_t>(comm.rank())] = bad_pos >= 0 ? 1 : 0;
+  flags[static_cast<std::size_t>(comm.rank())] = mine;
   comm.allreduce_sum(flags.data(), flags.data(), flags.size(), wm::dtype::int64, nullptr);
+  for (std::size_t r = 0; r < flags.size(); ++r) {
+    WM_EXPECTS(
+        (flags[r] & flag_bad_setting) == 0,
+        "WHOLESTORE_SAMPLE_BY_OWNER must be 0 or 1; rank "
+            << r << " has another value"
+            << ((mine & flag_bad_setting) != 0 ? " (here: '" + value + "')" : std::string()));
+  }
   WM_EXPECTS(bad_pos < 0, "sample_host: seed " << seeds[bad_pos] << " at position " << bad_pos
                                                << " is outside the graph's " << g.num_nodes
                                                << " nodes");
   for (std::size_t r = 0; r < flags.size(); ++r) {
-    WM_EXPECTS(flags[r] == 0, "sample_host: rank " << r << " passed a seed outside the graph's "
-                                                   << g.num_nodes << " nodes");
+    WM_EXPECTS((flags[r] & flag_bad_seed) == 0, "sample_host: rank "
+                                                    << r << " passed a seed outside the graph's "
+                                                    << g.num_nodes << " nodes");
   }
+  return std::all_of(flags.begin(), flags.end(),
+                     [](std::int64_t f) { return (f & flag_wants_owners) != 0; });
+}
+
+/// This rank's own rows of a distributed graph whose edges follow its nodes: its entries
+/// [first, end) of row_offsets and its edges [edge_begin, edge_end), the whole of its column
+/// and weight parts, so the row of its last node ends where its edges end.
+struct own_parts {
+  std::vector<std::int64_t> node_begin;  // every part's first row_offsets entry, then n + 1
+  int ranks = 0;
+  const std::int64_t* ro = nullptr;
+  std::int64_t first = 0, end = 0, edge_begin = 0, edge_end = 0;
+  const void* col = nullptr;
+  bool wide = false;  // int64 columns
+  const float* w = nullptr;
+
+  explicit own_parts(const csr_graph& g) {
+    ranks = g.row_offsets.comm().size();
+    node_begin.resize(static_cast<std::size_t>(ranks) + 1);
+    for (int r = 0; r < ranks; ++r) {
+      node_begin[static_cast<std::size_t>(r)] =
+          static_cast<std::int64_t>(g.row_offsets.part(r).offset / sizeof(std::int64_t));
+    }
+    node_begin[static_cast<std::size_t>(ranks)] = static_cast<std::int64_t>(g.num_nodes) + 1;
+    const wm::part_info rows = g.row_offsets.local_part();
+    ro = static_cast<const std::int64_t*>(rows.ptr);
+    first = static_cast<std::int64_t>(rows.offset / sizeof(std::int64_t));
+    end = static_cast<std::int64_t>((rows.offset + rows.bytes) / sizeof(std::int64_t));
+    const wm::part_info cols = g.col_indices.local_part();
+    const std::size_t elem = wm::dtype_size(g.col_type);
+    col = cols.ptr;
+    wide = g.col_type == wm::dtype::int64;
+    edge_begin = static_cast<std::int64_t>(cols.offset / elem);
+    edge_end = static_cast<std::int64_t>((cols.offset + cols.bytes) / elem);
+    if (g.has_weights()) w = static_cast<const float*>(g.edge_weights.local_part().ptr);
+  }
+  /// The rank holding node v's row: the last part starting at or before v (an empty part
+  /// shares its start with the next one, which owns the node).
+  int owner_of(std::int64_t v) const {
+    const auto it = std::upper_bound(node_begin.begin(), node_begin.begin() + ranks, v);
+    return static_cast<int>(it - node_begin.begin()) - 1;
+  }
+  /// Node v's row [s, e) when v is one of this rank's nodes and the row lies within its edges;
+  /// false otherwise (a corrupt graph).
+  bool row(std::int64_t v, std::int64_t& s, std::int64_t& e) const {
+    if (v < first || v >= end) return false;
+    s = ro[v - first];
+    e = v + 1 < end ? ro[v + 1 - first] : edge_end;
+    return s >= edge_begin && e >= s && e <= edge_end;
+  }
+  std::int64_t column(std::int64_t x) const {
+    const std::int64_t at = x - edge_begin;
+    return wide ? static_cast<const std::int64_t*>(col)[at]
+                : static_cast<const std::int32_t*>(col)[at];
+  }
+  float weight(std::int64_t x) const { return w[x - edge_begin]; }
+};
+
+/// Collective: out[displs[r] ..] receives what every rank r sends here; counts in elements.
+void exchange(wm::communicator& comm, const std::int64_t* send,
+              const std::vector<std::size_t>& send_counts,
+              const std::vector<std::size_t>& send_displs, std::int64_t* recv,
+              const std::vector<std::size_t>& recv_counts,
+              const std::vector<std::size_t>& recv_displs, std::size_t width = 1) {
+  auto times = [width](const std::vector<std::size_t>& v) {
+    std::vector<std::size_t> out(v);
+    for (std::size_t& x : out) x *= width;
+    return out;
+  };
+  comm.alltoallv(send, times(send_counts).data(), times(send_displs).data(), recv,
+                 times(recv_counts).data(), times(recv_displs).data(), wm::dtype::int64, nullptr);
 }
 
 sample_result sample_distributed(const csr_graph& g, const std::int64_t* seeds, std::size_t count,
                                  const sample_options& options, unsigned threads) {
-  check_seeds_collectively(g, seeds, count);
+  wm::communicator& comm = g.row_offsets.comm();
+  // Every rank reaches the same verdict: the flags and the layout check are collective.
+  const bool served = check_seeds_collectively(g, seeds, count) &&
+                      comm.get_backend() == wm::backend::host && edges_follow_nodes(g);
   const wm::wm_tensor row_table =
       column_of(g.row_offsets, wm::dtype::int64, static_cast<std::size_t>(g.num_nodes) + 1);
   const wm::wm_tensor col_table =
@@ -666,8 +771,164 @@ sample_result sample_distributed(const csr_graph& g, const std::int64_t* seeds, 
     }
     out.offsets = rows.offsets;
   };
-  sample_result result = run_hops(seeds, count, options, fetch);
-  faults.throw_collectively(g.row_offsets.comm());
+  if (!served) {
+    sample_result result = run_hops(seeds, count, options, fetch);
+    faults.throw_collectively(comm);
+    return result;
+  }
+  const own_parts own(g);
+  const auto R = static_cast<std::size_t>(own.ranks);
+  const auto num_nodes = static_cast<std::int64_t>(g.num_nodes);
+  std::vector<std::int64_t> ids, positions, requests, reply, back;
+  std::vector<std::uint64_t> request_seeds;
+  hop_edges asked;
+  // A served hop: the dst nodes bucketed by owner; the counts, then the nodes, to the owners;
+  // each owner samples what it was asked from its own parts and replies to each rank with the
+  // counts, the neighbors and (when asked for) the edge ids of its requests, sized by an
+  // exchange of reply sizes; the neighbors land at their nodes.
+  int served_hops = 0;
+  auto serve = [&](int hop, int fanout, const std::vector<std::int64_t>& dst, hop_edges& out) {
+    if (fanout < 0) {
+      fetch(hop, fanout, dst, out);
+      return;
+    }
+    ++served_hops;
+    const std::size_t n = dst.size();
+    std::vector<std::size_t> send(R, 0), send_displs(R, 0), recv(R, 0), recv_displs(R, 0);
+    std::vector<int> owner(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      owner[i] = own.owner_of(dst[i]);
+      ++send[static_cast<std::size_t>(owner[i])];
+    }
+    for (std::size_t r = 1; r < R; ++r) send_displs[r] = send_displs[r - 1] + send[r - 1];
+    ids.resize(n);
+    positions.resize(n);
+    std::vector<std::size_t> cursor = send_displs;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t slot = cursor[static_cast<std::size_t>(owner[i])]++;
+      ids[slot] = dst[i];
+      positions[slot] = static_cast<std::int64_t>(i);
+    }
+    // The counts, each with the requester's random seed: the owner draws a node's sample with
+    // the seed of the rank that asked, so the sample is the one that rank would draw itself.
+    std::vector<std::int64_t> sent(2 * R), got(2 * R);
+    for (std::size_t r = 0; r < R; ++r) {
+      sent[2 * r] = static_cast<std::int64_t>(send[r]);
+      sent[2 * r + 1] = static_cast<std::int64_t>(options.random_seed);
+    }
+    std::vector<std::size_t> twos(R, 2), each(R);
+    for (std::size_t r = 0; r < R; ++r) each[r] = 2 * r;
+    exchange(comm, sent.data(), twos, each, got.data(), twos, each);
+    for (std::size_t r = 0; r < R; ++r) recv[r] = static_cast<std::size_t>(got[2 * r]);
+    for (std::size_t r = 1; r < R; ++r) recv_displs[r] = recv_displs[r - 1] + recv[r - 1];
+    const std::size_t m = recv_displs[R - 1] + recv[R - 1];
+    request_seeds.resize(m);
+    for (std::size_t r = 0; r < R; ++r) {
+      std::fill_n(request_seeds.begin() + static_cast<std::ptrdiff_t>(recv_displs[r]), recv[r],
+                  static_cast<std::uint64_t>(got[2 * r + 1]));
+    }
+    requests.resize(m);
+    exchange(comm, ids.data(), send, send_displs, requests.data(), recv, recv_displs);
+
+    // The owner's side: steps 1-3 of the hop on its own rows.
+    rows.resize(m);
+    parallel_chunks(m, count_grain, threads, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t i = b; i < e; ++i) {
+        std::int64_t first = 0, end = 0;
+        if (!own.row(requests[i], first, end)) {
+          faults.note(bad_row(requests[i], first, end, g.num_edges));
+          first = own.edge_begin;
+          end = own.edge_begin;
+        }
+        rows.begin[i] = first;
+        rows.degree[i] = end - first;
+        rows.offsets[i + 1] = sample_count(options.method, end - first, fanout,
+                                           [&](std::int64_t p) { return own.weight(first + p); });
+      }
+    });
+    rows.prefix_sum();
+    fill_edge_ids(
+        rows, requests, hop, fanout, options,
+        [&](std::size_t i, std::int64_t p) { return own.weight(rows.begin[i] + p); }, scratches,
+        threads, asked, &request_seeds);
+    // Rank r's reply: the counts of its requests, then their neighbors in request order, then
+    // (when asked for) their edge ids: exactly what was drawn, no padding.
+    const std::size_t per_edge = options.edge_ids ? 2 : 1;
+    std::vector<std::size_t> out_words(R), out_displs(R, 0), in_words(R), in_displs(R, 0);
+    for (std::size_t r = 0; r < R; ++r) {
+      const std::size_t lo = recv_displs[r], hi = lo + recv[r];
+      const auto drawn = static_cast<std::size_t>(rows.offsets[hi] - rows.offsets[lo]);
+      out_words[r] = recv[r] + per_edge * drawn;
+      if (r > 0) out_displs[r] = out_displs[r - 1] + out_words[r - 1];
+    }
+    reply.resize(out_displs[R - 1] + out_words[R - 1]);
+    for (std::size_t r = 0; r < R; ++r) {
+      const std::size_t lo = recv_displs[r];
+      std::int64_t* counts = reply.data() + out_displs[r];
+      for (std::size_t j = 0; j < recv[r]; ++j)
+        counts[j] = rows.offsets[lo + j + 1] - rows.offsets[lo + j];
+    }
+    // The neighbors, read from the own columns in chunks of requests.
+    parallel_chunks(m, fill_grain, threads, [&](std::size_t b, std::size_t e, unsigned) {
+      for (std::size_t i = b; i < e; ++i) {
+        const auto r = static_cast<std::size_t>(
+            std::upper_bound(recv_displs.begin(), recv_displs.end(), i) - recv_displs.begin() - 1);
+        const std::int64_t base = rows.offsets[recv_displs[r]];
+        const std::size_t drawn = (out_words[r] - recv[r]) / per_edge;
+        std::int64_t* nb = reply.data() + out_displs[r] + recv[r];
+        for (std::int64_t x = rows.offsets[i]; x < rows.offsets[i + 1]; ++x) {
+          const std::int64_t edge = asked.edge_ids[static_cast<std::size_t>(x)];
+          std::int64_t id = own.column(edge);
+          if (id < 0 || id >= num_nodes) {
+            faults.note(bad_neighbor(edge, id, g.num_nodes));
+            id = 0;
+          }
+          nb[x - base] = id;
+          if (options.edge_ids) nb[drawn + static_cast<std::size_t>(x - base)] = edge;
+        }
+      }
+    });
+
+    // The sizes, then the replies back; each record's neighbors land at its node.
+    std::vector<std::int64_t> sizes_out(out_words.begin(), out_words.end()), sizes_in(R);
+    std::vector<std::size_t> ones(R, 1), each_one(R);
+    for (std::size_t r = 0; r < R; ++r) each_one[r] = r;
+    exchange(comm, sizes_out.data(), ones, each_one, sizes_in.data(), ones, each_one);
+    for (std::size_t r = 0; r < R; ++r) {
+      in_words[r] = static_cast<std::size_t>(sizes_in[r]);
+      if (r > 0) in_displs[r] = in_displs[r - 1] + in_words[r - 1];
+    }
+    back.resize(in_displs[R - 1] + in_words[R - 1]);
+    exchange(comm, reply.data(), out_words, out_displs, back.data(), in_words, in_displs);
+    out.offsets.assign(n + 1, 0);
+    for (std::size_t o = 0; o < R; ++o) {
+      const std::int64_t* counts = back.data() + in_displs[o];
+      for (std::size_t j = 0; j < send[o]; ++j)
+        out.offsets[static_cast<std::size_t>(positions[send_displs[o] + j]) + 1] = counts[j];
+    }
+    for (std::size_t i = 1; i <= n; ++i) out.offsets[i] += out.offsets[i - 1];
+    const auto edges = static_cast<std::size_t>(out.offsets[n]);
+    out.neighbors.resize(edges);
+    out.edge_ids.resize(options.edge_ids ? edges : 0);
+    for (std::size_t o = 0; o < R; ++o) {
+      const std::int64_t* counts = back.data() + in_displs[o];
+      const std::int64_t* nb = counts + send[o];
+      const std::size_t drawn = (in_words[o] - send[o]) / per_edge;
+      std::size_t at = 0;
+      for (std::size_t j = 0; j < send[o]; ++j) {
+        const auto c = static_cast<std::size_t>(counts[j]);
+        const auto to = static_cast<std::ptrdiff_t>(
+            out.offsets[static_cast<std::size_t>(positions[send_displs[o] + j])]);
+        std::copy(nb + at, nb + at + c, out.neighbors.begin() + to);
+        if (options.edge_ids)
+          std::copy(nb + drawn + at, nb + drawn + at + c, out.edge_ids.begin() + to);
+        at += c;
+      }
+    }
+  };
+  sample_result result = run_hops(seeds, count, options, serve);
+  faults.throw_collectively(comm);
+  result.served_hops = served_hops;
   return result;
 }
 

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -515,6 +516,167 @@ TEST(SamplingMemory, ForkedProcesses) {
       EXPECT_EQ(result.status[r], 0) << wm::memory_type_name(type) << " rank " << r << " failed";
     }
   }
+}
+
+/// g's col_indices and edge_weights replaced by copies split evenly by element (not cut at
+/// the owners' nodes): a distributed graph the sampler must read through gathers.
+void split_edges_evenly(const std::shared_ptr<wm::communicator>& comm, const host_csr& h,
+                        csr_graph& g) {
+  auto even = [&](const void* data, std::size_t count, std::size_t elem) {
+    wm::allocation_options ao;
+    ao.granularity = elem;
+    wm::allocation a =
+        wm::allocation::create(comm, std::max<std::size_t>(count, 1) * elem,
+                               wm::memory_type::distributed, wm::memory_location::host, ao);
+    const wm::part_info p = a.local_part();
+    const std::size_t have = count * elem;
+    if (p.bytes > 0 && p.offset < have) {
+      std::memcpy(p.ptr, static_cast<const char*>(data) + p.offset,
+                  std::min(p.bytes, have - p.offset));
+    }
+    comm->barrier(nullptr);
+    return a;
+  };
+  std::vector<std::int32_t> cols(h.col_indices.begin(), h.col_indices.end());
+  g.col_indices = even(cols.data(), cols.size(), 4);
+  g.col_type = wm::dtype::int32;
+  if (!h.edge_weights.empty()) {
+    g.edge_weights = even(h.edge_weights.data(), h.edge_weights.size(), 4);
+  }
+}
+
+// Distributed graphs on 1-3 ranks, every rank with its own random seed: hops served by the
+// owners (make_graph's layout, the default), through the gathers (WHOLESTORE_SAMPLE_BY_OWNER=0),
+// and a graph whose edges are split evenly (gathers whatever the setting, on more than one rank)
+// give the reference's blocks; served_hops tells which path each hop took (fanout -1 hops always
+// gather).
+TEST(SamplingServed, OwnersGathersAndEvenSplitsMatchTheReference) {
+  const host_csr g = generated(3000, 30000, 5);
+  const std::vector<sample_options> cases = {
+      opts({6, 4}, sample_method::uniform, 1), opts({3, -1}, sample_method::weighted, 2),
+      opts({5, 0, 3}, sample_method::uniform_with_replacement, 3, false),
+      opts({12, 12}, sample_method::weighted, 4), opts({-1, 2}, sample_method::uniform, 5)};
+  auto positive = [](const sample_options& o) {
+    return static_cast<int>(
+        std::count_if(o.fanouts.begin(), o.fanouts.end(), [](int f) { return f >= 0; }));
+  };
+  enum class mode { owners, gathers_by_setting, even_split };
+  for (mode md : {mode::owners, mode::gathers_by_setting, mode::even_split}) {
+    if (md == mode::gathers_by_setting) {
+      ::setenv("WHOLESTORE_SAMPLE_BY_OWNER", "0", 1);
+    } else {
+      ::unsetenv("WHOLESTORE_SAMPLE_BY_OWNER");
+    }
+    for (int ranks = 1; ranks <= 3; ++ranks) {
+      wholestore_test::thread_ranks(ranks, [&](std::shared_ptr<wm::bootstrap> bs) {
+        auto comm = wm::make_host_communicator(bs);
+        csr_graph wg = make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
+        if (md == mode::even_split) split_edges_evenly(comm, g, wg);
+        const int r = comm->rank();
+        const auto seeds = batch_of(r, ranks, g.num_nodes);
+        for (sample_options o : cases) {
+          // Every rank its own random seed: an owner draws with the seed of the rank that asked.
+          o.random_seed += 7919 * static_cast<std::uint64_t>(r);
+          const std::string what = "mode " + std::to_string(static_cast<int>(md)) + " ranks " +
+                                   std::to_string(ranks) + " rank " + std::to_string(r) + " " +
+                                   describe(o);
+          const sample_result got = run(wg, seeds, o, 1 + r % 2);
+          expect_same(sampling_ref::sample(g, seeds, o), got, what);
+          // On one rank an even split is the whole graph: its edges follow its nodes.
+          const bool served = md == mode::owners || (md == mode::even_split && ranks == 1);
+          EXPECT_EQ(got.served_hops, served ? positive(o) : 0) << what;
+        }
+      });
+    }
+  }
+  ::unsetenv("WHOLESTORE_SAMPLE_BY_OWNER");
+}
+
+// A WHOLESTORE_SAMPLE_BY_OWNER other than 0 or 1 on one rank fails the call on every rank,
+// naming the variable and the rank (never one rank left in a collective); corrected, the next
+// call samples.
+TEST(SamplingServed, BadOwnerSettingFailsOnEveryRank) {
+  const host_csr g = generated(500, 4000, 6);
+  const auto result = wholestore_test::fork_ranks(2, [&](std::shared_ptr<wm::bootstrap> bs) {
+    auto comm = wm::make_host_communicator(bs);
+    csr_graph wg = make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
+    const int r = comm->rank();
+    ::setenv("WHOLESTORE_SAMPLE_BY_OWNER", r == 1 ? "yes" : "1", 1);
+    const std::vector<std::int64_t> seeds = {3 + r, 200 + r};
+    const sample_options o = opts({4, 3}, sample_method::uniform);
+    try {
+      run(wg, seeds, o);
+      ADD_FAILURE() << "no error for WHOLESTORE_SAMPLE_BY_OWNER=yes on rank 1";
+    } catch (const wm::logic_error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("WHOLESTORE_SAMPLE_BY_OWNER"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+      if (r == 1) {
+        EXPECT_NE(msg.find("'yes'"), std::string::npos) << msg;
+      }
+    }
+    ::setenv("WHOLESTORE_SAMPLE_BY_OWNER", "1", 1);
+    const sample_result got = run(wg, seeds, o);
+    expect_same(sampling_ref::sample(g, seeds, o), got, "after the setting was corrected");
+    EXPECT_EQ(got.served_hops, 2);
+  });
+  EXPECT_TRUE(result.all_ok());
+}
+
+// A corrupt column or row in an owner's part, met while it serves another rank's request: the
+// call fails on every rank naming the bad value, and the next call on a repaired graph works.
+TEST(SamplingServed, CorruptPartFailsOnEveryRank) {
+  const host_csr g = generated(400, 4000, 8);
+  wholestore_test::thread_ranks(2, [&](std::shared_ptr<wm::bootstrap> bs) {
+    auto comm = wm::make_host_communicator(bs);
+    csr_graph wg = make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
+    const int r = comm->rank();
+    // Every node of rank 1's part asked for by rank 0 only, every edge sampled (fanout -2
+    // is refused: take a fanout above every degree).
+    const wm::part_info rows = wg.row_offsets.part(1);
+    const auto first1 = static_cast<std::int64_t>(rows.offset / 8);
+    std::vector<std::int64_t> seeds;
+    if (r == 0) {
+      for (std::int64_t v = first1; v < static_cast<std::int64_t>(g.num_nodes); ++v)
+        seeds.push_back(v);
+    }
+    const sample_options o = opts({1000}, sample_method::uniform);
+    ASSERT_EQ(run(wg, seeds, o).served_hops, 1);
+    for (int fault : {0, 1}) {
+      // Rank 1 corrupts its first edge's column (fault 0) or its first row's end (fault 1).
+      std::int64_t saved = 0;
+      if (r == 1) {
+        if (fault == 0) {
+          auto* col = static_cast<std::int32_t*>(wg.col_indices.local_part().ptr);
+          saved = col[0];
+          col[0] = static_cast<std::int32_t>(g.num_nodes) + 5;
+        } else {
+          auto* ro = static_cast<std::int64_t*>(wg.row_offsets.local_part().ptr);
+          saved = ro[1];
+          ro[1] = static_cast<std::int64_t>(g.num_edges()) + 9;
+        }
+      }
+      comm->barrier(nullptr);
+      try {
+        run(wg, seeds, o);
+        ADD_FAILURE() << "no error for the corrupt part, fault " << fault << ", rank " << r;
+      } catch (const wm::logic_error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("corrupt"), std::string::npos) << msg;
+        EXPECT_NE(msg.find(fault == 0 ? "col_indices" : "row_offsets"), std::string::npos) << msg;
+      }
+      if (r == 1) {
+        if (fault == 0) {
+          static_cast<std::int32_t*>(wg.col_indices.local_part().ptr)[0] =
+              static_cast<std::int32_t>(saved);
+        } else {
+          static_cast<std::int64_t*>(wg.row_offsets.local_part().ptr)[1] = saved;
+        }
+      }
+      comm->barrier(nullptr);
+      expect_same(sampling_ref::sample(g, seeds, o), run(wg, seeds, o), "after the repair");
+    }
+  });
 }
 
 TEST(SamplingDeterminism, ThreadCounts) {

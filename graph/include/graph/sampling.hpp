@@ -66,6 +66,10 @@ struct sample_result {
   /// The nodes whose features the first GNN layer needs: blocks.back().src_nodes.
   const std::vector<std::int64_t>& input_nodes() const { return blocks.back().src_nodes; }
   std::int64_t num_sampled_edges() const;
+  /// Hops of a distributed graph served by the owners of their nodes (sample_host: the hops
+  /// of fanout >= 0 of a graph whose edges follow its nodes, unless WHOLESTORE_SAMPLE_BY_OWNER
+  /// is 0 on a rank); the rest fetch rows and columns through gathers.
+  int served_hops = 0;
 };
 
 /// CPU path: host-location graphs (any type; distributed is collective).
