@@ -106,9 +106,9 @@ if want chunked && [ "$gpus" -ge 1 ]; then
   cp "$out"/chunked-*.txt "$final/"
 fi
 if want owners && [ "$gpus" -ge 2 ]; then
-  # Distributed graphs served by their owners: the tests, then the sample bench with every hop
-  # counting first (WHOLESTORE_SAMPLE_PAD_KIB=0) and with the default (hops after the first
-  # sized by bounds), alternating (ROUNDS, default 2).
+  # Distributed graphs served by their owners: the tests, then the sample bench through the
+  # gathers, served with every hop counting first and served with padded hops, alternating
+  # (ROUNDS, default 2).  The edges/batch column must be the same in all three.
   step "served hops: tests"
   timeout 300 ctest --test-dir build -R \
     'GpuSamplingDistributed|GpuSamplingHubs|HostileMemoryGpuDistributed|TrainGpu.TwoGpus' \
@@ -116,15 +116,18 @@ if want owners && [ "$gpus" -ge 2 ]; then
   echo "rc=$? $(grep -E 'tests passed|failed out of' "$out/owners-tests.log")"
   grep -E '\*\*\*(Failed|Timeout|Exception)' "$out/owners-tests.log" | head -20
   for round in $(seq 1 "${ROUNDS:-2}"); do
-    for pad in 0 default; do
-      step "sample, distributed, WHOLESTORE_SAMPLE_PAD_KIB=$pad (round $round)"
-      padenv=()
-      [ "$pad" != default ] && padenv=(WHOLESTORE_SAMPLE_PAD_KIB=$pad)
-      env "${padenv[@]}" WHOLESTORE_CHECK_COLLECTIVES=0 timeout 150 \
+    # gathers: the default path; counted: served, every hop waits for counts; padded: served,
+    # hops after the first sized by bounds.
+    for mode in gathers counted padded; do
+      step "sample, distributed, $mode (round $round)"
+      modeenv=(WHOLESTORE_SAMPLE_BY_OWNER=1)
+      [ "$mode" = gathers ] && modeenv=(WHOLESTORE_SAMPLE_BY_OWNER=0)
+      [ "$mode" = counted ] && modeenv+=(WHOLESTORE_SAMPLE_PAD_KIB=0)
+      env "${modeenv[@]}" WHOLESTORE_CHECK_COLLECTIVES=0 timeout 150 \
         $b launch -n 2 -- $b bench configs/bench_sample.yaml --set locations=device \
         --set samplers=gpu --set walks= --set types=distributed,continuous \
-        >"$out/owners-sample-$pad-$round.txt" 2>&1
-      echo "rc=$?"; grep -E '^\[rank 0\] (gpu|     \()' "$out/owners-sample-$pad-$round.txt"
+        >"$out/owners-sample-$mode-$round.txt" 2>&1
+      echo "rc=$?"; grep -E '^\[rank 0\] (gpu|     \()' "$out/owners-sample-$mode-$round.txt"
     done
   done
   cp "$out"/owners-* "$final/" 2>/dev/null

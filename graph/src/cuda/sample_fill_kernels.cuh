@@ -27,7 +27,7 @@ template <typename W>
 __global__ void __launch_bounds__(fill_threads, fill_min_blocks)
     fill_kernel(const std::int64_t* dst, const std::int64_t* start_arr, const std::int64_t* deg_arr,
                 const std::int64_t* npos_arr, const std::int64_t* offsets, device_count n_dst,
-                sample_method method, int fanout, const std::uint64_t* random_seed, int hop, W w,
+                sample_method method, int fanout, seed_ref random_seed, int hop, W w,
                 std::int64_t* eid_all, std::int64_t* tmp_all) {
   const int lane = threadIdx.x % warp_size;
   const std::int64_t n = n_dst.get();
@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(fill_threads, fill_min_blocks)
     std::int64_t* eid = eid_all + off;
     std::int64_t* tmp = tmp_all + off;
     const int k = fanout;
-    const std::uint64_t key = d::node_key(*random_seed, hop, dst[i]);
+    const std::uint64_t key = d::node_key(random_seed.at(i), hop, dst[i]);
 
     if (k < 0 || (method == sample_method::uniform && deg <= k)) {
       for (std::int64_t p = lane; p < deg; p += warp_size) eid[p] = start + p;
@@ -124,9 +124,8 @@ __global__ void __launch_bounds__(fill_big_threads)
     fill_big_kernel(const std::int64_t* dst, const std::int64_t* start_arr,
                     const std::int64_t* deg_arr, const std::int64_t* npos_arr,
                     const std::int64_t* offsets, const std::int32_t* big_list,
-                    const unsigned long long* big_count, int fanout,
-                    const std::uint64_t* random_seed, int hop, W w, bool segmented,
-                    std::int64_t* eid_all, std::int64_t* tmp_all) {
+                    const unsigned long long* big_count, int fanout, seed_ref random_seed, int hop,
+                    W w, bool segmented, std::int64_t* eid_all, std::int64_t* tmp_all) {
   constexpr int warps_per_block = fill_big_threads / warp_size;
   using block_scan = cub::BlockScan<int, fill_big_threads>;
   __shared__ race_entry lists[warps_per_block][warp_size];
@@ -155,7 +154,7 @@ __global__ void __launch_bounds__(fill_big_threads)
       continue;
     }
     if (segmented) continue;  // race_segments_kernel's
-    const std::uint64_t key = d::node_key(*random_seed, hop, dst[i]);
+    const std::uint64_t key = d::node_key(random_seed.at(i), hop, dst[i]);
     race_entry last{0.0, -1};
     bool have_last = false;
     for (std::int64_t taken = 0; taken < k;) {
@@ -201,8 +200,8 @@ __global__ void __launch_bounds__(fill_big_threads)
     race_segments_kernel(const std::int64_t* dst, const std::int64_t* start_arr,
                          const std::int64_t* deg_arr, const std::int64_t* npos_arr,
                          const std::int32_t* big_list, const unsigned long long* big_count,
-                         const std::int64_t* seg_base, int fanout, const std::uint64_t* random_seed,
-                         int hop, W w, race_entry* cand) {
+                         const std::int64_t* seg_base, int fanout, seed_ref random_seed, int hop,
+                         W w, race_entry* cand) {
   constexpr int warps_per_block = fill_big_threads / warp_size;
   __shared__ race_entry lists[warps_per_block][warp_size];
   __shared__ unsigned long long segment_bar;
@@ -227,7 +226,7 @@ __global__ void __launch_bounds__(fill_big_threads)
     const std::int64_t seg_lo = (s - seg_base[lo]) * segment_edges;
     const std::int64_t seg_hi =
         seg_lo + segment_edges < deg_arr[i] ? seg_lo + segment_edges : deg_arr[i];
-    const std::uint64_t key = d::node_key(*random_seed, hop, dst[i]);
+    const std::uint64_t key = d::node_key(random_seed.at(i), hop, dst[i]);
     if (threadIdx.x == 0) segment_bar = 0x7ff0000000000000ull;  // +infinity
     __syncthreads();
     race_entry best = race_pass(key, i, start, seg_hi, seg_lo + warp * warp_size, fill_big_threads,
@@ -273,8 +272,7 @@ template <int G>
 __global__ void fill_small_kernel(const std::int64_t* dst, const std::int64_t* start_arr,
                                   const std::int64_t* deg_arr, const std::int64_t* offsets,
                                   device_count n_dst, sample_method method, int fanout,
-                                  const std::uint64_t* random_seed, int hop,
-                                  std::int64_t* eid_all) {
+                                  seed_ref random_seed, int hop, std::int64_t* eid_all) {
   namespace cg = cooperative_groups;
   const cg::thread_block_tile<G> tile = cg::tiled_partition<G>(cg::this_thread_block());
   const int lane = static_cast<int>(tile.thread_rank());
@@ -288,7 +286,7 @@ __global__ void fill_small_kernel(const std::int64_t* dst, const std::int64_t* s
       for (std::int64_t p = lane; p < deg; p += G) eid[p] = start + p;
       continue;
     }
-    const std::uint64_t key = d::node_key(*random_seed, hop, dst[i]);
+    const std::uint64_t key = d::node_key(random_seed.at(i), hop, dst[i]);
     if (method == sample_method::uniform_with_replacement) {
       if (deg == 0) continue;
       draw_with_replacement(key, deg, k, start, lane, G, eid);

@@ -36,6 +36,17 @@ struct device_count {
   }
 };
 
+/// The random seed of a hop's draws: the call's word, or one per dst node (`per_node`, set on
+/// an owner serving other ranks' requests: each node is drawn with the seed of the rank that
+/// asked, so the sample is the one that rank would draw from continuous memory).
+struct seed_ref {
+  const std::uint64_t* word;
+  const std::uint64_t* per_node;
+  WM_HOST_DEVICE std::uint64_t at(std::int64_t i) const {
+    return per_node != nullptr ? per_node[i] : *word;
+  }
+};
+
 /// A graph changed after its loader checked it: fault[0] = 1 for a row outside the edges (at
 /// node fault[1]), 2 for a column index outside the nodes (at edge fault[1]); the first fault
 /// wins.  The caller goes on with the row empty or the neighbor replaced by node 0, so nothing

@@ -21,7 +21,7 @@ namespace wholestore::graph {
 template <typename W>
 void gpu_sampler::impl::fill(const std::int64_t* dst, gpu::device_count n_dst, std::int64_t bound,
                              const std::int64_t* offsets, const sample_options& options,
-                             const std::uint64_t* seed_word, int hop, W w, const std::int32_t* big,
+                             gpu::seed_ref seed_word, int hop, W w, const std::int32_t* big,
                              const unsigned long long* big_count, std::int64_t segment_bound,
                              std::int64_t* eid_out, std::int64_t* tmp_out, cudaStream_t stream) {
   if (bound == 0) return;
@@ -79,7 +79,7 @@ void gpu_sampler::impl::fill(const std::int64_t* dst, gpu::device_count n_dst, s
 
 void gpu_sampler::impl::sample_edges(const call_state& c, hop_state& hop, cudaStream_t stream) {
   const sample_options& options = *c.options;
-  const std::uint64_t* seed_word = c.seed_word;
+  const gpu::seed_ref seed_word{c.seed_word, hop.node_seeds};
   const int h = hop.h;
   const std::int64_t* dst = hop.dst;
   const gpu::device_count n_dst = hop.n_dst;

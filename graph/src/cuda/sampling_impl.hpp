@@ -129,13 +129,13 @@ struct gpu_sampler::impl {
     std::int64_t first = 0, end = 0, edge_begin = 0, edge_end = 0;
     const void* col_part = nullptr;
     const float* w_part = nullptr;
-    long long* host_meta = nullptr;        // pinned: what every rank sends and receives, 6 * ranks
+    long long* host_meta = nullptr;        // pinned: what every rank sends and receives, 8 * ranks
     std::vector<std::int64_t> host_begin;  // node_begin on the host
     /// The most bytes a padded hop may exchange per rank and direction (0: every hop counts
     /// first); the same on every rank (setup_owned checks it).
     std::int64_t pad_limit = 0;
     std::uint64_t padded_hops = 0;  // served hops sized by bounds so far
-    scratch words, req_ids, req_pos, in_ids, serve_offsets, reply_out, reply_in, origin;
+    scratch words, req_ids, req_pos, in_ids, serve_offsets, reply_out, reply_in, origin, req_seeds;
   };
   owned_layout owned;
 
@@ -219,6 +219,9 @@ struct gpu_sampler::impl {
     /// its own parts (owned_layout).
     bool owner_side = false;
     const std::int64_t* gathered = nullptr;
+    /// The owner's side of a served hop: every request's random seed (its requester's); null
+    /// elsewhere (the call's seed).
+    const std::uint64_t* node_seeds = nullptr;
     bool race = false;  // weighted with a fanout: the race of detail::select_weighted
     /// Race hops of fanout 1..32 spread big nodes over blocks (segments).
     bool segmentable = false;
@@ -329,10 +332,10 @@ struct gpu_sampler::impl {
                      const std::uint64_t* seed_word);
   template <typename W>
   void fill(const std::int64_t* dst, gpu::device_count n_dst, std::int64_t bound,
-            const std::int64_t* offsets, const sample_options& options,
-            const std::uint64_t* seed_word, int hop, W w, const std::int32_t* big,
-            const unsigned long long* big_count, std::int64_t segment_bound, std::int64_t* eid_out,
-            std::int64_t* tmp_out, cudaStream_t stream);
+            const std::int64_t* offsets, const sample_options& options, gpu::seed_ref seed_word,
+            int hop, W w, const std::int32_t* big, const unsigned long long* big_count,
+            std::int64_t segment_bound, std::int64_t* eid_out, std::int64_t* tmp_out,
+            cudaStream_t stream);
   template <typename W>
   void count_weighted(gpu::device_count n_dst, std::int64_t bound, std::int64_t degree_bound, W w,
                       std::int32_t* big, unsigned long long* big_count, cudaStream_t stream);
@@ -345,9 +348,10 @@ struct gpu_sampler::impl {
   /// (owners_wanted) and the parts keep every node's edges with it, and this rank's rows if so
   /// (sampling_owner.cu).
   void setup_owned(cudaStream_t stream);
-  /// WHOLESTORE_SAMPLE_BY_OWNER: 1 when unset or "1" (served hops, the default), 0 when "0"
-  /// (hops through the gathers), -1 for any other value (setup_owned throws on every rank
-  /// after its allgather).
+  /// WHOLESTORE_SAMPLE_BY_OWNER: 1 when "1" (served hops), 0 when unset or "0" (hops through
+  /// the gathers, the GPU default until served hops that draw each request with its
+  /// requester's seed have run on two GPUs; docs/architecture.md), -1 for any other value
+  /// (setup_owned throws on every rank after its allgather).
   static int owners_wanted();
   /// WHOLESTORE_SAMPLE_PAD_KIB in bytes: the most a padded served hop exchanges per rank and
   /// direction (unset: default_pad_kib; 0: none), -1 for a value that is not a whole number
@@ -371,6 +375,7 @@ struct gpu_sampler::impl {
     std::int64_t* positions = nullptr;
     std::vector<std::size_t> send, send_displs, recv, recv_displs;
     std::int64_t n = 0, m = 0;
+    std::uint64_t* seeds = nullptr;  // every received request's random seed (its requester's)
   };
   /// Steps 1-2 of a served hop: buckets the dst nodes by owner and exchanges the counts and
   /// flags with every rank (the one wait); checks the seeds (first hop) and the hop's size on
@@ -381,10 +386,11 @@ struct gpu_sampler::impl {
   /// ids when asked for); returns them.
   /// `m`: the count, or a device count of at most `bound` requests; `origin` (may be null):
   /// request j's record goes to slot origin[j] of the reply instead of slot j.
+  /// `seeds`: every request's random seed, its requester's.
   const std::int64_t* serve_requests(const call_state& c, int h, int k, const std::int64_t* in_ids,
-                                     gpu::device_count m, std::int64_t bound,
-                                     const std::int64_t* origin, std::int64_t width,
-                                     cudaStream_t stream);
+                                     const std::uint64_t* seeds, gpu::device_count m,
+                                     std::int64_t bound, const std::int64_t* origin,
+                                     std::int64_t width, cudaStream_t stream);
 
   // ---- the steps of run(), in order ----------------------------------------------------------
 

@@ -69,13 +69,15 @@ __global__ void count_owners_kernel(const std::int64_t* dst, device_count n_dst,
 constexpr std::int64_t flag_bad_seed = 1;
 constexpr std::int64_t flag_too_large = 2;
 
-/// What this rank tells every rank r: meta[3r] = the requests it sends to r, meta[3r + 1] =
+/// What this rank tells every rank r: meta[4r] = the requests it sends to r, meta[4r + 1] =
 /// its flags (a bad seed: the call's first info word, null after the seed check; too large:
 /// n dst nodes of up to k edges each reach 2^31 - 1 entries, or n is above the hop's bound),
-/// meta[3r + 2] = n, its dst nodes (every rank's bound of the next hop follows from them);
-/// starts[r] = the first slot of rank r's bucket.
+/// meta[4r + 2] = n, its dst nodes (every rank's bound of the next hop follows from them),
+/// meta[4r + 3] = its random seed (the owner draws this rank's requests with it); starts[r] =
+/// the first slot of rank r's bucket.
 __global__ void owner_meta_kernel(const unsigned long long* counts, int ranks, const long long* bad,
-                                  device_count n_dst, int k, std::int64_t bound, std::int64_t* meta,
+                                  device_count n_dst, int k, std::int64_t bound,
+                                  const std::uint64_t* seed, std::int64_t* meta,
                                   unsigned long long* starts) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   const std::int64_t n = n_dst.get();
@@ -85,23 +87,37 @@ __global__ void owner_meta_kernel(const unsigned long long* counts, int ranks, c
   for (int r = 0; r < ranks; ++r) {
     starts[r] = sum;
     sum += counts[r];
-    meta[3 * r] = static_cast<std::int64_t>(counts[r]);
-    meta[3 * r + 1] = flag;
-    meta[3 * r + 2] = n;
+    meta[4 * r] = static_cast<std::int64_t>(counts[r]);
+    meta[4 * r + 1] = flag;
+    meta[4 * r + 2] = n;
+    meta[4 * r + 3] = static_cast<std::int64_t>(*seed);
+  }
+}
+
+/// The owner's side of a counted hop: seeds[q] = the random seed of request q's rank (the
+/// requests arrive rank by rank, meta[4r] of them from rank r, with its seed at meta[4r + 3]).
+__global__ void request_seeds_kernel(const std::int64_t* meta, int ranks, std::int64_t requests,
+                                     std::uint64_t* seeds) {
+  for (std::int64_t q = thread_id(); q < requests; q += thread_count()) {
+    std::int64_t first = 0;
+    int r = 0;
+    while (r + 1 < ranks && first + meta[4 * r] <= q) first += meta[4 * r++];
+    seeds[q] = static_cast<std::uint64_t>(meta[4 * r + 3]);
   }
 }
 
 /// The layout of a padded hop's exchanges, the same on every rank (kernel parameter).  The
-/// requests from rank r to owner o take 1 + S(r, o) words, the count then the ids, where
-/// S(r, o) = min(rank r's bound, the nodes of o's part); the replies S(r, o) records.
+/// requests from rank r to owner o take 2 + S(r, o) words, the count, rank r's random seed,
+/// then the ids, where S(r, o) = min(rank r's bound, the nodes of o's part); the replies
+/// S(r, o) records.
 constexpr int max_pad_ranks = 64;
 struct pad_plan {
   int ranks = 0;
   /// This rank as requester: Σ S(me, o') over o' < o (o = 0..ranks); owner o's region of the
-  /// requests starts at word mine[o] + o, its replies at record mine[o].
+  /// requests starts at word mine[o] + 2 o, its replies at record mine[o].
   std::int64_t mine[max_pad_ranks + 1] = {};
   /// This rank as owner: Σ S(r', me) over r' < r; rank r's requests arrive at word
-  /// theirs[r] + r, its replies leave from record theirs[r].
+  /// theirs[r] + 2 r, its replies leave from record theirs[r].
   std::int64_t theirs[max_pad_ranks + 1] = {};
 };
 
@@ -112,36 +128,42 @@ __device__ __forceinline__ int region_of(const std::int64_t* at, int ranks, std:
   return r;
 }
 
-/// A padded hop's request headers (every owner's count) and where each bucket starts.
-__global__ void pad_starts_kernel(const unsigned long long* counts, pad_plan plan,
-                                  std::int64_t* requests, unsigned long long* starts) {
+/// A padded hop's request headers (every owner's count and this rank's random seed) and where
+/// each bucket starts.
+__global__ void pad_starts_kernel(const unsigned long long* counts, const std::uint64_t* seed,
+                                  pad_plan plan, std::int64_t* requests,
+                                  unsigned long long* starts) {
   for (int o = static_cast<int>(thread_id()); o < plan.ranks;
        o += static_cast<int>(thread_count())) {
-    const std::int64_t at = plan.mine[o] + o;
+    const std::int64_t at = plan.mine[o] + 2 * o;
     requests[at] = static_cast<std::int64_t>(counts[o]);
-    starts[o] = static_cast<unsigned long long>(at + 1);
+    requests[at + 1] = static_cast<std::int64_t>(*seed);
+    starts[o] = static_cast<unsigned long long>(at + 2);
   }
 }
 
 /// The owner's received padded requests, compacted: request q (rank by rank) is in_ids[q],
-/// its reply goes to record origin[q]; *served = their number.
+/// drawn with seeds[q] (its rank's), its reply goes to record origin[q]; *served = their
+/// number.
 __global__ void compact_requests_kernel(const std::int64_t* received, pad_plan plan,
-                                        std::int64_t* in_ids, std::int64_t* origin,
-                                        long long* served) {
+                                        std::int64_t* in_ids, std::uint64_t* seeds,
+                                        std::int64_t* origin, long long* served) {
   const int ranks = plan.ranks;
   const std::int64_t total = plan.theirs[ranks];
   if (thread_id() == 0) {
     long long sum = 0;
-    for (int r = 0; r < ranks; ++r) sum += received[plan.theirs[r] + r];
+    for (int r = 0; r < ranks; ++r) sum += received[plan.theirs[r] + 2 * r];
     *served = sum;
   }
   for (std::int64_t t = thread_id(); t < total; t += thread_count()) {
     const int r = region_of(plan.theirs, ranks, t);
     const std::int64_t j = t - plan.theirs[r];
-    if (j >= received[plan.theirs[r] + r]) continue;
+    const std::int64_t* region = received + plan.theirs[r] + 2 * r;
+    if (j >= region[0]) continue;
     std::int64_t q = j;
-    for (int x = 0; x < r; ++x) q += received[plan.theirs[x] + x];
-    in_ids[q] = received[plan.theirs[r] + r + 1 + j];
+    for (int x = 0; x < r; ++x) q += received[plan.theirs[x] + 2 * x];
+    in_ids[q] = region[2 + j];
+    seeds[q] = static_cast<std::uint64_t>(region[1]);
     origin[q] = t;
   }
 }
@@ -164,7 +186,7 @@ __global__ void place_padded_counts_kernel(device_count n_dst, std::int64_t boun
     const int o = region_of(plan.mine, plan.ranks, rec);
     const std::int64_t j = rec - plan.mine[o];
     if (j >= static_cast<std::int64_t>(per_owner[o])) continue;
-    counts[positions[plan.mine[o] + o + 1 + j]] = reply[rec * width];
+    counts[positions[plan.mine[o] + 2 * o + 2 + j]] = reply[rec * width];
   }
 }
 
@@ -185,7 +207,7 @@ __global__ void place_padded_columns_kernel(int k, pad_plan plan,
     if (j >= static_cast<std::int64_t>(per_owner[o])) continue;
     const std::int64_t* r = reply + rec * width;
     if (p >= r[0]) continue;
-    const std::int64_t at = offsets[positions[plan.mine[o] + o + 1 + j]] + p;
+    const std::int64_t at = offsets[positions[plan.mine[o] + 2 * o + 2 + j]] + p;
     cols[at] = r[1 + p];
     if (eids != nullptr) eids[at] = r[1 + k + p];
   }
@@ -301,8 +323,8 @@ __global__ void place_columns_kernel(std::int64_t n, int k, const std::int64_t* 
 
 int gpu_sampler::impl::owners_wanted() {
   const char* text = std::getenv("WHOLESTORE_SAMPLE_BY_OWNER");
-  if (text == nullptr || std::string(text) == "1") return 1;
-  return std::string(text) == "0" ? 0 : -1;
+  if (text == nullptr || std::string(text) == "0") return 0;
+  return std::string(text) == "1" ? 1 : -1;
 }
 
 std::int64_t gpu_sampler::impl::pad_wanted() {
@@ -394,13 +416,13 @@ gpu_sampler::impl::served_counts gpu_sampler::impl::exchange_counts(call_state& 
   const int k = hop.fanout;
   const std::int64_t bound = hop.bound;
   const auto* node_begin = static_cast<const std::int64_t*>(owned.node_begin.data());
-  // Words: counts | starts | cursor | meta sent | meta received (R, R, R, 3R, 3R).
-  auto* words = owned.words.get<unsigned long long>(9 * R, device, stream);
+  // Words: counts | starts | cursor | meta sent | meta received (R, R, R, 4R, 4R).
+  auto* words = owned.words.get<unsigned long long>(11 * R, device, stream);
   unsigned long long* per_owner = words;
   unsigned long long* starts = words + R;
   unsigned long long* cursor = words + 2 * R;
   auto* meta_send = reinterpret_cast<std::int64_t*>(words + 3 * R);
-  std::int64_t* meta_recv = meta_send + 3 * R;
+  std::int64_t* meta_recv = meta_send + 4 * R;
   WM_CUDA_TRY(cudaMemsetAsync(words, 0, 3 * R * sizeof(unsigned long long), stream));
   served_counts x;
   const std::size_t nb = static_cast<std::size_t>(bound);
@@ -413,7 +435,7 @@ gpu_sampler::impl::served_counts gpu_sampler::impl::exchange_counts(call_state& 
     WM_CUDA_CHECK_LAUNCH(stream);
   }
   gpu::owner_meta_kernel<<<1, 1, 0, stream>>>(per_owner, ranks, c.checked ? nullptr : c.d_info,
-                                              hop.n_dst, k, bound, meta_send, starts);
+                                              hop.n_dst, k, bound, c.seed_word, meta_send, starts);
   WM_CUDA_CHECK_LAUNCH(stream);
   if (bound > 0) {
     const auto blocks =
@@ -424,11 +446,11 @@ gpu_sampler::impl::served_counts gpu_sampler::impl::exchange_counts(call_state& 
   }
 
   // The counts, both ways: the hop's one wait.
-  std::vector<std::size_t> three(R, 3), three_displs(R);
-  for (std::size_t r = 0; r < R; ++r) three_displs[r] = 3 * r;
-  comm.alltoallv(meta_send, three.data(), three_displs.data(), meta_recv, three.data(),
-                 three_displs.data(), wm::dtype::int64, stream);
-  WM_CUDA_TRY(cudaMemcpyAsync(owned.host_meta, meta_send, 6 * R * sizeof(long long),
+  std::vector<std::size_t> four(R, 4), four_displs(R);
+  for (std::size_t r = 0; r < R; ++r) four_displs[r] = 4 * r;
+  comm.alltoallv(meta_send, four.data(), four_displs.data(), meta_recv, four.data(),
+                 four_displs.data(), wm::dtype::int64, stream);
+  WM_CUDA_TRY(cudaMemcpyAsync(owned.host_meta, meta_send, 8 * R * sizeof(long long),
                               cudaMemcpyDeviceToHost, stream));
   if (!c.checked) {
     WM_CUDA_TRY(
@@ -444,10 +466,10 @@ gpu_sampler::impl::served_counts gpu_sampler::impl::exchange_counts(call_state& 
   int too_large = -1;
   c.peer_bound.assign(R, 0);
   for (std::size_t r = 0; r < R; ++r) {
-    x.send[r] = static_cast<std::size_t>(owned.host_meta[3 * r]);
-    x.recv[r] = static_cast<std::size_t>(owned.host_meta[3 * R + 3 * r]);
-    const std::int64_t flags = owned.host_meta[3 * R + 3 * r + 1];
-    c.peer_bound[r] = owned.host_meta[3 * R + 3 * r + 2];  // rank r's dst nodes, exact
+    x.send[r] = static_cast<std::size_t>(owned.host_meta[4 * r]);
+    x.recv[r] = static_cast<std::size_t>(owned.host_meta[4 * R + 4 * r]);
+    const std::int64_t flags = owned.host_meta[4 * R + 4 * r + 1];
+    c.peer_bound[r] = owned.host_meta[4 * R + 4 * r + 2];  // rank r's dst nodes, exact
     any_bad |= (flags & gpu::flag_bad_seed) != 0;
     if ((flags & gpu::flag_too_large) != 0 && too_large < 0) too_large = static_cast<int>(r);
   }
@@ -465,11 +487,19 @@ gpu_sampler::impl::served_counts gpu_sampler::impl::exchange_counts(call_state& 
   }
   x.n = static_cast<std::int64_t>(x.send_displs[R - 1] + x.send[R - 1]);
   x.m = static_cast<std::int64_t>(x.recv_displs[R - 1] + x.recv[R - 1]);
+  // Every request's random seed, its requester's, from the received meta.
+  x.seeds = owned.req_seeds.get<std::uint64_t>(static_cast<std::size_t>(x.m), device, stream);
+  if (x.m > 0) {
+    gpu::request_seeds_kernel<<<grid(x.m), block_threads, 0, stream>>>(meta_recv, ranks, x.m,
+                                                                       x.seeds);
+    WM_CUDA_CHECK_LAUNCH(stream);
+  }
   return x;
 }
 
 const std::int64_t* gpu_sampler::impl::serve_requests(const call_state& c, int h, int k,
                                                       const std::int64_t* in_ids,
+                                                      const std::uint64_t* seeds,
                                                       gpu::device_count m, std::int64_t bound,
                                                       const std::int64_t* origin,
                                                       std::int64_t width, cudaStream_t stream) {
@@ -480,6 +510,7 @@ const std::int64_t* gpu_sampler::impl::serve_requests(const call_state& c, int h
   sv.fanout = k;
   sv.owner_side = true;
   sv.dst = in_ids;
+  sv.node_seeds = seeds;
   sv.n_dst = m;
   sv.bound = bound;
   sv.nb = static_cast<std::size_t>(bound);
@@ -572,7 +603,7 @@ bool gpu_sampler::impl::padded_hop(call_state& c, hop_state& hop, cudaStream_t s
   unsigned long long* starts = words + R;
   unsigned long long* cursor = words + 2 * R;
   WM_CUDA_TRY(cudaMemsetAsync(words, 0, 3 * R * sizeof(unsigned long long), stream));
-  const auto send_words = static_cast<std::size_t>(asked) + R;
+  const auto send_words = static_cast<std::size_t>(asked) + 2 * R;
   auto* ids = owned.req_ids.get<std::int64_t>(send_words, device, stream);
   auto* positions = owned.req_pos.get<std::int64_t>(send_words, device, stream);
   const std::int64_t bound = hop.bound;
@@ -582,7 +613,7 @@ bool gpu_sampler::impl::padded_hop(call_state& c, hop_state& hop, cudaStream_t s
             hop.dst, hop.n_dst, node_begin, ranks, per_owner);
     WM_CUDA_CHECK_LAUNCH(stream);
   }
-  gpu::pad_starts_kernel<<<1, 64, 0, stream>>>(per_owner, plan, ids, starts);
+  gpu::pad_starts_kernel<<<1, 64, 0, stream>>>(per_owner, c.seed_word, plan, ids, starts);
   WM_CUDA_CHECK_LAUNCH(stream);
   if (bound > 0) {
     const auto blocks =
@@ -595,12 +626,12 @@ bool gpu_sampler::impl::padded_hop(call_state& c, hop_state& hop, cudaStream_t s
   // 2. The requests to their owners, every region whole.
   std::vector<std::size_t> send(R), send_displs(R), recv(R), recv_displs(R);
   for (std::size_t x = 0; x < R; ++x) {
-    send[x] = static_cast<std::size_t>(plan.mine[x + 1] - plan.mine[x]) + 1;
-    send_displs[x] = static_cast<std::size_t>(plan.mine[x]) + x;
-    recv[x] = static_cast<std::size_t>(plan.theirs[x + 1] - plan.theirs[x]) + 1;
-    recv_displs[x] = static_cast<std::size_t>(plan.theirs[x]) + x;
+    send[x] = static_cast<std::size_t>(plan.mine[x + 1] - plan.mine[x]) + 2;
+    send_displs[x] = static_cast<std::size_t>(plan.mine[x]) + 2 * x;
+    recv[x] = static_cast<std::size_t>(plan.theirs[x + 1] - plan.theirs[x]) + 2;
+    recv_displs[x] = static_cast<std::size_t>(plan.theirs[x]) + 2 * x;
   }
-  const auto recv_words = static_cast<std::size_t>(served) + R;
+  const auto recv_words = static_cast<std::size_t>(served) + 2 * R;
   auto* received = owned.in_ids.get<std::int64_t>(2 * recv_words, device, stream);
   std::int64_t* in_ids = received + recv_words;
   comm.alltoallv(ids, send.data(), send_displs.data(), received, recv.data(), recv_displs.data(),
@@ -610,11 +641,14 @@ bool gpu_sampler::impl::padded_hop(call_state& c, hop_state& hop, cudaStream_t s
   // records.
   long long* served_count = reinterpret_cast<long long*>(words + 3 * R);
   auto* origin = owned.origin.get<std::int64_t>(static_cast<std::size_t>(served), device, stream);
-  gpu::compact_requests_kernel<<<grid(served), block_threads, 0, stream>>>(received, plan, in_ids,
-                                                                           origin, served_count);
+  auto* seeds =
+      owned.req_seeds.get<std::uint64_t>(static_cast<std::size_t>(served), device, stream);
+  gpu::compact_requests_kernel<<<grid(served), block_threads, 0, stream>>>(
+      received, plan, in_ids, seeds, origin, served_count);
   WM_CUDA_CHECK_LAUNCH(stream);
-  const std::int64_t* reply = serve_requests(
-      c, hop.h, k, in_ids, gpu::device_count{served_count, 0}, served, origin, width, stream);
+  const std::int64_t* reply =
+      serve_requests(c, hop.h, k, in_ids, seeds, gpu::device_count{served_count, 0}, served, origin,
+                     width, stream);
 
   // 4. The replies back, every region whole.
   std::vector<std::size_t> rsend(R), rsend_displs(R), rrecv(R), rrecv_displs(R);
@@ -682,8 +716,8 @@ void gpu_sampler::impl::serve_hop(call_state& c, hop_state& hop, cudaStream_t st
                  x.recv_displs.data(), wm::dtype::int64, stream);
 
   // 4. The owner samples what it was asked, steps 1-3 on its own parts, into reply records.
-  const std::int64_t* reply =
-      serve_requests(c, hop.h, k, in_ids, gpu::device_count{nullptr, m}, m, nullptr, width, stream);
+  const std::int64_t* reply = serve_requests(
+      c, hop.h, k, in_ids, x.seeds, gpu::device_count{nullptr, m}, m, nullptr, width, stream);
 
   // 5. The replies back, in the order the requests left.
   auto times = [width](const std::vector<std::size_t>& v) {

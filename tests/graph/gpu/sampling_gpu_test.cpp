@@ -704,7 +704,8 @@ TEST_P(GpuSamplingDistributed, OwnersAndEvenSplitsMatchTheReference) {
              {std::vector<int>{15, 10, 5}, std::vector<int>{-1, 3}, std::vector<int>{3, 0, 40}}) {
           sample_options o{f};
           o.method = m;
-          o.random_seed = rs++;
+          // Every rank its own random seed: an owner draws with the seed of the rank that asked.
+          o.random_seed = rs++ + 7919 * static_cast<std::uint64_t>(rank);
           o.edge_ids = (rs % 2) == 0;
           const std::size_t n = (rank == 0 && rs % 4 == 0) ? 0 : 30 + 17 * rank;
           auto seeds = test_seeds(*lc.hg, n, rs * 3 + rank);
@@ -779,7 +780,7 @@ TEST_P(GpuSamplingDistributed, MismatchedPadSettingFailsOnEveryRank) {
   const wm::memory_location loc = GetParam();
   run_on_gpus(2, [loc](std::shared_ptr<wm::bootstrap> bs) {
     const int rank = bs->rank();
-    ::unsetenv("WHOLESTORE_SAMPLE_BY_OWNER");
+    ::setenv("WHOLESTORE_SAMPLE_BY_OWNER", "1", 1);
     const int device = start_device(bs);
     auto comm = wm::make_nccl_communicator(bs, device);
     const host_csr hg = test_graph(1000, 8000, 3);
@@ -813,17 +814,17 @@ TEST_P(GpuSamplingDistributed, MismatchedPadSettingFailsOnEveryRank) {
 TEST_P(GpuSamplingDistributed, TwoRanksMatchTheReference) {
   WHOLESTORE_REQUIRE_GPUS(2);
   const wm::memory_location loc = GetParam();
-  // Served by the owners (WHOLESTORE_SAMPLE_BY_OWNER unset: the default) with the hops after
-  // the first sized by bounds (WHOLESTORE_SAMPLE_PAD_KIB unset), every hop counted first
-  // (=0), a limit so small that padded and counted hops alternate (=16: a call of fanouts
-  // {1, 1, 1, 1} pads hops 1 and 2 and counts hop 3, {15, 10, 5} counts every hop); and through
-  // the gathers (WHOLESTORE_SAMPLE_BY_OWNER=0).
+  // Served by the owners (WHOLESTORE_SAMPLE_BY_OWNER=1) with the hops after the first sized by
+  // bounds (WHOLESTORE_SAMPLE_PAD_KIB unset), every hop counted first (=0), a limit so small
+  // that padded and counted hops alternate (=16: a call of fanouts {1, 1, 1, 1} pads hops 1
+  // and 2 and counts hop 3, {15, 10, 5} counts every hop); and through the gathers (unset, the
+  // GPU default until served hops with per-rank seeds have run on two GPUs).
   struct mode {
     const char* owners;
     const char* pad;
   };
   for (const mode md :
-       {mode{nullptr, nullptr}, mode{nullptr, "0"}, mode{nullptr, "16"}, mode{"0", nullptr}}) {
+       {mode{"1", nullptr}, mode{"1", "0"}, mode{"1", "16"}, mode{nullptr, nullptr}}) {
     const std::string owners = md.owners != nullptr ? md.owners : "unset";
     const std::string pad = md.pad != nullptr ? md.pad : "unset";
     SCOPED_TRACE("WHOLESTORE_SAMPLE_BY_OWNER " + owners + ", WHOLESTORE_SAMPLE_PAD_KIB " + pad);
@@ -849,7 +850,8 @@ TEST_P(GpuSamplingDistributed, TwoRanksMatchTheReference) {
         for (const auto& f : fanout_sets) {
           sample_options o{f};
           o.method = m;
-          o.random_seed = rs++;
+          // Every rank its own random seed: an owner draws with the seed of the rank that asked.
+          o.random_seed = rs++ + 7919 * static_cast<std::uint64_t>(rank);
           o.edge_ids = (rs % 2) == 0;
           // Rank 1 sometimes has an empty batch: the calls stay collective.
           std::size_t n = (rank == 1 && rs % 3 == 0) ? 0 : 40 + 13 * rank;
@@ -861,10 +863,10 @@ TEST_P(GpuSamplingDistributed, TwoRanksMatchTheReference) {
           check_properties(hg, got, o, what);
         }
       }
-      EXPECT_EQ(sampler.served_by_owners(), owners == "unset");
+      EXPECT_EQ(sampler.served_by_owners(), owners == "1");
       // Padded hops ran unless switched off or without served hops; the small limit pads
       // some hops and counts others.
-      if (owners == "unset" && pad != "0") {
+      if (owners == "1" && pad != "0") {
         EXPECT_GT(sampler.padded_hops(), 0u);
       } else {
         EXPECT_EQ(sampler.padded_hops(), 0u);
@@ -884,7 +886,7 @@ TEST_P(GpuSamplingDistributed, TwoRanksMatchTheReference) {
                                  hub_case{{3, 35}, {2000 + rank, 2500 + rank}}}) {
         sample_options o{hc.fanouts};
         o.method = sample_method::weighted;
-        o.random_seed = rs++;
+        o.random_seed = rs++ + 7919 * static_cast<std::uint64_t>(rank);
         auto got = gpu_sample(hub_sampler, hc.seeds, o, device, stream.get());
         const std::string what =
             describe(wm::memory_type::distributed, loc, o.method, hc.fanouts, false) +
