@@ -389,7 +389,7 @@ void gpu_sampler::impl::setup_owned(cudaStream_t stream) {
   if (g.has_weights()) owned.w_part = static_cast<const float*>(g.edge_weights.local_part().ptr);
   if (owned.host_meta == nullptr) {
     void* host = nullptr;
-    WM_CUDA_TRY(cudaHostAlloc(&host, sizeof(long long) * 6 * static_cast<std::size_t>(ranks),
+    WM_CUDA_TRY(cudaHostAlloc(&host, sizeof(long long) * 8 * static_cast<std::size_t>(ranks),
                               cudaHostAllocDefault));
     owned.host_meta = static_cast<long long*>(host);
   }
