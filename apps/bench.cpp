@@ -592,7 +592,9 @@ const command_info& bench_command() {
         "edges per second (all ranks' edges over the slowest rank's time in the sampler), "
         "batches per second, mean sampled edges per batch and the ratio to the target. The GPU "
         "sampler runs on both locations, the CPU sampler on host memory only; without a GPU "
-        "only the CPU sampler runs, on the `cpu_*` graph size.",
+        "only the CPU sampler runs, on the `cpu_*` graph size. Every memory type and location "
+        "samples the same seeds, so a sampler x method x fanouts case must sample as many "
+        "edges on each of them; when one differs the bench names the case and exits with 1.",
         &bench_sample_keys(), ""},
        {"suite `embedding`", "configs/bench_embedding.yaml",
         "A config with `suite: embedding` times embedding tables: lookup and a training step "

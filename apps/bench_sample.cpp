@@ -492,7 +492,27 @@ int run_bench_sample(int argc, char** argv) {
 #endif
   (void)stream;
 
+  // Every memory type and location samples the same seeds with the same options, so a case
+  // must sample the same number of edges on all of them: a difference means the samples
+  // differ (a node's sample depends on the seed, the hop and the node only), and the bench
+  // fails instead of printing rates of unlike work.
+  std::vector<std::string> mismatches;
+  for (const case_result& a : results) {
+    for (const case_result& b : results) {
+      if (&b == &a) break;
+      if (a.sampler == b.sampler && a.method == b.method && a.fanouts == b.fanouts &&
+          a.edges != b.edges) {
+        mismatches.push_back(a.sampler + " " + a.method + " [" + a.fanouts + "]: " + a.type + "/" +
+                             a.location + " sampled " + std::to_string(a.edges) + " edges, " +
+                             b.type + "/" + b.location + " " + std::to_string(b.edges));
+        break;
+      }
+    }
+  }
   if (lead) {
+    for (const std::string& m : mismatches) {
+      std::fprintf(stderr, "bench: the samples differ between memory types: %s\n", m.c_str());
+    }
     std::printf(
         "summary: %zu case(s); edges/s are all ranks' sampled edges over the slowest "
         "rank's time; target: GPU %.0fM, CPU %.0fM edges/s\n",
@@ -520,7 +540,7 @@ int run_bench_sample(int argc, char** argv) {
       write_report(args.report_file, report.str(), &cfg);
     }
   }
-  return 0;
+  return mismatches.empty() ? 0 : 1;
 }
 
 }  // namespace wholestore::apps
