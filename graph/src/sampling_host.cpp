@@ -15,6 +15,8 @@
 // exchanges a hop).  Other distributed graphs, and hops of fanout -1, fetch just the values
 // each hop needs with gather_host.  All run the same selection, in a fixed sequence of
 // collective calls, so every path returns the same blocks.
+#include "owned_rows_host.hpp"
+
 #include <graph/sampling.hpp>
 
 #include <wholememory/communicator.hpp>
@@ -625,75 +627,6 @@ bool check_seeds_collectively(const csr_graph& g, const std::int64_t* seeds, std
                      [](std::int64_t f) { return (f & flag_wants_owners) != 0; });
 }
 
-/// This rank's own rows of a distributed graph whose edges follow its nodes: its entries
-/// [first, end) of row_offsets and its edges [edge_begin, edge_end), the whole of its column
-/// and weight parts, so the row of its last node ends where its edges end.
-struct own_parts {
-  std::vector<std::int64_t> node_begin;  // every part's first row_offsets entry, then n + 1
-  int ranks = 0;
-  const std::int64_t* ro = nullptr;
-  std::int64_t first = 0, end = 0, edge_begin = 0, edge_end = 0;
-  const void* col = nullptr;
-  bool wide = false;  // int64 columns
-  const float* w = nullptr;
-
-  explicit own_parts(const csr_graph& g) {
-    ranks = g.row_offsets.comm().size();
-    node_begin.resize(static_cast<std::size_t>(ranks) + 1);
-    for (int r = 0; r < ranks; ++r) {
-      node_begin[static_cast<std::size_t>(r)] =
-          static_cast<std::int64_t>(g.row_offsets.part(r).offset / sizeof(std::int64_t));
-    }
-    node_begin[static_cast<std::size_t>(ranks)] = static_cast<std::int64_t>(g.num_nodes) + 1;
-    const wm::part_info rows = g.row_offsets.local_part();
-    ro = static_cast<const std::int64_t*>(rows.ptr);
-    first = static_cast<std::int64_t>(rows.offset / sizeof(std::int64_t));
-    end = static_cast<std::int64_t>((rows.offset + rows.bytes) / sizeof(std::int64_t));
-    const wm::part_info cols = g.col_indices.local_part();
-    const std::size_t elem = wm::dtype_size(g.col_type);
-    col = cols.ptr;
-    wide = g.col_type == wm::dtype::int64;
-    edge_begin = static_cast<std::int64_t>(cols.offset / elem);
-    edge_end = static_cast<std::int64_t>((cols.offset + cols.bytes) / elem);
-    if (g.has_weights()) w = static_cast<const float*>(g.edge_weights.local_part().ptr);
-  }
-  /// The rank holding node v's row: the last part starting at or before v (an empty part
-  /// shares its start with the next one, which owns the node).
-  int owner_of(std::int64_t v) const {
-    const auto it = std::upper_bound(node_begin.begin(), node_begin.begin() + ranks, v);
-    return static_cast<int>(it - node_begin.begin()) - 1;
-  }
-  /// Node v's row [s, e) when v is one of this rank's nodes and the row lies within its edges;
-  /// false otherwise (a corrupt graph).
-  bool row(std::int64_t v, std::int64_t& s, std::int64_t& e) const {
-    if (v < first || v >= end) return false;
-    s = ro[v - first];
-    e = v + 1 < end ? ro[v + 1 - first] : edge_end;
-    return s >= edge_begin && e >= s && e <= edge_end;
-  }
-  std::int64_t column(std::int64_t x) const {
-    const std::int64_t at = x - edge_begin;
-    return wide ? static_cast<const std::int64_t*>(col)[at]
-                : static_cast<const std::int32_t*>(col)[at];
-  }
-  float weight(std::int64_t x) const { return w[x - edge_begin]; }
-};
-
-/// Collective: out[displs[r] ..] receives what every rank r sends here; counts in elements.
-void exchange(wm::communicator& comm, const std::int64_t* send,
-              const std::vector<std::size_t>& send_counts,
-              const std::vector<std::size_t>& send_displs, std::int64_t* recv,
-              const std::vector<std::size_t>& recv_counts,
-              const std::vector<std::size_t>& recv_displs, std::size_t width = 1) {
-  auto times = [width](const std::vector<std::size_t>& v) {
-    std::vector<std::size_t> out(v);
-    for (std::size_t& x : out) x *= width;
-    return out;
-  };
-  comm.alltoallv(send, times(send_counts).data(), times(send_displs).data(), recv,
-                 times(recv_counts).data(), times(recv_displs).data(), wm::dtype::int64, nullptr);
-}
-
 sample_result sample_distributed(const csr_graph& g, const std::int64_t* seeds, std::size_t count,
                                  const sample_options& options, unsigned threads) {
   wm::communicator& comm = g.row_offsets.comm();
@@ -776,7 +709,7 @@ sample_result sample_distributed(const csr_graph& g, const std::int64_t* seeds, 
     faults.throw_collectively(comm);
     return result;
   }
-  const own_parts own(g);
+  const detail::own_parts own(g);
   const auto R = static_cast<std::size_t>(own.ranks);
   const auto num_nodes = static_cast<std::int64_t>(g.num_nodes);
   std::vector<std::int64_t> ids, positions, requests, reply, back;
@@ -818,7 +751,7 @@ sample_result sample_distributed(const csr_graph& g, const std::int64_t* seeds, 
     }
     std::vector<std::size_t> twos(R, 2), each(R);
     for (std::size_t r = 0; r < R; ++r) each[r] = 2 * r;
-    exchange(comm, sent.data(), twos, each, got.data(), twos, each);
+    detail::exchange(comm, sent.data(), twos, each, got.data(), twos, each);
     for (std::size_t r = 0; r < R; ++r) recv[r] = static_cast<std::size_t>(got[2 * r]);
     for (std::size_t r = 1; r < R; ++r) recv_displs[r] = recv_displs[r - 1] + recv[r - 1];
     const std::size_t m = recv_displs[R - 1] + recv[R - 1];
@@ -828,7 +761,7 @@ sample_result sample_distributed(const csr_graph& g, const std::int64_t* seeds, 
                   static_cast<std::uint64_t>(got[2 * r + 1]));
     }
     requests.resize(m);
-    exchange(comm, ids.data(), send, send_displs, requests.data(), recv, recv_displs);
+    detail::exchange(comm, ids.data(), send, send_displs, requests.data(), recv, recv_displs);
 
     // The owner's side: steps 1-3 of the hop on its own rows.
     rows.resize(m);
@@ -893,13 +826,13 @@ sample_result sample_distributed(const csr_graph& g, const std::int64_t* seeds, 
     std::vector<std::int64_t> sizes_out(out_words.begin(), out_words.end()), sizes_in(R);
     std::vector<std::size_t> ones(R, 1), each_one(R);
     for (std::size_t r = 0; r < R; ++r) each_one[r] = r;
-    exchange(comm, sizes_out.data(), ones, each_one, sizes_in.data(), ones, each_one);
+    detail::exchange(comm, sizes_out.data(), ones, each_one, sizes_in.data(), ones, each_one);
     for (std::size_t r = 0; r < R; ++r) {
       in_words[r] = static_cast<std::size_t>(sizes_in[r]);
       if (r > 0) in_displs[r] = in_displs[r - 1] + in_words[r - 1];
     }
     back.resize(in_displs[R - 1] + in_words[R - 1]);
-    exchange(comm, reply.data(), out_words, out_displs, back.data(), in_words, in_displs);
+    detail::exchange(comm, reply.data(), out_words, out_displs, back.data(), in_words, in_displs);
     out.offsets.assign(n + 1, 0);
     for (std::size_t o = 0; o < R; ++o) {
       const std::int64_t* counts = back.data() + in_displs[o];

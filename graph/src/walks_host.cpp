@@ -1,10 +1,13 @@
 // random_walks_host: walks split over threads in dynamically taken chunks (walk lengths vary
 // with dead ends and node2vec's rejections); every walk writes only its own row, so any thread
 // count gives the same output.  Also the option checks both paths share.
+#include "owned_rows_host.hpp"
 #include "walks_common.hpp"
 
 #include <graph/detail/walk_step.hpp>
 #include <graph/walks.hpp>
+#include <wholememory/bootstrap.hpp>
+#include <wholememory/communicator.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/ptr_gen.hpp>
 
@@ -22,11 +25,12 @@ namespace wm = wholememory;
 namespace detail {
 
 void check_walk_call(const csr_graph& graph, std::size_t count, const walk_options& o,
-                     const void* starts, const void* out, const char* op) {
+                     const void* starts, const void* out, const char* op, bool distributed_ok) {
   WM_EXPECTS(static_cast<bool>(graph.row_offsets), op << ": an empty graph");
-  WM_EXPECTS(graph.type() != wm::memory_type::distributed,
+  WM_EXPECTS(distributed_ok || graph.type() != wm::memory_type::distributed,
              op << ": the graph is in distributed memory, where a walk's next node can be on any "
-                   "rank; random walks need continuous or chunked memory");
+                   "rank; this walker needs continuous or chunked memory (random_walks_host "
+                   "walks DeepWalk on distributed graphs)");
   WM_EXPECTS(o.length >= 0, op << ": walk length " << o.length << " is negative");
   WM_EXPECTS(std::isfinite(o.p) && o.p > 0 && std::isfinite(o.q) && o.q > 0,
              op << ": node2vec p and q must be finite and > 0, got p = " << o.p << ", q = " << o.q);
@@ -216,14 +220,169 @@ void walk_typed(const csr_graph& g, const std::int64_t* starts, std::size_t coun
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Distributed graphs whose edges follow their nodes: every step is served by the owner of the
+// walks' current nodes.  Collective: per step every rank sends its live walks (key, current
+// node) to the owners, which draw the next node as the first-order rule does (the draw of
+// step s, trial 0) from their own parts and reply with it (-1: a dead end).  A walk's draws
+// depend on its key and step only, so the walks are those of continuous memory.
+
+/// What every rank must agree on before the steps, and its start check.
+struct walk_call {
+  std::int64_t length = 0;
+  double p = 1.0, q = 1.0;
+  std::int64_t bad_position = -1, bad_value = 0;
+};
+
+void walk_distributed(const csr_graph& g, const std::int64_t* starts, std::size_t count,
+                      const walk_options& o, std::int64_t* out) {
+  const char* op = "random_walks_host";
+  wm::communicator& comm = g.row_offsets.comm();
+  const auto R = static_cast<std::size_t>(comm.size());
+  walk_call mine;
+  mine.length = o.length;
+  mine.p = o.p;
+  mine.q = o.q;
+  for (std::size_t i = 0; i < count && mine.bad_position < 0; ++i) {
+    if (starts[i] < 0 || static_cast<std::uint64_t>(starts[i]) >= g.num_nodes) {
+      mine.bad_position = static_cast<std::int64_t>(i);
+      mine.bad_value = starts[i];
+    }
+  }
+  std::vector<walk_call> all(R);
+  comm.get_bootstrap().allgather(&mine, all.data(), sizeof(walk_call));
+  // Every rank sees every rank's call, so all throw here or none does.
+  for (std::size_t r = 0; r < R; ++r) {
+    WM_EXPECTS(all[r].length == all[0].length && all[r].p == all[0].p && all[r].q == all[0].q,
+               op << ": the ranks walk a distributed graph together and must pass the same "
+                     "length, p and q; rank "
+                  << r << " has length " << all[r].length << ", p " << all[r].p << ", q "
+                  << all[r].q << ", rank 0 length " << all[0].length << ", p " << all[0].p << ", q "
+                  << all[0].q);
+  }
+  WM_EXPECTS(!detail::make_walk_rule(o.p, o.q).second_order,
+             op << ": node2vec walks (p = " << o.p << ", q = " << o.q
+                << ") on a distributed graph are not supported; DeepWalk (p = q = 1) is");
+  WM_EXPECTS(comm.get_backend() == wm::backend::host,
+             op << ": a distributed graph walked on the CPU needs the host communicator");
+  for (std::size_t r = 0; r < R; ++r) {
+    if (all[r].bad_position < 0) continue;
+    WM_EXPECTS(static_cast<int>(r) != comm.rank(),
+               op << ": start node " << all[r].bad_value << " at position " << all[r].bad_position
+                  << " is outside the graph of " << g.num_nodes << " nodes");
+    WM_FAIL(wm::logic_error, op << ": rank " << r << " passed start node " << all[r].bad_value
+                                << ", outside the graph of " << g.num_nodes << " nodes");
+  }
+  // Collective, the same answer everywhere.
+  WM_EXPECTS(edges_follow_nodes(g),
+             op << ": the distributed graph's edges do not follow its nodes (it was not laid out "
+                   "by make_graph or load_graph), so no rank holds whole rows to walk");
+
+  const detail::own_parts own(g);
+  const auto num_nodes = static_cast<std::int64_t>(g.num_nodes);
+  const std::size_t width = static_cast<std::size_t>(o.length) + 1;
+  std::vector<std::uint64_t> keys(count);
+  std::vector<std::int64_t> cur(count);
+  std::vector<std::size_t> live;
+  for (std::size_t i = 0; i < count; ++i) {
+    keys[i] = detail::walk_key(o.seed, o.first_walk + i, starts[i]);
+    cur[i] = starts[i];
+    out[i * width] = starts[i];
+    if (width > 1) live.push_back(i);
+  }
+  bool fault = false;
+  std::vector<std::size_t> send(R), send_displs(R), recv(R), recv_displs(R), ones(R, 1), each(R);
+  for (std::size_t r = 0; r < R; ++r) each[r] = r;
+  std::vector<std::int64_t> sent(R), got(R), requests, asked, replies, answers;
+  std::vector<std::size_t> order;
+  std::vector<int> owner;
+  for (std::size_t s = 1; s < width; ++s) {
+    // The live walks bucketed by the owner of their current node.
+    std::fill(send.begin(), send.end(), 0);
+    owner.resize(live.size());
+    for (std::size_t j = 0; j < live.size(); ++j) {
+      owner[j] = own.owner_of(cur[live[j]]);
+      ++send[static_cast<std::size_t>(owner[j])];
+    }
+    send_displs[0] = 0;
+    for (std::size_t r = 1; r < R; ++r) send_displs[r] = send_displs[r - 1] + send[r - 1];
+    std::vector<std::size_t> cursor = send_displs;
+    order.resize(live.size());
+    requests.resize(2 * live.size());
+    for (std::size_t j = 0; j < live.size(); ++j) {
+      const std::size_t slot = cursor[static_cast<std::size_t>(owner[j])]++;
+      order[slot] = live[j];
+      requests[2 * slot] = static_cast<std::int64_t>(keys[live[j]]);
+      requests[2 * slot + 1] = cur[live[j]];
+    }
+    for (std::size_t r = 0; r < R; ++r) sent[r] = static_cast<std::int64_t>(send[r]);
+    detail::exchange(comm, sent.data(), ones, each, got.data(), ones, each);
+    recv_displs[0] = 0;
+    for (std::size_t r = 0; r < R; ++r) {
+      recv[r] = static_cast<std::size_t>(got[r]);
+      if (r > 0) recv_displs[r] = recv_displs[r - 1] + recv[r - 1];
+    }
+    const std::size_t m = recv_displs[R - 1] + recv[R - 1];
+    asked.resize(2 * m);
+    detail::exchange(comm, requests.data(), send, send_displs, asked.data(), recv, recv_displs, 2);
+    // The owner's step: first-order, the draw of step s, trial 0 (detail/walk_step.hpp).
+    replies.resize(m);
+    for (std::size_t q = 0; q < m; ++q) {
+      const auto key = static_cast<std::uint64_t>(asked[2 * q]);
+      std::int64_t first = 0, end = 0, next = -1;
+      if (!own.row(asked[2 * q + 1], first, end)) {
+        fault = true;
+      } else if (end > first) {
+        const std::int64_t edge =
+            first + static_cast<std::int64_t>(detail::rand_below(
+                        detail::draw(key, static_cast<std::uint64_t>(s - 1) << 32),
+                        static_cast<std::uint64_t>(end - first)));
+        next = own.column(edge);
+        if (next < 0 || next >= num_nodes) {
+          fault = true;
+          next = -1;
+        }
+      }
+      replies[q] = next;
+    }
+    answers.resize(live.size());
+    detail::exchange(comm, replies.data(), recv, recv_displs, answers.data(), send, send_displs);
+    live.clear();
+    for (std::size_t slot = 0; slot < order.size(); ++slot) {
+      const std::size_t i = order[slot];
+      const std::int64_t v = answers[slot];
+      if (v < 0) {
+        std::fill(out + i * width + s, out + (i + 1) * width, std::int64_t{-1});
+        continue;
+      }
+      out[i * width + s] = v;
+      cur[i] = v;
+      if (s + 1 < width) live.push_back(i);
+    }
+  }
+  std::vector<std::int64_t> faults(R, 0);
+  faults[static_cast<std::size_t>(comm.rank())] = fault ? 1 : 0;
+  comm.allreduce_sum(faults.data(), faults.data(), R, wm::dtype::int64, nullptr);
+  for (std::size_t r = 0; r < R; ++r) {
+    WM_EXPECTS(faults[r] == 0, detail::corrupt_graph_message(op)
+                                   << (static_cast<int>(r) == comm.rank()
+                                           ? std::string()
+                                           : " (met by rank " + std::to_string(r) + ")"));
+  }
+}
+
 }  // namespace
 
 void random_walks_host(const csr_graph& graph, const std::int64_t* starts, std::size_t count,
                        const walk_options& options, std::int64_t* out, unsigned threads) {
   const char* op = "random_walks_host";
-  detail::check_walk_call(graph, count, options, starts, out, op);
+  detail::check_walk_call(graph, count, options, starts, out, op, true);
   WM_EXPECTS(graph.location() == wm::memory_location::host,
              op << " walks host-location graphs; this graph is in device memory: use gpu_walker");
+  if (graph.type() == wm::memory_type::distributed) {
+    walk_distributed(graph, starts, count, options, out);
+    return;
+  }
   for (std::size_t i = 0; i < count; ++i) {
     WM_EXPECTS(starts[i] >= 0 && static_cast<std::uint64_t>(starts[i]) < graph.num_nodes,
                op << ": start node " << starts[i] << " at position " << i

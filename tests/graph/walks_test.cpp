@@ -9,6 +9,7 @@
 #include <graph/detail/walk_step.hpp>
 #include <graph/generate.hpp>
 #include <graph/walks.hpp>
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/ptr_gen.hpp>
@@ -336,13 +337,108 @@ TEST(RandomWalks, BadArgumentsAreNamedAndTheOutputUntouched) {
   bad = o;
   bad.length = -1;
   EXPECT_NE(message(bad).find("walk length -1"), std::string::npos);
+  // A distributed graph takes DeepWalk only.
   csr_graph dist = make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
+  bad = o;
+  bad.p = 0.5;
   try {
-    random_walks_host(dist, starts.data(), 2, o, out.data());
-    ADD_FAILURE() << "a distributed graph was accepted";
+    random_walks_host(dist, starts.data(), 2, bad, out.data());
+    ADD_FAILURE() << "node2vec on a distributed graph was accepted";
   } catch (const wm::logic_error& e) {
-    EXPECT_NE(std::string(e.what()).find("distributed memory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("node2vec walks"), std::string::npos) << e.what();
   }
+}
+
+// DeepWalk on distributed graphs (every step served by the owner of the walk's node): on 1-3
+// ranks, each walking its slice of the starts (one rank none), the walks of one rank on
+// continuous memory bit for bit, dead ends (a directed graph) and length 0 included.
+TEST(RandomWalks, DeepWalkOnDistributedGraphsEqualsContinuous) {
+  wholestore::graph::generate_options go;
+  go.num_nodes = 2000;
+  go.num_edges = 9000;
+  go.seed = 12;  // directed: many nodes without out-neighbors
+  for (const host_csr& g : {test_graph(), wholestore::graph::generate_graph(go)}) {
+    std::vector<std::int64_t> starts(900);
+    for (std::size_t i = 0; i < starts.size(); ++i)
+      starts[i] = static_cast<std::int64_t>((i * 7919 + 5) % g.num_nodes);
+    for (int length : {0, 1, 17}) {
+      walk_options o;
+      o.length = length;
+      o.seed = 5 + static_cast<std::uint64_t>(length);
+      const std::vector<std::int64_t> want = baseline(g, starts, o);
+      const std::size_t width = static_cast<std::size_t>(length) + 1;
+      for (int ranks = 1; ranks <= 3; ++ranks) {
+        thread_ranks(ranks, [&](std::shared_ptr<wm::bootstrap> bs) {
+          auto comm = wm::make_host_communicator(bs);
+          csr_graph wg =
+              make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
+          const std::size_t n = starts.size(), me = static_cast<std::size_t>(comm->rank());
+          // Rank 1 of three walks nothing.
+          std::size_t begin = n * me / ranks, end = n * (me + 1) / ranks;
+          if (ranks == 3 && me == 1) end = begin;
+          if (ranks == 3 && me == 2) begin = n * 1 / 3;
+          walk_options mine = o;
+          mine.first_walk = begin;
+          std::vector<std::int64_t> out((end - begin) * width, 777);
+          random_walks_host(wg, starts.data() + begin, end - begin, mine, out.data(), 2);
+          EXPECT_TRUE(std::equal(out.begin(), out.end(), want.begin() + begin * width))
+              << "ranks " << ranks << " rank " << me << " length " << length;
+        });
+      }
+    }
+  }
+}
+
+// A distributed walk the ranks cannot take together fails on every rank, naming why (never
+// one rank left in a collective), and the next good call works.
+TEST(RandomWalks, DistributedRefusalsOnEveryRank) {
+  const host_csr g = test_graph();
+  thread_ranks(2, [&](std::shared_ptr<wm::bootstrap> bs) {
+    auto comm = wm::make_host_communicator(bs);
+    csr_graph wg = make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
+    const int me = comm->rank();
+    const std::vector<std::int64_t> starts = {3, 400 + me, 5};
+    walk_options o;
+    o.length = 6;
+    std::vector<std::int64_t> out(3 * 7);
+    auto error_of = [&](const walk_options& w, const std::vector<std::int64_t>& s) {
+      try {
+        random_walks_host(wg, s.data(), s.size(), w, out.data());
+      } catch (const wm::logic_error& e) {
+        return std::string(e.what());
+      }
+      return std::string("(no error)");
+    };
+    walk_options other = o;
+    if (me == 1) other.length = 7;
+    EXPECT_NE(error_of(other, starts).find("same length, p and q"), std::string::npos);
+    std::vector<std::int64_t> bad = starts;
+    if (me == 1) bad[2] = static_cast<std::int64_t>(g.num_nodes) + 4;
+    const std::string msg = error_of(o, bad);
+    EXPECT_NE(msg.find(me == 1 ? "at position 2" : "rank 1 passed start node"), std::string::npos)
+        << msg;
+    walk_options n2v = o;
+    n2v.q = 2;
+    EXPECT_NE(error_of(n2v, starts).find("node2vec walks"), std::string::npos);
+    // Edges split evenly, not with their nodes.
+    csr_graph even = make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
+    wm::allocation_options ao;
+    ao.granularity = 4;
+    even.col_indices = wm::allocation::create(comm, g.num_edges() * 4, wm::memory_type::distributed,
+                                              wm::memory_location::host, ao);
+    even.col_type = wm::dtype::int32;
+    try {
+      random_walks_host(even, starts.data(), starts.size(), o, out.data());
+      ADD_FAILURE() << "evenly split edges were walked";
+    } catch (const wm::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find("do not follow its nodes"), std::string::npos)
+          << e.what();
+    }
+    walk_options good = o;
+    good.first_walk = static_cast<std::uint64_t>(me) * 3;
+    random_walks_host(wg, starts.data(), starts.size(), good, out.data());
+    EXPECT_EQ(out[0], starts[0]);
+  });
 }
 
 }  // namespace

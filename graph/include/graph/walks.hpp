@@ -8,8 +8,11 @@
  * Output: count rows of length + 1 node ids (int64), the start first; a walk that reaches a
  * node without out-neighbors stops there and its row is padded with -1.
  *
- * Graphs in continuous or chunked memory (either location); a distributed graph is refused
- * (a walk's next step can be on any rank: not supported yet).  A start outside [0, num_nodes)
+ * Graphs in continuous or chunked memory (either location).  random_walks_host also walks
+ * DeepWalk (p = q = 1) on a distributed graph laid out by make_graph or load_graph: collective
+ * over the graph's communicator (every rank calls with the same length, p and q and its own
+ * starts; each step is served by the owners of the walks' nodes); node2vec there, and
+ * gpu_walker on any distributed graph, are refused.  A start outside [0, num_nodes)
  * throws logic_error naming it and its position before anything is written; a row or neighbor
  * id that breaks the CSR's rules (memory changed after loading) throws naming it.
  */
