@@ -72,7 +72,8 @@ const std::vector<config_key> bench_sample_schema = {
      "GPU target, sampled edges per second (the ratio column)"},
     {"cpu_target", value_kind::number, "5e6", "CPU target, sampled edges per second"},
     {"walks", value_kind::string, "deepwalk,node2vec",
-     "random-walk cases: `deepwalk`, `node2vec` (empty: none); continuous and chunked types only"},
+     "random-walk cases: `deepwalk`, `node2vec` (empty: none); on distributed graphs only the "
+     "CPU walker's `deepwalk`. Every type must take as many steps, else the bench exits with 1"},
     {"walk_length", value_kind::integer, "80", "steps per walk"},
     {"walk_batch", value_kind::integer, "65536", "walks per call"},
     {"walk_calls", value_kind::integer, "10", "timed calls per rank per walk case (GPU)"},
@@ -177,7 +178,8 @@ std::vector<walk_result> run_walk_cases(const config& cfg, const graph::host_csr
         std::max<std::int64_t>(1, cfg.get_int(on_gpu ? "walk_calls" : "cpu_walk_calls")));
     const double target = cfg.get_number(on_gpu ? "walk_target" : "cpu_walk_target");
     for (auto type : types) {
-      if (type == wm::memory_type::distributed) continue;
+      // The CPU walker walks DeepWalk on distributed graphs (each step served by the owners).
+      if (type == wm::memory_type::distributed && on_gpu) continue;
       for (auto loc : locations) {
         if (loc == wm::memory_location::device && !on_gpu) continue;
         graph::csr_graph g = graph::make_graph(comm, host, type, loc);
@@ -191,6 +193,7 @@ std::vector<walk_result> run_walk_cases(const config& cfg, const graph::host_csr
         }
 #endif
         for (const auto& kind : kinds) {
+          if (type == wm::memory_type::distributed && kind == "node2vec") continue;
           graph::walk_options o;
           o.length = static_cast<int>(length);
           if (kind == "node2vec") {
@@ -497,6 +500,17 @@ int run_bench_sample(int argc, char** argv) {
   // differ (a node's sample depends on the seed, the hop and the node only), and the bench
   // fails instead of printing rates of unlike work.
   std::vector<std::string> mismatches;
+  for (const walk_result& a : walk_results) {
+    for (const walk_result& b : walk_results) {
+      if (&b == &a) break;
+      if (a.walker == b.walker && a.walk == b.walk && a.length == b.length && a.steps != b.steps) {
+        mismatches.push_back(a.walker + " " + a.walk + " walks: " + a.type + "/" + a.location +
+                             " took " + std::to_string(a.steps) + " steps, " + b.type + "/" +
+                             b.location + " " + std::to_string(b.steps));
+        break;
+      }
+    }
+  }
   for (const case_result& a : results) {
     for (const case_result& b : results) {
       if (&b == &a) break;
