@@ -3,6 +3,8 @@
 // (sampling_host.cpp, walks_host.cpp).  Internal.
 #pragma once
 
+#include "edge_layout.hpp"
+
 #include <graph/csr_graph.hpp>
 #include <wholememory/communicator.hpp>
 
@@ -19,7 +21,7 @@ namespace wm = ::wholememory;
 /// [first, end) of row_offsets and its edges [edge_begin, edge_end), the whole of its column
 /// and weight parts, so the row of its last node ends where its edges end.
 struct own_parts {
-  std::vector<std::int64_t> node_begin;  // every part's first row_offsets entry, then n + 1
+  std::vector<std::int64_t> node_begin;  // rank r's nodes are [node_begin[r], node_begin[r + 1])
   int ranks = 0;
   const std::int64_t* ro = nullptr;
   std::int64_t first = 0, end = 0, edge_begin = 0, edge_end = 0;
@@ -29,12 +31,9 @@ struct own_parts {
 
   explicit own_parts(const csr_graph& g) {
     ranks = g.row_offsets.comm().size();
-    node_begin.resize(static_cast<std::size_t>(ranks) + 1);
-    for (int r = 0; r < ranks; ++r) {
-      node_begin[static_cast<std::size_t>(r)] =
-          static_cast<std::int64_t>(g.row_offsets.part(r).offset / sizeof(std::int64_t));
-    }
-    node_begin[static_cast<std::size_t>(ranks)] = static_cast<std::int64_t>(g.num_nodes) + 1;
+    const std::vector<std::uint64_t> nodes =
+        first_nodes(g.row_offsets.get_partition(), g.num_nodes);
+    node_begin.assign(nodes.begin(), nodes.end());
     const wm::part_info rows = g.row_offsets.local_part();
     ro = static_cast<const std::int64_t*>(rows.ptr);
     first = static_cast<std::int64_t>(rows.offset / sizeof(std::int64_t));
