@@ -64,9 +64,8 @@ const std::vector<std::pair<std::string, std::string>> environment = {
     {"`WHOLESTORE_SAMPLE_BY_OWNER`",
      "`1`: the sampler sends each node of a distributed graph to its owner, which samples it from "
      "its own memory (one exchange of requests and one of replies per hop); `0`: rows and "
-     "columns are gathered through the exchange. Default: `1` for the CPU sampler, `0` for the "
-     "GPU sampler (its served hops wait for a run on two GPUs of the fix that draws each request "
-     "with its requester's seed, docs/architecture.md). Any other value fails every rank"},
+     "columns are gathered through the exchange. Default: `1` (both samplers; an owner draws "
+     "each request with the seed of the rank that sent it). Any other value fails every rank"},
     {"`WHOLESTORE_SAMPLE_PAD_KIB`",
      "the most KiB (0 to 4194304; unset: 32768) a served hop of a distributed graph may exchange "
      "per rank and direction when its requests and replies are sized by every rank's bound "

@@ -113,9 +113,9 @@ class gpu_sampler {
                                    const sample_options& options, cudaStream_t stream);
 
   /// Whether the hops of this distributed graph are served by the owners of their nodes
-  /// (WHOLESTORE_SAMPLE_BY_OWNER=1 on every rank and a graph whose edges follow its nodes,
-  /// csr_graph.hpp), known after the first call; false before it and for the other memory
-  /// types.
+  /// (WHOLESTORE_SAMPLE_BY_OWNER unset or 1 on every rank and a graph whose edges follow its
+  /// nodes, csr_graph.hpp), known after the first call; false before it and for the other
+  /// memory types.
   bool served_by_owners() const;
   /// How many served hops so far had their exchanges sized by every rank's bound instead of
   /// an exchange of counts (no wait: the hops after a call's first while the padded

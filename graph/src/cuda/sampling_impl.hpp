@@ -348,9 +348,8 @@ struct gpu_sampler::impl {
   /// (owners_wanted) and the parts keep every node's edges with it, and this rank's rows if so
   /// (sampling_owner.cu).
   void setup_owned(cudaStream_t stream);
-  /// WHOLESTORE_SAMPLE_BY_OWNER: 1 when "1" (served hops), 0 when unset or "0" (hops through
-  /// the gathers, the GPU default until served hops that draw each request with its
-  /// requester's seed have run on two GPUs; docs/architecture.md), -1 for any other value
+  /// WHOLESTORE_SAMPLE_BY_OWNER: 1 when unset or "1" (served hops, each request drawn with its
+  /// requester's seed), 0 when "0" (hops through the gathers), -1 for any other value
   /// (setup_owned throws on every rank after its allgather).
   static int owners_wanted();
   /// WHOLESTORE_SAMPLE_PAD_KIB in bytes: the most a padded served hop exchanges per rank and

@@ -323,8 +323,8 @@ __global__ void place_columns_kernel(std::int64_t n, int k, const std::int64_t* 
 
 int gpu_sampler::impl::owners_wanted() {
   const char* text = std::getenv("WHOLESTORE_SAMPLE_BY_OWNER");
-  if (text == nullptr || std::string(text) == "0") return 0;
-  return std::string(text) == "1" ? 1 : -1;
+  if (text == nullptr || std::string(text) == "1") return 1;
+  return std::string(text) == "0" ? 0 : -1;
 }
 
 std::int64_t gpu_sampler::impl::pad_wanted() {
