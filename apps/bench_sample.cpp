@@ -72,8 +72,9 @@ const std::vector<config_key> bench_sample_schema = {
      "GPU target, sampled edges per second (the ratio column)"},
     {"cpu_target", value_kind::number, "5e6", "CPU target, sampled edges per second"},
     {"walks", value_kind::string, "deepwalk,node2vec",
-     "random-walk cases: `deepwalk`, `node2vec` (empty: none); on distributed graphs only the "
-     "CPU walker's `deepwalk`. Every type must take as many steps, else the bench exits with 1"},
+     "random-walk cases: `deepwalk`, `node2vec` (empty: none); on distributed graphs only "
+     "`deepwalk` (the GPU walker there needs a GPU per rank). Every type must take as many "
+     "steps, else the bench exits with 1"},
     {"walk_length", value_kind::integer, "80", "steps per walk"},
     {"walk_batch", value_kind::integer, "65536", "walks per call"},
     {"walk_calls", value_kind::integer, "10", "timed calls per rank per walk case (GPU)"},
@@ -149,6 +150,7 @@ std::vector<walk_result> run_walk_cases(const config& cfg, const graph::host_csr
                                         const std::vector<wm::memory_type>& types,
                                         const std::vector<wm::memory_location>& locations,
                                         const std::shared_ptr<wm::communicator>& comm,
+                                        const std::shared_ptr<wm::communicator>& nccl_comm,
                                         wm::bootstrap& bs, cudaStream_t stream, unsigned threads) {
   std::vector<walk_result> results;
   const std::vector<std::string> kinds = split_list(cfg.get_string("walks"), ',');
@@ -178,11 +180,13 @@ std::vector<walk_result> run_walk_cases(const config& cfg, const graph::host_csr
         std::max<std::int64_t>(1, cfg.get_int(on_gpu ? "walk_calls" : "cpu_walk_calls")));
     const double target = cfg.get_number(on_gpu ? "walk_target" : "cpu_walk_target");
     for (auto type : types) {
-      // The CPU walker walks DeepWalk on distributed graphs (each step served by the owners).
-      if (type == wm::memory_type::distributed && on_gpu) continue;
+      // Both walkers walk DeepWalk on distributed graphs (each step served by the owners), the
+      // GPU walker over NCCL, so not with ranks sharing a GPU.
+      const bool over_nccl = type == wm::memory_type::distributed && on_gpu;
+      if (over_nccl && !nccl_comm) continue;
       for (auto loc : locations) {
         if (loc == wm::memory_location::device && !on_gpu) continue;
-        graph::csr_graph g = graph::make_graph(comm, host, type, loc);
+        graph::csr_graph g = graph::make_graph(over_nccl ? nccl_comm : comm, host, type, loc);
 #if defined(WHOLESTORE_HAS_CUDA)
         std::unique_ptr<graph::gpu_walker> gw;
         wm::device_buffer d_starts, d_out;
@@ -488,8 +492,8 @@ int run_bench_sample(int argc, char** argv) {
       }
     }
   }
-  const std::vector<walk_result> walk_results =
-      run_walk_cases(cfg, host, samplers, types, locations, host_comm, *bs, stream, threads);
+  const std::vector<walk_result> walk_results = run_walk_cases(
+      cfg, host, samplers, types, locations, host_comm, nccl_comm, *bs, stream, threads);
 #if defined(WHOLESTORE_HAS_CUDA)
   if (stream) cudaStreamDestroy(stream);
 #endif

@@ -25,17 +25,70 @@ namespace wm = wholememory;
 namespace detail {
 
 void check_walk_call(const csr_graph& graph, std::size_t count, const walk_options& o,
-                     const void* starts, const void* out, const char* op, bool distributed_ok) {
+                     const void* starts, const void* out, const char* op) {
   WM_EXPECTS(static_cast<bool>(graph.row_offsets), op << ": an empty graph");
-  WM_EXPECTS(distributed_ok || graph.type() != wm::memory_type::distributed,
-             op << ": the graph is in distributed memory, where a walk's next node can be on any "
-                   "rank; this walker needs continuous or chunked memory (random_walks_host "
-                   "walks DeepWalk on distributed graphs)");
   WM_EXPECTS(o.length >= 0, op << ": walk length " << o.length << " is negative");
   WM_EXPECTS(std::isfinite(o.p) && o.p > 0 && std::isfinite(o.q) && o.q > 0,
              op << ": node2vec p and q must be finite and > 0, got p = " << o.p << ", q = " << o.q);
   WM_EXPECTS(count == 0 || (starts != nullptr && out != nullptr),
              op << ": " << count << " walks with a null start or output array");
+}
+
+namespace {
+/// What every rank must agree on before a distributed walk's steps, and its start check.
+struct walk_call {
+  std::int64_t length = 0;
+  double p = 1.0, q = 1.0;
+  std::int64_t count = 0, bad_position = -1, bad_value = 0;
+};
+}  // namespace
+
+std::vector<std::int64_t> agree_distributed_walk(const csr_graph& g, std::size_t count,
+                                                 const walk_options& o, std::int64_t bad_position,
+                                                 std::int64_t bad_value, wm::backend needed,
+                                                 const char* op) {
+  wm::communicator& comm = g.row_offsets.comm();
+  const auto R = static_cast<std::size_t>(comm.size());
+  walk_call mine;
+  mine.length = o.length;
+  mine.p = o.p;
+  mine.q = o.q;
+  mine.count = static_cast<std::int64_t>(count);
+  mine.bad_position = bad_position;
+  mine.bad_value = bad_value;
+  std::vector<walk_call> all(R);
+  comm.get_bootstrap().allgather(&mine, all.data(), sizeof(walk_call));
+  // Every rank sees every rank's call, so all throw here or none does.
+  for (std::size_t r = 0; r < R; ++r) {
+    WM_EXPECTS(all[r].length == all[0].length && all[r].p == all[0].p && all[r].q == all[0].q,
+               op << ": the ranks walk a distributed graph together and must pass the same "
+                     "length, p and q; rank "
+                  << r << " has length " << all[r].length << ", p " << all[r].p << ", q "
+                  << all[r].q << ", rank 0 length " << all[0].length << ", p " << all[0].p << ", q "
+                  << all[0].q);
+  }
+  WM_EXPECTS(!make_walk_rule(o.p, o.q).second_order,
+             op << ": node2vec walks (p = " << o.p << ", q = " << o.q
+                << ") on a distributed graph are not supported; DeepWalk (p = q = 1) is");
+  WM_EXPECTS(comm.get_backend() == needed,
+             op << ": a distributed graph walked "
+                << (needed == wm::backend::host ? "on the CPU needs the host communicator"
+                                                : "on the GPU needs an NCCL communicator"));
+  for (std::size_t r = 0; r < R; ++r) {
+    if (all[r].bad_position < 0) continue;
+    WM_EXPECTS(static_cast<int>(r) != comm.rank(),
+               op << ": start node " << all[r].bad_value << " at position " << all[r].bad_position
+                  << " is outside the graph of " << g.num_nodes << " nodes");
+    WM_FAIL(wm::logic_error, op << ": rank " << r << " passed start node " << all[r].bad_value
+                                << ", outside the graph of " << g.num_nodes << " nodes");
+  }
+  // Collective, the same answer everywhere.
+  WM_EXPECTS(edges_follow_nodes(g),
+             op << ": the distributed graph's edges do not follow its nodes (it was not laid out "
+                   "by make_graph or load_graph), so no rank holds whole rows to walk");
+  std::vector<std::int64_t> counts(R);
+  for (std::size_t r = 0; r < R; ++r) counts[r] = all[r].count;
+  return counts;
 }
 
 std::string corrupt_graph_message(const char* op) {
@@ -227,56 +280,19 @@ void walk_typed(const csr_graph& g, const std::int64_t* starts, std::size_t coun
 // step s, trial 0) from their own parts and reply with it (-1: a dead end).  A walk's draws
 // depend on its key and step only, so the walks are those of continuous memory.
 
-/// What every rank must agree on before the steps, and its start check.
-struct walk_call {
-  std::int64_t length = 0;
-  double p = 1.0, q = 1.0;
-  std::int64_t bad_position = -1, bad_value = 0;
-};
-
 void walk_distributed(const csr_graph& g, const std::int64_t* starts, std::size_t count,
                       const walk_options& o, std::int64_t* out) {
   const char* op = "random_walks_host";
   wm::communicator& comm = g.row_offsets.comm();
   const auto R = static_cast<std::size_t>(comm.size());
-  walk_call mine;
-  mine.length = o.length;
-  mine.p = o.p;
-  mine.q = o.q;
-  for (std::size_t i = 0; i < count && mine.bad_position < 0; ++i) {
+  std::int64_t bad_position = -1, bad_value = 0;
+  for (std::size_t i = 0; i < count && bad_position < 0; ++i) {
     if (starts[i] < 0 || static_cast<std::uint64_t>(starts[i]) >= g.num_nodes) {
-      mine.bad_position = static_cast<std::int64_t>(i);
-      mine.bad_value = starts[i];
+      bad_position = static_cast<std::int64_t>(i);
+      bad_value = starts[i];
     }
   }
-  std::vector<walk_call> all(R);
-  comm.get_bootstrap().allgather(&mine, all.data(), sizeof(walk_call));
-  // Every rank sees every rank's call, so all throw here or none does.
-  for (std::size_t r = 0; r < R; ++r) {
-    WM_EXPECTS(all[r].length == all[0].length && all[r].p == all[0].p && all[r].q == all[0].q,
-               op << ": the ranks walk a distributed graph together and must pass the same "
-                     "length, p and q; rank "
-                  << r << " has length " << all[r].length << ", p " << all[r].p << ", q "
-                  << all[r].q << ", rank 0 length " << all[0].length << ", p " << all[0].p << ", q "
-                  << all[0].q);
-  }
-  WM_EXPECTS(!detail::make_walk_rule(o.p, o.q).second_order,
-             op << ": node2vec walks (p = " << o.p << ", q = " << o.q
-                << ") on a distributed graph are not supported; DeepWalk (p = q = 1) is");
-  WM_EXPECTS(comm.get_backend() == wm::backend::host,
-             op << ": a distributed graph walked on the CPU needs the host communicator");
-  for (std::size_t r = 0; r < R; ++r) {
-    if (all[r].bad_position < 0) continue;
-    WM_EXPECTS(static_cast<int>(r) != comm.rank(),
-               op << ": start node " << all[r].bad_value << " at position " << all[r].bad_position
-                  << " is outside the graph of " << g.num_nodes << " nodes");
-    WM_FAIL(wm::logic_error, op << ": rank " << r << " passed start node " << all[r].bad_value
-                                << ", outside the graph of " << g.num_nodes << " nodes");
-  }
-  // Collective, the same answer everywhere.
-  WM_EXPECTS(edges_follow_nodes(g),
-             op << ": the distributed graph's edges do not follow its nodes (it was not laid out "
-                   "by make_graph or load_graph), so no rank holds whole rows to walk");
+  detail::agree_distributed_walk(g, count, o, bad_position, bad_value, wm::backend::host, op);
 
   const detail::own_parts own(g);
   const auto num_nodes = static_cast<std::int64_t>(g.num_nodes);
@@ -376,7 +392,7 @@ void walk_distributed(const csr_graph& g, const std::int64_t* starts, std::size_
 void random_walks_host(const csr_graph& graph, const std::int64_t* starts, std::size_t count,
                        const walk_options& options, std::int64_t* out, unsigned threads) {
   const char* op = "random_walks_host";
-  detail::check_walk_call(graph, count, options, starts, out, op, true);
+  detail::check_walk_call(graph, count, options, starts, out, op);
   WM_EXPECTS(graph.location() == wm::memory_location::host,
              op << " walks host-location graphs; this graph is in device memory: use gpu_walker");
   if (graph.type() == wm::memory_type::distributed) {

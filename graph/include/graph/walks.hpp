@@ -8,13 +8,14 @@
  * Output: count rows of length + 1 node ids (int64), the start first; a walk that reaches a
  * node without out-neighbors stops there and its row is padded with -1.
  *
- * Graphs in continuous or chunked memory (either location).  random_walks_host also walks
- * DeepWalk (p = q = 1) on a distributed graph laid out by make_graph or load_graph: collective
- * over the graph's communicator (every rank calls with the same length, p and q and its own
- * starts; each step is served by the owners of the walks' nodes); node2vec there, and
- * gpu_walker on any distributed graph, are refused.  A start outside [0, num_nodes)
- * throws logic_error naming it and its position before anything is written; a row or neighbor
- * id that breaks the CSR's rules (memory changed after loading) throws naming it.
+ * Graphs in continuous or chunked memory (either location), and DeepWalk (p = q = 1) on a
+ * distributed graph laid out by make_graph or load_graph: collective over the graph's
+ * communicator (the host communicator for random_walks_host, NCCL for gpu_walker; every rank
+ * calls as often, with the same length, p and q and its own starts, maybe none), each step
+ * served by the owners of the walks' nodes; node2vec there is refused on every rank.  A start
+ * outside [0, num_nodes) throws logic_error naming it and its position before anything is
+ * written (on a distributed graph every rank throws, the others naming the rank); a row or
+ * neighbor id that breaks the CSR's rules (memory changed after loading) throws naming it.
  */
 #pragma once
 
@@ -68,6 +69,8 @@ class gpu_walker {
   // node2vec's hub lists: per node the start of its sorted copy in hub_sorted_ (-1: none).
   bool hubs_tried_ = false;
   wholememory::device_buffer hub_begin_, hub_sorted_;
+  // Distributed graphs: the steps' buffers (walks_distributed.cu), grown as needed.
+  wholememory::device_buffer distributed_scratch_;
 };
 
 }  // namespace wholestore::graph

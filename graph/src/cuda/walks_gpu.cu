@@ -3,6 +3,7 @@
 // the chunked view otherwise).  Faults (a row or neighbor outside the graph) set a flag that
 // the host reads after the walks.
 #include "../walks_common.hpp"
+#include "walks_distributed.hpp"
 
 #include <graph/detail/walk_step.hpp>
 #include <graph/walks.hpp>
@@ -192,8 +193,9 @@ void gpu_walker::walk(const std::int64_t* starts, std::size_t count, const walk_
                       std::int64_t* out, cudaStream_t stream) {
   const char* op = "gpu_walker::walk";
   const csr_graph& g = *graph_;
+  const bool distributed = g.type() == wm::memory_type::distributed;
   detail::check_walk_call(g, count, options, starts, out, op);
-  if (count == 0) return;
+  if (count == 0 && !distributed) return;
   wm::device_guard guard(device_);
   auto* flags = flags_.data_as<unsigned long long>();
   WM_CUDA_TRY(cudaMemsetAsync(flags, 0xff, sizeof(unsigned long long), stream));
@@ -203,9 +205,17 @@ void gpu_walker::walk(const std::int64_t* starts, std::size_t count, const walk_
   unsigned long long host[2] = {0, 0};
   WM_CUDA_TRY(cudaMemcpyAsync(host, flags, sizeof(host), cudaMemcpyDeviceToHost, stream));
   WM_CUDA_TRY(cudaStreamSynchronize(stream));
+  std::int64_t value = 0;
   if (host[0] != no_bad_start) {
-    std::int64_t value = 0;
     WM_CUDA_TRY(cudaMemcpy(&value, starts + host[0], sizeof(value), cudaMemcpyDefault));
+  }
+  if (distributed) {  // every rank learns of a bad start on any rank (collective)
+    const std::int64_t bad = host[0] != no_bad_start ? static_cast<std::int64_t>(host[0]) : -1;
+    detail::walk_distributed_gpu(g, starts, count, options, out, bad, value, device_,
+                                 distributed_scratch_, stream);
+    return;
+  }
+  if (host[0] != no_bad_start) {
     WM_FAIL(wm::logic_error, op << ": start node " << value << " at position " << host[0]
                                 << " is outside the graph of " << g.num_nodes << " nodes");
   }

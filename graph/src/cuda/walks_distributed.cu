@@ -1,0 +1,379 @@
+// gpu_walker on a distributed graph whose edges follow their nodes (csr_graph.hpp): DeepWalk,
+// every step served by the owners of the walks' current nodes, collectively over the graph's
+// NCCL communicator.  The walks are continuous memory's bit for bit: a step's draw depends on
+// the walk's key and the step only (detail/walk_step.hpp), and the owner draws it with the
+// requester's key from its own rows.
+//
+// Sizes come from bounds, so a step never waits for the host: rank r never has more than its
+// round's walk count n_r live, so its region for every owner holds n_r requests (led by how
+// many it filled) and every owner's reply region for r holds n_r answers.  Every rank knows
+// every n_r from the call's one allgather (agree_distributed_walk).  A step is four kernels
+// and two exchanges; the call waits once at the end, for the fault flags.  Walk counts past
+// round_walks are walked in rounds, the same number on every rank (a rank out of walks takes
+// part with none), so that the exchanges stay within a few hundred MB.
+#include "../edge_layout.hpp"
+#include "../walks_common.hpp"
+#include "walks_distributed.hpp"
+
+#include <graph/detail/walk_step.hpp>
+#include <wholememory/communicator.hpp>
+#include <wholememory/cuda_check.hpp>
+#include <wholememory/device.hpp>
+#include <wholememory/error.hpp>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace wholestore::graph::detail {
+
+namespace wm = ::wholememory;
+
+namespace {
+
+constexpr int block_threads = 256;
+
+unsigned grid_for(std::size_t n) {
+  return static_cast<unsigned>(
+      std::clamp<std::size_t>((n + block_threads - 1) / block_threads, 1, std::size_t{1} << 16));
+}
+
+/// The rank holding node v's row: the last part starting at or before v (node_begin: ranks + 1
+/// entries, an empty part shares its start with the next one, which owns the node).
+__device__ int owner_of(const std::int64_t* node_begin, int ranks, std::int64_t v) {
+  int lo = 0, hi = ranks;  // node_begin[lo] <= v < node_begin[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (node_begin[mid] <= v) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+/// The round's walks: their keys and start nodes, column 0 of their rows, every walk live
+/// (list `live` of `live_count` = n).
+__global__ void start_walks(const std::int64_t* starts, std::size_t n, std::uint64_t seed,
+                            std::uint64_t first_walk, std::size_t width, std::uint64_t* keys,
+                            std::int64_t* cur, int* live, int* live_count, std::int64_t* out) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) *live_count = static_cast<int>(n);
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    const std::int64_t v = starts[i];
+    keys[i] = walk_key(seed, first_walk + i, v);
+    cur[i] = v;
+    out[i * width] = v;
+    live[i] = static_cast<int>(i);
+  }
+}
+
+/// Each live walk's request (key, current node) into the region of its node's owner: region o
+/// of `send` is [count, key, node, key, node, ...] with room for n requests, and slot j of
+/// region o asks for walk order[o * n + j].
+__global__ void bucket_walks(const int* live, const int* live_count, const std::uint64_t* keys,
+                             const std::int64_t* cur, const std::int64_t* node_begin, int ranks,
+                             std::size_t n, int* filled, long long* order, long long* send) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const auto m = static_cast<std::size_t>(*live_count);
+  for (std::size_t j = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < m;
+       j += stride) {
+    const int i = live[j];
+    const std::int64_t v = cur[i];
+    const int o = owner_of(node_begin, ranks, v);
+    const auto slot = static_cast<std::size_t>(atomicAdd(filled + o, 1));
+    const std::size_t region = static_cast<std::size_t>(o) * (1 + 2 * n);
+    order[static_cast<std::size_t>(o) * n + slot] = i;
+    send[region + 1 + 2 * slot] = static_cast<long long>(keys[i]);
+    send[region + 2 + 2 * slot] = v;
+  }
+}
+
+/// Every region's count into its header; the next live list starts empty.
+__global__ void seal_regions(const int* filled, int ranks, std::size_t n, long long* send,
+                             int* next_live_count) {
+  const int o = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (o < ranks) send[static_cast<std::size_t>(o) * (1 + 2 * n)] = filled[o];
+  if (o == 0) *next_live_count = 0;
+}
+
+/// The owner's side of step `step`: request j of requester r's region (recv + in_base[r],
+/// blockIdx.y = r) gets the next node, drawn as the first-order rule draws it from this rank's
+/// rows, at reply[out_base[r] + j]; -1 for a dead end.  A row or neighbor outside this rank's
+/// part or the graph sets `fault` (and answers -1).
+template <typename ColT>
+__global__ void serve_steps(const long long* recv, const std::size_t* in_base,
+                            const std::size_t* out_base, const std::int64_t* ro, std::int64_t first,
+                            std::int64_t end, std::int64_t edge_begin, std::int64_t edge_end,
+                            const ColT* col, std::int64_t num_nodes, std::uint32_t step,
+                            long long* reply, unsigned long long* fault) {
+  const long long* region = recv + in_base[blockIdx.y];
+  long long* answers = reply + out_base[blockIdx.y];
+  const auto m = static_cast<std::size_t>(region[0]);
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t j = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < m;
+       j += stride) {
+    const auto key = static_cast<std::uint64_t>(region[1 + 2 * j]);
+    const std::int64_t v = region[2 + 2 * j];
+    std::int64_t next = -1;
+    if (v < first || v >= end) {
+      *fault = 1;
+    } else {
+      const std::int64_t s = ro[v - first];
+      const std::int64_t e = v + 1 < end ? ro[v + 1 - first] : edge_end;
+      if (s < edge_begin || e < s || e > edge_end) {
+        *fault = 1;
+      } else if (e > s) {
+        const std::int64_t pos = static_cast<std::int64_t>(rand_below(
+            draw(key, static_cast<std::uint64_t>(step) << 32), static_cast<std::uint64_t>(e - s)));
+        next = static_cast<std::int64_t>(col[s + pos - edge_begin]);
+        if (next < 0 || next >= num_nodes) {
+          *fault = 1;
+          next = -1;
+        }
+      }
+    }
+    answers[j] = next;
+  }
+}
+
+/// The requester's side: answer j of owner o's region (blockIdx.y = o) is walk
+/// order[o * n + j]'s node at column s; a walk that met a dead end gets -1 to its row's end,
+/// the others stay live while columns remain.
+__global__ void apply_steps(const long long* answers, const long long* order, const int* filled,
+                            std::size_t n, std::size_t s, std::size_t width, std::int64_t* cur,
+                            std::int64_t* out, int* next_live, int* next_live_count) {
+  const std::size_t o = blockIdx.y;
+  const auto m = static_cast<std::size_t>(filled[o]);
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t j = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < m;
+       j += stride) {
+    const auto i = static_cast<std::size_t>(order[o * n + j]);
+    const std::int64_t v = answers[o * n + j];
+    std::int64_t* row = out + i * width;
+    if (v < 0) {
+      for (std::size_t t = s; t < width; ++t) row[t] = -1;
+      continue;
+    }
+    row[s] = v;
+    cur[i] = v;
+    if (s + 1 < width) next_live[atomicAdd(next_live_count, 1)] = static_cast<int>(i);
+  }
+}
+
+/// Carves `bytes` (aligned to 256) off a grow-only buffer.
+class carver {
+ public:
+  explicit carver(char* base) : base_(base) {}
+  template <typename T>
+  T* take(std::size_t count) {
+    T* p = reinterpret_cast<T*>(base_ == nullptr ? nullptr : base_ + used_);
+    used_ += (count * sizeof(T) + 255) / 256 * 256;
+    return p;
+  }
+  std::size_t used() const { return used_; }
+
+ private:
+  char* base_;
+  std::size_t used_ = 0;
+};
+
+}  // namespace
+
+void walk_distributed_gpu(const csr_graph& g, const std::int64_t* starts, std::size_t count,
+                          const walk_options& o, std::int64_t* out, std::int64_t bad_position,
+                          std::int64_t bad_value, int device, wm::device_buffer& scratch,
+                          cudaStream_t stream) {
+  const char* op = "gpu_walker::walk";
+  const std::vector<std::int64_t> counts =
+      agree_distributed_walk(g, count, o, bad_position, bad_value, wm::backend::nccl, op);
+  wm::communicator& comm = g.row_offsets.comm();
+  const int ranks = comm.size();
+  const auto R = static_cast<std::size_t>(ranks);
+  const std::size_t width = static_cast<std::size_t>(o.length) + 1;
+  if (width == 1) {  // no steps: the starts are the walks
+    if (count > 0) {
+      WM_CUDA_TRY(
+          cudaMemcpyAsync(out, starts, count * sizeof(std::int64_t), cudaMemcpyDefault, stream));
+    }
+    return;
+  }
+  const std::int64_t most = *std::max_element(counts.begin(), counts.end());
+  const auto round_walks =
+      static_cast<std::int64_t>(std::max<std::size_t>(1024, (std::size_t{1} << 24) / R));
+  const std::int64_t rounds = (most + round_walks - 1) / round_walks;
+
+  // This rank's rows and edges (its parts), and every part's first node.
+  const wm::part_info rows = g.row_offsets.local_part();
+  const wm::part_info cols = g.col_indices.local_part();
+  const std::size_t col_elem = wm::dtype_size(g.col_type);
+  const auto* ro = static_cast<const std::int64_t*>(rows.ptr);
+  const auto first = static_cast<std::int64_t>(rows.offset / sizeof(std::int64_t));
+  const auto end = static_cast<std::int64_t>((rows.offset + rows.bytes) / sizeof(std::int64_t));
+  const auto edge_begin = static_cast<std::int64_t>(cols.offset / col_elem);
+  const auto edge_end = static_cast<std::int64_t>((cols.offset + cols.bytes) / col_elem);
+  const std::vector<std::uint64_t> nodes = first_nodes(g.row_offsets.get_partition(), g.num_nodes);
+
+  // Scratch for the biggest round: sized by the walks of a round on every rank.
+  auto round_count = [&](std::size_t r, std::int64_t k) {
+    return static_cast<std::size_t>(
+        std::clamp<std::int64_t>(counts[r] - k * round_walks, 0, round_walks));
+  };
+  const auto layout = [&](carver& c, std::size_t n, std::size_t in_words, std::size_t out_words) {
+    struct parts {
+      std::int64_t* node_begin;
+      std::size_t* bases;  // per round: in_base[R] | out_base[R]
+      std::uint64_t* keys;
+      std::int64_t* cur;
+      int *live, *counters;  // live: two lists of n; counters: filled[R] | live counts[2]
+      unsigned long long* fault;
+      long long *order, *send, *recv, *reply, *answers;
+    } p;
+    p.node_begin = c.take<std::int64_t>(R + 1);
+    p.bases = c.take<std::size_t>(2 * R * static_cast<std::size_t>(rounds));
+    p.keys = c.take<std::uint64_t>(n);
+    p.cur = c.take<std::int64_t>(n);
+    p.live = c.take<int>(2 * n);
+    p.counters = c.take<int>(R + 2);
+    p.fault = c.take<unsigned long long>(1);
+    p.order = c.take<long long>(R * n);
+    p.send = c.take<long long>(R * (1 + 2 * n));
+    p.recv = c.take<long long>(in_words);
+    p.reply = c.take<long long>(out_words);
+    p.answers = c.take<long long>(R * std::max<std::size_t>(n, 1));  // also the fault sums
+    return p;
+  };
+  std::size_t n_most = 0, in_most = 0, out_most = 0;
+  for (std::int64_t k = 0; k < rounds; ++k) {
+    std::size_t in_words = 0, out_words = 0;
+    for (std::size_t r = 0; r < R; ++r) {
+      in_words += 1 + 2 * round_count(r, k);
+      out_words += round_count(r, k);
+    }
+    n_most = std::max(n_most, round_count(static_cast<std::size_t>(comm.rank()), k));
+    in_most = std::max(in_most, in_words);
+    out_most = std::max(out_most, out_words);
+  }
+  carver sizing(nullptr);
+  layout(sizing, n_most, in_most, out_most);
+  if (scratch.size() < sizing.used()) {
+    scratch.reset();
+    scratch = wm::device_buffer(sizing.used(), device);
+  }
+  carver c(static_cast<char*>(scratch.data()));
+  const auto p = layout(c, n_most, in_most, out_most);
+  // Where every requester's region starts in what this rank receives and replies, per round.
+  // Copied once, before this call's first collective: a copy from pageable memory may wait
+  // for the stream, which must not hold exchanges then (they wait with a timeout, below).
+  std::vector<std::size_t> bases(2 * R * static_cast<std::size_t>(rounds));
+  for (std::int64_t k = 0; k < rounds; ++k) {
+    std::size_t in_at = 0, out_at = 0;
+    std::size_t* b = bases.data() + 2 * R * static_cast<std::size_t>(k);
+    for (std::size_t r = 0; r < R; ++r) {
+      b[r] = in_at;
+      b[R + r] = out_at;
+      in_at += 1 + 2 * round_count(r, k);
+      out_at += round_count(r, k);
+    }
+  }
+  const std::vector<std::int64_t> begin(nodes.begin(), nodes.end());
+  WM_CUDA_TRY(cudaMemcpyAsync(p.node_begin, begin.data(), begin.size() * sizeof(std::int64_t),
+                              cudaMemcpyHostToDevice, stream));
+  if (!bases.empty()) {
+    WM_CUDA_TRY(cudaMemcpyAsync(p.bases, bases.data(), bases.size() * sizeof(std::size_t),
+                                cudaMemcpyHostToDevice, stream));
+  }
+  WM_CUDA_TRY(cudaMemsetAsync(p.fault, 0, sizeof(unsigned long long), stream));
+  int* filled = p.counters;
+  int* live_count = p.counters + R;  // [0], [1]
+
+  std::vector<std::size_t> send_counts(R), send_displs(R), recv_counts(R), recv_displs(R);
+  std::vector<std::size_t> reply_counts(R), reply_displs(R), answer_counts(R), answer_displs(R);
+  const auto me = static_cast<std::size_t>(comm.rank());
+  for (std::int64_t k = 0; k < rounds; ++k) {
+    const std::size_t n = round_count(me, k);
+    const std::size_t offset = static_cast<std::size_t>(k * round_walks);
+    const std::size_t* in_base = p.bases + 2 * R * static_cast<std::size_t>(k);
+    std::size_t in_at = 0, out_at = 0, widest = 1;
+    for (std::size_t r = 0; r < R; ++r) {
+      const std::size_t nr = round_count(r, k);
+      send_counts[r] = 1 + 2 * n;
+      send_displs[r] = r * (1 + 2 * n);
+      recv_counts[r] = 1 + 2 * nr;
+      recv_displs[r] = in_at;
+      reply_counts[r] = nr;
+      reply_displs[r] = out_at;
+      answer_counts[r] = n;
+      answer_displs[r] = r * n;
+      in_at += 1 + 2 * nr;
+      out_at += nr;
+      widest = std::max(widest, nr);
+    }
+    if (n > 0) {
+      start_walks<<<grid_for(n), block_threads, 0, stream>>>(
+          starts + offset, n, o.seed, o.first_walk + offset, width, p.keys, p.cur, p.live,
+          live_count, out + offset * width);
+      WM_CUDA_CHECK_LAUNCH(stream);
+    }
+    int which = 0;
+    for (std::size_t s = 1; s < width; ++s) {
+      int* live = p.live + which * n;
+      int* next_live = p.live + (1 - which) * n;
+      WM_CUDA_TRY(cudaMemsetAsync(filled, 0, R * sizeof(int), stream));
+      if (n > 0) {
+        bucket_walks<<<grid_for(n), block_threads, 0, stream>>>(live, live_count + which, p.keys,
+                                                                p.cur, p.node_begin, ranks, n,
+                                                                filled, p.order, p.send);
+        WM_CUDA_CHECK_LAUNCH(stream);
+      }
+      seal_regions<<<grid_for(R), block_threads, 0, stream>>>(filled, ranks, n, p.send,
+                                                              live_count + 1 - which);
+      WM_CUDA_CHECK_LAUNCH(stream);
+      comm.alltoallv(p.send, send_counts.data(), send_displs.data(), p.recv, recv_counts.data(),
+                     recv_displs.data(), wm::dtype::int64, stream);
+      const dim3 serve_grid(grid_for(widest), static_cast<unsigned>(R));
+      auto serve = [&](const auto* col) {
+        serve_steps<<<serve_grid, block_threads, 0, stream>>>(
+            p.recv, in_base, in_base + R, ro, first, end, edge_begin, edge_end, col,
+            static_cast<std::int64_t>(g.num_nodes), static_cast<std::uint32_t>(s - 1), p.reply,
+            p.fault);
+      };
+      if (g.col_type == wm::dtype::int32) {
+        serve(static_cast<const std::int32_t*>(cols.ptr));
+      } else {
+        serve(static_cast<const std::int64_t*>(cols.ptr));
+      }
+      WM_CUDA_CHECK_LAUNCH(stream);
+      comm.alltoallv(p.reply, reply_counts.data(), reply_displs.data(), p.answers,
+                     answer_counts.data(), answer_displs.data(), wm::dtype::int64, stream);
+      if (n > 0) {
+        const dim3 apply_grid(grid_for(n), static_cast<unsigned>(R));
+        apply_steps<<<apply_grid, block_threads, 0, stream>>>(p.answers, p.order, filled, n, s,
+                                                              width, p.cur, out + offset * width,
+                                                              next_live, live_count + 1 - which);
+        WM_CUDA_CHECK_LAUNCH(stream);
+      }
+      which = 1 - which;
+    }
+  }
+  // Every rank's fault flag, summed on the device; one wait (with the communicator's timeout).
+  auto* faults = reinterpret_cast<long long*>(p.answers);  // free now: R words needed
+  std::vector<long long> host(R, 0);
+  WM_CUDA_TRY(cudaMemsetAsync(faults, 0, R * sizeof(long long), stream));
+  WM_CUDA_TRY(
+      cudaMemcpyAsync(faults + me, p.fault, sizeof(long long), cudaMemcpyDeviceToDevice, stream));
+  comm.allreduce_sum(faults, faults, R, wm::dtype::int64, stream);
+  comm.synchronize(stream);
+  WM_CUDA_TRY(cudaMemcpy(host.data(), faults, R * sizeof(long long), cudaMemcpyDeviceToHost));
+  for (std::size_t r = 0; r < R; ++r) {
+    WM_EXPECTS(host[r] == 0,
+               corrupt_graph_message(op)
+                   << (r == me ? std::string() : " (met by rank " + std::to_string(r) + ")"));
+  }
+}
+
+}  // namespace wholestore::graph::detail
