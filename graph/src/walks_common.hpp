@@ -21,7 +21,7 @@ std::string corrupt_graph_message(const char* op);
 
 /// The start of a walk on a distributed graph, collective over its communicator: every rank's
 /// length, p, q, walk count and first bad start (bad_position -1: none) are allgathered, and
-/// every rank throws logic_error alike when they differ, for node2vec, a communicator of
+/// every rank throws logic_error alike when they differ, for a communicator of
 /// another backend than `needed`, a bad start (named on its rank, "rank r passed" on the
 /// others) or edges that do not follow their nodes.  Returns every rank's walk count.
 std::vector<std::int64_t> agree_distributed_walk(const csr_graph& g, std::size_t count,

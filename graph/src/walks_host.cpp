@@ -67,9 +67,6 @@ std::vector<std::int64_t> agree_distributed_walk(const csr_graph& g, std::size_t
                   << all[r].q << ", rank 0 length " << all[0].length << ", p " << all[0].p << ", q "
                   << all[0].q);
   }
-  WM_EXPECTS(!make_walk_rule(o.p, o.q).second_order,
-             op << ": node2vec walks (p = " << o.p << ", q = " << o.q
-                << ") on a distributed graph are not supported; DeepWalk (p = q = 1) is");
   WM_EXPECTS(comm.get_backend() == needed,
              op << ": a distributed graph walked "
                 << (needed == wm::backend::host ? "on the CPU needs the host communicator"
@@ -275,10 +272,83 @@ void walk_typed(const csr_graph& g, const std::int64_t* starts, std::size_t coun
 
 // ---------------------------------------------------------------------------------------------
 // Distributed graphs whose edges follow their nodes: every step is served by the owner of the
-// walks' current nodes.  Collective: per step every rank sends its live walks (key, current
-// node) to the owners, which draw the next node as the first-order rule does (the draw of
-// step s, trial 0) from their own parts and reply with it (-1: a dead end).  A walk's draws
-// depend on its key and step only, so the walks are those of continuous memory.
+// walks' current nodes.  Collective: per step every rank sends its live walks (key, previous
+// node, current node) to the owners, which draw the next node from their own parts and reply
+// with it (-1: a dead end).  DeepWalk, and node2vec's first step, take the first draw;
+// node2vec's later steps run walk_step's trials (detail::node2vec_trials), and a trial that
+// must know whether its candidate neighbors the previous node asks that node's owner: rounds
+// of (owner of cur -> owner of prev) questions and answers until no rank has one left.  A
+// walk's draws depend on its key and step only, so the walks are those of continuous memory.
+
+/// Collective: the counts every rank sends to every other, then `width`-word records placed
+/// by owner (`owner[j]` for record j of `records`): `recv` gets what this rank is sent, in rank
+/// order; `slots` the position of each record in its owner's bucket order (`order[slot]` = j).
+struct bucket_exchange {
+  std::vector<std::size_t> send, send_displs, recv, recv_displs, ones, each;
+  std::vector<std::int64_t> sent_counts, got_counts, packed;
+  std::vector<std::size_t> order;
+  explicit bucket_exchange(std::size_t R)
+      : send(R),
+        send_displs(R),
+        recv(R),
+        recv_displs(R),
+        ones(R, 1),
+        each(R),
+        sent_counts(R),
+        got_counts(R) {
+    for (std::size_t r = 0; r < R; ++r) each[r] = r;
+  }
+  /// Returns the number of records received.
+  std::size_t run(wm::communicator& comm, const std::vector<int>& owner,
+                  const std::vector<std::int64_t>& records, std::size_t width,
+                  std::vector<std::int64_t>& got) {
+    const std::size_t R = send.size();
+    std::fill(send.begin(), send.end(), 0);
+    for (int w : owner) ++send[static_cast<std::size_t>(w)];
+    send_displs[0] = 0;
+    for (std::size_t r = 1; r < R; ++r) send_displs[r] = send_displs[r - 1] + send[r - 1];
+    std::vector<std::size_t> cursor = send_displs;
+    order.resize(owner.size());
+    packed.resize(width * owner.size());
+    for (std::size_t j = 0; j < owner.size(); ++j) {
+      const std::size_t slot = cursor[static_cast<std::size_t>(owner[j])]++;
+      order[slot] = j;
+      std::copy_n(records.begin() + static_cast<std::ptrdiff_t>(width * j), width,
+                  packed.begin() + static_cast<std::ptrdiff_t>(width * slot));
+    }
+    for (std::size_t r = 0; r < R; ++r) sent_counts[r] = static_cast<std::int64_t>(send[r]);
+    detail::exchange(comm, sent_counts.data(), ones, each, got_counts.data(), ones, each);
+    recv_displs[0] = 0;
+    for (std::size_t r = 0; r < R; ++r) {
+      recv[r] = static_cast<std::size_t>(got_counts[r]);
+      if (r > 0) recv_displs[r] = recv_displs[r - 1] + recv[r - 1];
+    }
+    const std::size_t m = recv_displs[R - 1] + recv[R - 1];
+    got.resize(width * m);
+    detail::exchange(comm, packed.data(), send, send_displs, got.data(), recv, recv_displs, width);
+    return m;
+  }
+  /// One word per received record back to its sender; `back[j]` answers record j of run().
+  void reply(wm::communicator& comm, const std::vector<std::int64_t>& answers,
+             std::vector<std::int64_t>& back) {
+    std::vector<std::int64_t> in_order(order.size());
+    detail::exchange(comm, answers.data(), recv, recv_displs, in_order.data(), send, send_displs);
+    back.resize(order.size());
+    for (std::size_t slot = 0; slot < order.size(); ++slot) back[order[slot]] = in_order[slot];
+  }
+};
+
+/// The owner's candidate for a draw: position rand_below(x, degree) of its row [first, first +
+/// degree), walk_fault for a neighbor id outside the graph.
+struct own_neighbor {
+  const detail::own_parts& own;
+  std::int64_t first, degree, num_nodes;
+  std::int64_t operator()(std::uint64_t x) const {
+    const std::int64_t next = own.column(first + static_cast<std::int64_t>(detail::rand_below(
+                                                     x, static_cast<std::uint64_t>(degree))));
+    return next >= 0 && next < num_nodes ? next : detail::walk_fault;
+  }
+};
 
 void walk_distributed(const csr_graph& g, const std::int64_t* starts, std::size_t count,
                       const walk_options& o, std::int64_t* out) {
@@ -295,10 +365,11 @@ void walk_distributed(const csr_graph& g, const std::int64_t* starts, std::size_
   detail::agree_distributed_walk(g, count, o, bad_position, bad_value, wm::backend::host, op);
 
   const detail::own_parts own(g);
+  const detail::walk_rule rule = detail::make_walk_rule(o.p, o.q);
   const auto num_nodes = static_cast<std::int64_t>(g.num_nodes);
   const std::size_t width = static_cast<std::size_t>(o.length) + 1;
   std::vector<std::uint64_t> keys(count);
-  std::vector<std::int64_t> cur(count);
+  std::vector<std::int64_t> cur(count), prev(count, -1);
   std::vector<std::size_t> live;
   for (std::size_t i = 0; i < count; ++i) {
     keys[i] = detail::walk_key(o.seed, o.first_walk + i, starts[i]);
@@ -307,74 +378,130 @@ void walk_distributed(const csr_graph& g, const std::int64_t* starts, std::size_
     if (width > 1) live.push_back(i);
   }
   bool fault = false;
-  std::vector<std::size_t> send(R), send_displs(R), recv(R), recv_displs(R), ones(R, 1), each(R);
-  for (std::size_t r = 0; r < R; ++r) each[r] = r;
-  std::vector<std::int64_t> sent(R), got(R), requests, asked, replies, answers;
-  std::vector<std::size_t> order;
+  bucket_exchange steps(R), questions(R);
   std::vector<int> owner;
+  std::vector<std::int64_t> requests, asked, replies, answers, ask_records, ask_got, said, heard;
+  // The owner's trials of request q that wait for an answer: (request, trial, candidate).
+  struct waiting {
+    std::size_t q;
+    std::uint32_t t;
+    std::int64_t candidate;
+  };
+  std::vector<waiting> waits, still;
+  std::vector<std::int64_t> totals(R);
   for (std::size_t s = 1; s < width; ++s) {
-    // The live walks bucketed by the owner of their current node.
-    std::fill(send.begin(), send.end(), 0);
+    const auto step = static_cast<std::uint32_t>(s - 1);
+    // The live walks' requests to the owners of their current nodes.
     owner.resize(live.size());
+    requests.resize(3 * live.size());
     for (std::size_t j = 0; j < live.size(); ++j) {
-      owner[j] = own.owner_of(cur[live[j]]);
-      ++send[static_cast<std::size_t>(owner[j])];
+      const std::size_t i = live[j];
+      owner[j] = own.owner_of(cur[i]);
+      requests[3 * j] = static_cast<std::int64_t>(keys[i]);
+      requests[3 * j + 1] = prev[i];
+      requests[3 * j + 2] = cur[i];
     }
-    send_displs[0] = 0;
-    for (std::size_t r = 1; r < R; ++r) send_displs[r] = send_displs[r - 1] + send[r - 1];
-    std::vector<std::size_t> cursor = send_displs;
-    order.resize(live.size());
-    requests.resize(2 * live.size());
-    for (std::size_t j = 0; j < live.size(); ++j) {
-      const std::size_t slot = cursor[static_cast<std::size_t>(owner[j])]++;
-      order[slot] = live[j];
-      requests[2 * slot] = static_cast<std::int64_t>(keys[live[j]]);
-      requests[2 * slot + 1] = cur[live[j]];
-    }
-    for (std::size_t r = 0; r < R; ++r) sent[r] = static_cast<std::int64_t>(send[r]);
-    detail::exchange(comm, sent.data(), ones, each, got.data(), ones, each);
-    recv_displs[0] = 0;
-    for (std::size_t r = 0; r < R; ++r) {
-      recv[r] = static_cast<std::size_t>(got[r]);
-      if (r > 0) recv_displs[r] = recv_displs[r - 1] + recv[r - 1];
-    }
-    const std::size_t m = recv_displs[R - 1] + recv[R - 1];
-    asked.resize(2 * m);
-    detail::exchange(comm, requests.data(), send, send_displs, asked.data(), recv, recv_displs, 2);
-    // The owner's step: first-order, the draw of step s, trial 0 (detail/walk_step.hpp).
-    replies.resize(m);
+    const std::size_t m = steps.run(comm, owner, requests, 3, asked);
+    // The owner's step (detail/walk_step.hpp): a row of its own, then the draws.
+    replies.assign(m, -1);
+    std::vector<std::int64_t> first(m), end(m);
+    waits.clear();
     for (std::size_t q = 0; q < m; ++q) {
-      const auto key = static_cast<std::uint64_t>(asked[2 * q]);
-      std::int64_t first = 0, end = 0, next = -1;
-      if (!own.row(asked[2 * q + 1], first, end)) {
+      const auto key = static_cast<std::uint64_t>(asked[3 * q]);
+      const std::int64_t from = asked[3 * q + 1], v = asked[3 * q + 2];
+      if (!own.row(v, first[q], end[q])) {
         fault = true;
-      } else if (end > first) {
-        const std::int64_t edge =
-            first + static_cast<std::int64_t>(detail::rand_below(
-                        detail::draw(key, static_cast<std::uint64_t>(s - 1) << 32),
-                        static_cast<std::uint64_t>(end - first)));
-        next = own.column(edge);
-        if (next < 0 || next >= num_nodes) {
-          fault = true;
-          next = -1;
+        continue;
+      }
+      if (end[q] == first[q]) continue;
+      const own_neighbor neighbor{own, first[q], end[q] - first[q], num_nodes};
+      std::int64_t next = 0;
+      if (!rule.second_order || from < 0) {
+        next = neighbor(detail::draw(key, static_cast<std::uint64_t>(step) << 32));
+      } else {
+        std::uint32_t t = 0;
+        std::int64_t candidate = detail::walk_fault;
+        next = detail::node2vec_trials(rule, key, step, from, t, candidate, neighbor);
+        if (next == detail::walk_ask) {
+          waits.push_back({q, t, candidate});
+          continue;
         }
+      }
+      if (next == detail::walk_fault) {
+        fault = true;
+        next = -1;
       }
       replies[q] = next;
     }
-    answers.resize(live.size());
-    detail::exchange(comm, replies.data(), recv, recv_displs, answers.data(), send, send_displs);
-    live.clear();
-    for (std::size_t slot = 0; slot < order.size(); ++slot) {
-      const std::size_t i = order[slot];
-      const std::int64_t v = answers[slot];
+    // node2vec: rounds of questions to the previous nodes' owners, every rank as long as any
+    // rank has one (the totals are summed: the same loop everywhere).
+    while (rule.second_order) {  // DeepWalk never asks, as every rank knows
+      std::fill(totals.begin(), totals.end(), 0);
+      totals[static_cast<std::size_t>(comm.rank())] = static_cast<std::int64_t>(waits.size());
+      comm.allreduce_sum(totals.data(), totals.data(), R, wm::dtype::int64, nullptr);
+      std::int64_t total = 0;
+      for (std::int64_t x : totals) total += x;
+      if (total == 0) break;
+      owner.resize(waits.size());
+      ask_records.resize(2 * waits.size());
+      for (std::size_t k = 0; k < waits.size(); ++k) {
+        const std::int64_t from = asked[3 * waits[k].q + 1];
+        owner[k] = own.owner_of(from);
+        ask_records[2 * k] = from;
+        ask_records[2 * k + 1] = waits[k].candidate;
+      }
+      const std::size_t asks = questions.run(comm, owner, ask_records, 2, ask_got);
+      said.assign(asks, 0);
+      for (std::size_t a = 0; a < asks; ++a) {
+        std::int64_t pf = 0, pe = 0;
+        if (!own.row(ask_got[2 * a], pf, pe)) {
+          fault = true;
+          continue;
+        }
+        for (std::int64_t e = pf; e < pe; ++e) {
+          if (own.column(e) == ask_got[2 * a + 1]) {
+            said[a] = 1;
+            break;
+          }
+        }
+      }
+      questions.reply(comm, said, heard);
+      still.clear();
+      for (std::size_t k = 0; k < waits.size(); ++k) {
+        waiting w = waits[k];
+        const std::size_t q = w.q;
+        const auto key = static_cast<std::uint64_t>(asked[3 * q]);
+        const std::int64_t from = asked[3 * q + 1];
+        const own_neighbor neighbor{own, first[q], end[q] - first[q], num_nodes};
+        std::int64_t next = detail::node2vec_resume(rule, key, step, from, heard[k] != 0, w.t,
+                                                    w.candidate, neighbor);
+        if (next == detail::walk_ask) {
+          still.push_back(w);
+          continue;
+        }
+        if (next == detail::walk_fault) {
+          fault = true;
+          next = -1;
+        }
+        replies[q] = next;
+      }
+      waits.swap(still);
+    }
+    steps.reply(comm, replies, answers);
+    std::vector<std::size_t> next_live;
+    for (std::size_t j = 0; j < live.size(); ++j) {
+      const std::size_t i = live[j];
+      const std::int64_t v = answers[j];
       if (v < 0) {
         std::fill(out + i * width + s, out + (i + 1) * width, std::int64_t{-1});
         continue;
       }
       out[i * width + s] = v;
+      prev[i] = cur[i];
       cur[i] = v;
-      if (s + 1 < width) live.push_back(i);
+      if (s + 1 < width) next_live.push_back(i);
     }
+    live.swap(next_live);
   }
   std::vector<std::int64_t> faults(R, 0);
   faults[static_cast<std::size_t>(comm.rank())] = fault ? 1 : 0;

@@ -21,6 +21,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -337,22 +338,13 @@ TEST(RandomWalks, BadArgumentsAreNamedAndTheOutputUntouched) {
   bad = o;
   bad.length = -1;
   EXPECT_NE(message(bad).find("walk length -1"), std::string::npos);
-  // A distributed graph takes DeepWalk only.
-  csr_graph dist = make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
-  bad = o;
-  bad.p = 0.5;
-  try {
-    random_walks_host(dist, starts.data(), 2, bad, out.data());
-    ADD_FAILURE() << "node2vec on a distributed graph was accepted";
-  } catch (const wm::logic_error& e) {
-    EXPECT_NE(std::string(e.what()).find("node2vec walks"), std::string::npos) << e.what();
-  }
 }
 
-// DeepWalk on distributed graphs (every step served by the owner of the walk's node): on 1-3
-// ranks, each walking its slice of the starts (one rank none), the walks of one rank on
-// continuous memory bit for bit, dead ends (a directed graph) and length 0 included.
-TEST(RandomWalks, DeepWalkOnDistributedGraphsEqualsContinuous) {
+// DeepWalk and node2vec on distributed graphs (every step served by the owner of the walk's
+// node, node2vec's questions about the previous node answered by its owner): on 1-3 ranks,
+// each walking its slice of the starts (one rank none), the walks of one rank on continuous
+// memory bit for bit, dead ends (a directed graph) and length 0 included.
+TEST(RandomWalks, DeepWalkAndNode2vecOnDistributedGraphsEqualContinuous) {
   wholestore::graph::generate_options go;
   go.num_nodes = 2000;
   go.num_edges = 9000;
@@ -361,9 +353,15 @@ TEST(RandomWalks, DeepWalkOnDistributedGraphsEqualsContinuous) {
     std::vector<std::int64_t> starts(900);
     for (std::size_t i = 0; i < starts.size(); ++i)
       starts[i] = static_cast<std::int64_t>((i * 7919 + 5) % g.num_nodes);
-    for (int length : {0, 1, 17}) {
+    // DeepWalk, and node2vec with p and q near and far from 1 (the owners ask the previous
+    // nodes' owners about many candidates at p = 0.05, q = 20).
+    for (auto [length, p, q] :
+         {std::tuple{0, 1.0, 1.0}, std::tuple{1, 1.0, 1.0}, std::tuple{17, 1.0, 1.0},
+          std::tuple{17, 0.5, 2.0}, std::tuple{9, 0.05, 20.0}, std::tuple{9, 4.0, 0.25}}) {
       walk_options o;
       o.length = length;
+      o.p = p;
+      o.q = q;
       o.seed = 5 + static_cast<std::uint64_t>(length);
       const std::vector<std::int64_t> want = baseline(g, starts, o);
       const std::size_t width = static_cast<std::size_t>(length) + 1;
@@ -382,7 +380,8 @@ TEST(RandomWalks, DeepWalkOnDistributedGraphsEqualsContinuous) {
           std::vector<std::int64_t> out((end - begin) * width, 777);
           random_walks_host(wg, starts.data() + begin, end - begin, mine, out.data(), 2);
           EXPECT_TRUE(std::equal(out.begin(), out.end(), want.begin() + begin * width))
-              << "ranks " << ranks << " rank " << me << " length " << length;
+              << "ranks " << ranks << " rank " << me << " length " << length << " p " << p << " q "
+              << q;
         });
       }
     }
@@ -417,9 +416,6 @@ TEST(RandomWalks, DistributedRefusalsOnEveryRank) {
     const std::string msg = error_of(o, bad);
     EXPECT_NE(msg.find(me == 1 ? "at position 2" : "rank 1 passed start node"), std::string::npos)
         << msg;
-    walk_options n2v = o;
-    n2v.q = 2;
-    EXPECT_NE(error_of(n2v, starts).find("node2vec walks"), std::string::npos);
     // Edges split evenly, not with their nodes.
     csr_graph even = make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
     wm::allocation_options ao;

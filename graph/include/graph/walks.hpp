@@ -8,11 +8,12 @@
  * Output: count rows of length + 1 node ids (int64), the start first; a walk that reaches a
  * node without out-neighbors stops there and its row is padded with -1.
  *
- * Graphs in continuous or chunked memory (either location), and DeepWalk (p = q = 1) on a
- * distributed graph laid out by make_graph or load_graph: collective over the graph's
- * communicator (the host communicator for random_walks_host, NCCL for gpu_walker; every rank
- * calls as often, with the same length, p and q and its own starts, maybe none), each step
- * served by the owners of the walks' nodes; node2vec there is refused on every rank.  A start
+ * Graphs in continuous or chunked memory (either location), and distributed graphs laid out
+ * by make_graph or load_graph: collective over the graph's communicator (the host communicator
+ * for random_walks_host, NCCL for gpu_walker; every rank calls as often, with the same length,
+ * p and q and its own starts, maybe none), each step served by the owners of the walks' nodes
+ * (node2vec's "does the candidate neighbor the previous node" answered by that node's owner).
+ * gpu_walker walks DeepWalk (p = q = 1) there and refuses node2vec on every rank.  A start
  * outside [0, num_nodes) throws logic_error naming it and its position before anything is
  * written (on a distributed graph every rank throws, the others naming the rank); a row or
  * neighbor id that breaks the CSR's rules (memory changed after loading) throws naming it.

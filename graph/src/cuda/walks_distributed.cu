@@ -72,24 +72,43 @@ __global__ void start_walks(const std::int64_t* starts, std::size_t n, std::uint
   }
 }
 
+/// A slot from `*counter` for every lane of the warp whose `key` equals its own (>= 0), one
+/// atomic per distinct key: tens of thousands of walks bump a handful of counters, which
+/// lane-by-lane atomics serialize.  Every lane of the warp calls; lanes with key -1 get -1.
+__device__ int claim_slot(int* counters, int key) {
+  const unsigned peers = __match_any_sync(0xffffffffu, key);
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int leader = __ffs(peers) - 1;
+  int first = 0;
+  if (key >= 0 && lane == leader) first = atomicAdd(counters + key, __popc(peers));
+  first = __shfl_sync(0xffffffffu, first, leader);
+  return key >= 0 ? first + __popc(peers & ((1u << lane) - 1)) : -1;
+}
+
 /// Each live walk's request (key, current node) into the region of its node's owner: region o
 /// of `send` is [count, key, node, key, node, ...] with room for n requests, and slot j of
-/// region o asks for walk order[o * n + j].
+/// region o asks for walk order[o * n + j].  Whole warps step through the list (claim_slot).
 __global__ void bucket_walks(const int* live, const int* live_count, const std::uint64_t* keys,
                              const std::int64_t* cur, const std::int64_t* node_begin, int ranks,
                              std::size_t n, int* filled, long long* order, long long* send) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   const auto m = static_cast<std::size_t>(*live_count);
-  for (std::size_t j = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < m;
-       j += stride) {
-    const int i = live[j];
-    const std::int64_t v = cur[i];
-    const int o = owner_of(node_begin, ranks, v);
-    const auto slot = static_cast<std::size_t>(atomicAdd(filled + o, 1));
+  for (std::size_t at = static_cast<std::size_t>(blockIdx.x) * blockDim.x + (threadIdx.x & ~31u);
+       at < m; at += stride) {
+    const std::size_t j = at + threadIdx.x % 32;
+    int i = -1, o = -1;
+    std::int64_t v = 0;
+    if (j < m) {
+      i = live[j];
+      v = cur[i];
+      o = owner_of(node_begin, ranks, v);
+    }
+    const int slot = claim_slot(filled, o);
+    if (o < 0) continue;
     const std::size_t region = static_cast<std::size_t>(o) * (1 + 2 * n);
-    order[static_cast<std::size_t>(o) * n + slot] = i;
-    send[region + 1 + 2 * slot] = static_cast<long long>(keys[i]);
-    send[region + 2 + 2 * slot] = v;
+    order[static_cast<std::size_t>(o) * n + static_cast<std::size_t>(slot)] = i;
+    send[region + 1 + 2 * static_cast<std::size_t>(slot)] = static_cast<long long>(keys[i]);
+    send[region + 2 + 2 * static_cast<std::size_t>(slot)] = v;
   }
 }
 
@@ -143,25 +162,32 @@ __global__ void serve_steps(const long long* recv, const std::size_t* in_base,
 
 /// The requester's side: answer j of owner o's region (blockIdx.y = o) is walk
 /// order[o * n + j]'s node at column s; a walk that met a dead end gets -1 to its row's end,
-/// the others stay live while columns remain.
+/// the others stay live while columns remain.  Whole warps step through the answers.
 __global__ void apply_steps(const long long* answers, const long long* order, const int* filled,
                             std::size_t n, std::size_t s, std::size_t width, std::int64_t* cur,
                             std::int64_t* out, int* next_live, int* next_live_count) {
   const std::size_t o = blockIdx.y;
   const auto m = static_cast<std::size_t>(filled[o]);
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t j = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < m;
-       j += stride) {
-    const auto i = static_cast<std::size_t>(order[o * n + j]);
-    const std::int64_t v = answers[o * n + j];
-    std::int64_t* row = out + i * width;
-    if (v < 0) {
-      for (std::size_t t = s; t < width; ++t) row[t] = -1;
-      continue;
+  for (std::size_t at = static_cast<std::size_t>(blockIdx.x) * blockDim.x + (threadIdx.x & ~31u);
+       at < m; at += stride) {
+    const std::size_t j = at + threadIdx.x % 32;
+    bool keep = false;
+    std::size_t i = 0;
+    if (j < m) {
+      i = static_cast<std::size_t>(order[o * n + j]);
+      const std::int64_t v = answers[o * n + j];
+      std::int64_t* row = out + i * width;
+      if (v < 0) {
+        for (std::size_t t = s; t < width; ++t) row[t] = -1;
+      } else {
+        row[s] = v;
+        cur[i] = v;
+        keep = s + 1 < width;
+      }
     }
-    row[s] = v;
-    cur[i] = v;
-    if (s + 1 < width) next_live[atomicAdd(next_live_count, 1)] = static_cast<int>(i);
+    const int slot = claim_slot(next_live_count, keep ? 0 : -1);
+    if (keep) next_live[slot] = static_cast<int>(i);
   }
 }
 
@@ -191,6 +217,11 @@ void walk_distributed_gpu(const csr_graph& g, const std::int64_t* starts, std::s
   const char* op = "gpu_walker::walk";
   const std::vector<std::int64_t> counts =
       agree_distributed_walk(g, count, o, bad_position, bad_value, wm::backend::nccl, op);
+  // Every rank passed the same p and q (checked above), so every rank throws here alike.
+  WM_EXPECTS(!make_walk_rule(o.p, o.q).second_order,
+             op << ": node2vec walks (p = " << o.p << ", q = " << o.q
+                << ") on a distributed graph are not supported on the GPU; DeepWalk (p = q = 1) "
+                   "is, and random_walks_host walks both");
   wm::communicator& comm = g.row_offsets.comm();
   const int ranks = comm.size();
   const auto R = static_cast<std::size_t>(ranks);

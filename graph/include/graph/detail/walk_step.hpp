@@ -119,4 +119,52 @@ WM_HOST_DEVICE std::int64_t walk_step(const walk_rule& r, std::uint64_t key, std
   return v;
 }
 
+/// node2vec on a distributed graph, where the owner of the current node draws the step but
+/// the previous node's list lives on its own owner.  The trials of walk_step (second order,
+/// prev >= 0) from trial `t`, `neighbor(x)` giving the candidate of draw x (walk_fault for a
+/// bad one): the next node, walk_fault, or walk_ask when trial `t` needs to know whether its
+/// candidate, left in `candidate`, neighbors `prev`; then prev's owner answers and
+/// node2vec_resume goes on.  `candidate` starts as walk_fault.  Decides as walk_step does, so
+/// the walks are the same.
+constexpr std::int64_t walk_ask = -3;
+
+template <typename Neighbor>
+WM_HOST_DEVICE std::int64_t node2vec_trials(const walk_rule& r, std::uint64_t key,
+                                            std::uint32_t step, std::int64_t prev, std::uint32_t& t,
+                                            std::int64_t& candidate, const Neighbor& neighbor) {
+  const std::uint64_t base = static_cast<std::uint64_t>(step) << 32;
+  const double lo = r.neighbor_ratio < r.away_ratio ? r.neighbor_ratio : r.away_ratio;
+  const double hi = r.neighbor_ratio < r.away_ratio ? r.away_ratio : r.neighbor_ratio;
+  for (; t < max_walk_trials; ++t) {
+    const std::uint64_t c = base + 2 * static_cast<std::uint64_t>(t);
+    candidate = neighbor(draw(key, c));
+    if (candidate < 0) return candidate;
+    const double u = static_cast<double>(draw(key, c + 1) >> 11) * 0x1.0p-53;
+    if (candidate == prev) {
+      if (u < r.back_ratio) return candidate;
+      continue;
+    }
+    if (u < lo) return candidate;
+    if (u >= hi) continue;
+    return walk_ask;
+  }
+  return candidate;
+}
+
+/// After walk_ask: trial t's candidate is taken when `member` (it neighbors prev) gives a ratio
+/// above the trial's draw; otherwise the trials go on from t + 1 (the last candidate is taken
+/// after max_walk_trials).
+template <typename Neighbor>
+WM_HOST_DEVICE std::int64_t node2vec_resume(const walk_rule& r, std::uint64_t key,
+                                            std::uint32_t step, std::int64_t prev, bool member,
+                                            std::uint32_t& t, std::int64_t& candidate,
+                                            const Neighbor& neighbor) {
+  const std::uint64_t c =
+      (static_cast<std::uint64_t>(step) << 32) + 2 * static_cast<std::uint64_t>(t);
+  const double u = static_cast<double>(draw(key, c + 1) >> 11) * 0x1.0p-53;
+  if (u < (member ? r.neighbor_ratio : r.away_ratio)) return candidate;
+  if (++t >= max_walk_trials) return candidate;
+  return node2vec_trials(r, key, step, prev, t, candidate, neighbor);
+}
+
 }  // namespace wholestore::graph::detail
