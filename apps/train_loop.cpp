@@ -118,9 +118,11 @@ void check_settings(const train_settings& s) {
   WM_EXPECTS(s.eval_every >= 0, "eval_every must be >= 0, got " << s.eval_every);
   WM_EXPECTS(s.checkpoint_every >= 1,
              "checkpoint_every must be at least 1, got " << s.checkpoint_every);
-  WM_EXPECTS(s.graph_type != wm::memory_type::distributed,
-             "graph memory type distributed is not supported by the random walks; use "
-             "continuous or chunked");
+  // Checked here, on every rank alike, so that node2vec never reaches the collective walks.
+  WM_EXPECTS(s.graph_type != wm::memory_type::distributed || s.mode != train_mode::node2vec ||
+                 (s.p == 1.0 && s.q == 1.0),
+             "graph.type distributed walks DeepWalk only (p = q = 1): node2vec with p = "
+                 << s.p << ", q = " << s.q << " needs graph.type continuous or chunked");
   WM_EXPECTS(s.use_gpu || (s.graph_location == wm::memory_location::host &&
                            s.table_location == wm::memory_location::host),
              "device memory for the graph or the tables needs the GPU path (device: gpu)");
@@ -234,15 +236,26 @@ class trainer {
       // its owner) go over NCCL, peer to peer.  The host communicator stages them through host
       // memory, which made two ranks on two GPUs ten times slower than one.  Ranks sharing a
       // GPU keep the host communicator (NCCL needs a GPU per rank), except for distributed
-      // tables, which need NCCL and say so when they cannot have it.
-      const bool distributed = s_.table_type == wm::memory_type::distributed;
+      // tables and a distributed graph (gpu_walker walks it collectively over the graph's
+      // communicator, which must be NCCL), which need NCCL and say so when they cannot have it.
+      const bool distributed = s_.table_type == wm::memory_type::distributed ||
+                               s_.graph_type == wm::memory_type::distributed;
       if (bs_->size() > 1 && !distributed) {
         const wm::gpu_sharing sharing = wm::describe_gpu_sharing(*bs_, device_);
         if (!sharing.shared()) comm_ = wm::make_nccl_communicator(bs_, device_);
       }
       if (distributed) comm_ = wm::make_nccl_communicator(bs_);
     }
+    // The CPU path's communicator is the host one, which random_walks_host needs for a
+    // distributed graph; the GPU path's is NCCL for one (above).
     graph_ = graph::make_graph(comm_, split.train, s_.graph_type, s_.graph_location);
+    // Made here, on every rank at the same point, rather than at the first batch a rank walks:
+    // a rank may have no walks in a batch, and a distributed graph's walks are collective.
+    if (s_.use_gpu && s_.mode != train_mode::line)
+      walker_ = std::make_unique<graph::gpu_walker>(graph_);
+    // A distributed graph's walks are assembled on the step stream, in sequence with the steps
+    // (run_epoch): a collective on a second stream beside the tables' could deadlock.
+    assembly_stream_ = collective_walks() ? stream_ : walk_stream_;
     graph::negative_options no;
     no.by_degree = s_.negatives_by_degree;
     // The GPU path draws walk-mode negatives on the device: the alias table there too (random
@@ -362,15 +375,52 @@ class trainer {
   // This rank's pairs of global slots [lo, hi), in slot order: center indices and (1 + K)
   // target indices each (context, then negatives), in centers_/targets_ on the CPU path and in
   // pair set `set` (d_centers_[set], d_targets_[set]) on the GPU path; returns the pair count.
-  // The GPU path enqueues on walk_stream_ only, after the last step that read the set
+  // The GPU path enqueues on assembly_stream_ only, after the last step that read the set
   // (pairs_free_), and marks the set ready (pairs_ready_), so it may run on a worker thread
   // while a step of the other set runs on stream_ (run_epoch).  It reads no table.
+  // With a distributed graph in a walk mode (collective_walks) every rank must call this once
+  // per batch, in step with the others, even for an empty [lo, hi): it walks then collectively.
   std::size_t assemble(std::uint64_t epoch, std::uint64_t lo, std::uint64_t hi, int set) {
-    if (lo >= hi) return 0;
-    if (s_.use_gpu) wait_event(walk_stream_, pairs_free_[set]);
+    if (lo >= hi) {
+      // This rank has no slots in the batch; it joins the other ranks' walks with none.
+      if (collective_walks()) walk(nullptr, 0, walk_options_of(epoch, 0), nullptr);
+      return 0;
+    }
+    if (s_.use_gpu) wait_event(assembly_stream_, pairs_free_[set]);
     const std::size_t pairs = assemble_into(epoch, lo, hi, set);
-    if (s_.use_gpu) record_event(pairs_ready_[set], walk_stream_);
+    if (s_.use_gpu) record_event(pairs_ready_[set], assembly_stream_);
     return pairs;
+  }
+
+  // Whether the walks are collective: a distributed graph walked (DeepWalk) by
+  // random_walks_host or gpu_walker, every rank in step over the graph's communicator.
+  bool collective_walks() const {
+    return s_.graph_type == wm::memory_type::distributed && s_.mode != train_mode::line;
+  }
+
+  // The walker's options for epoch `epoch`, walk index `first_walk` first; every rank passes
+  // the same length, p and q.
+  graph::walk_options walk_options_of(std::uint64_t epoch, std::uint64_t first_walk) const {
+    graph::walk_options wo;
+    wo.length = s_.walk_length;
+    if (s_.mode == train_mode::node2vec) {
+      wo.p = s_.p;
+      wo.q = s_.q;
+    }
+    wo.seed = epoch_key(s_.seed, epoch, 1);
+    wo.first_walk = first_walk;
+    return wo;
+  }
+
+  // `count` walks from `starts` into `out`: host arrays on the CPU path, device arrays walked
+  // on assembly_stream_ on the GPU path (synchronous either way).
+  void walk(const std::int64_t* starts, std::size_t count, const graph::walk_options& wo,
+            std::int64_t* out) {
+    if (s_.use_gpu) {
+      walker_->walk(starts, count, wo, out, assembly_stream_);
+    } else {
+      graph::random_walks_host(graph_, starts, count, wo, out, s_.threads);
+    }
   }
 
   std::size_t assemble_into(std::uint64_t epoch, std::uint64_t lo, std::uint64_t hi, int set) {
@@ -381,7 +431,7 @@ class trainer {
       // Edges as pairs on the device: the negatives drawn there, then one thread per slot.
       auto* d_draws = static_cast<std::int64_t*>(
           d_draws_.reserve_discard(std::max<std::size_t>(slots * k, 1) * 8, device_));
-      if (k) negatives_->sample(draw_key, lo * k, slots * k, d_draws, walk_stream_);
+      if (k) negatives_->sample(draw_key, lo * k, slots * k, d_draws, assembly_stream_);
       graph::edge_pairs_args ea;
       ea.key = epoch_key(s_.seed, epoch, 3);
       ea.lo = lo;
@@ -390,7 +440,7 @@ class trainer {
       ea.negatives_per_pair = s_.negatives;
       ea.centers = device_indices(d_centers_[set], slots);
       ea.targets = device_indices(d_targets_[set], slots * (k + 1));
-      graph::edge_pairs(graph_, ea, walk_stream_);
+      graph::edge_pairs(graph_, ea, assembly_stream_);
       return slots;
     }
     if (s_.mode == train_mode::line) {
@@ -429,14 +479,7 @@ class trainer {
       }
       starts_[w - w0] = order_[w % nodes_];
     }
-    graph::walk_options wo;
-    wo.length = s_.walk_length;
-    if (s_.mode == train_mode::node2vec) {
-      wo.p = s_.p;
-      wo.q = s_.q;
-    }
-    wo.seed = epoch_key(s_.seed, epoch, 1);
-    wo.first_walk = w0;
+    const graph::walk_options wo = walk_options_of(epoch, w0);
     graph::window_pairs_args pa;
     pa.first_walk = w0;
     pa.walk_count = count;
@@ -448,25 +491,24 @@ class trainer {
     if (s_.use_gpu) {
       // Walks, negatives and pairs on the device: only the starts go up and the pair count
       // comes back.
-      if (!walker_) walker_ = std::make_unique<graph::gpu_walker>(graph_);
       auto* d_starts = static_cast<std::int64_t*>(d_starts_.reserve_discard(count * 8, device_));
       auto* d_walks =
           static_cast<std::int64_t*>(d_walks_.reserve_discard(count * row * 8, device_));
       auto* d_draws = static_cast<std::int64_t*>(d_draws_.reserve_discard(slots * k * 8, device_));
-      // On walk_stream_, not through the legacy stream (copy_bytes), which would wait for the
-      // step running on stream_.  The walk waits for walk_stream_ before it returns, so
-      // starts_ is free again before the next call.
-      copy_on(walk_stream_, d_starts, starts_.data(), count * 8);
-      walker_->walk(d_starts, count, wo, d_walks, walk_stream_);
-      negatives_->sample(draw_key, lo * k, slots * k, d_draws, walk_stream_);
+      // On assembly_stream_, not through the legacy stream (copy_bytes), which would wait for
+      // the step running on stream_.  The walk waits for assembly_stream_ before it returns,
+      // so starts_ is free again before the next call.
+      copy_on(assembly_stream_, d_starts, starts_.data(), count * 8);
+      walk(d_starts, count, wo, d_walks);
+      negatives_->sample(draw_key, lo * k, slots * k, d_draws, assembly_stream_);
       pa.walks = d_walks;
       pa.negatives = d_draws;
       pa.centers = device_indices(d_centers_[set], slots);
       pa.targets = device_indices(d_targets_[set], slots * (k + 1));
-      return gpu_pairs_.build(pa, walk_stream_);
+      return gpu_pairs_.build(pa, assembly_stream_);
     }
     walks_.resize(count * row);
-    graph::random_walks_host(graph_, starts_.data(), count, wo, walks_.data(), s_.threads);
+    walk(starts_.data(), count, wo, walks_.data());
     draws_.resize(slots * k);
     negatives_->sample_host(draw_key, lo * k, draws_.size(), draws_.data(), s_.threads);
     centers_.resize(slots);
@@ -535,7 +577,7 @@ class trainer {
     const std::size_t n = n_pairs_, per_pair = static_cast<std::size_t>(s_.negatives) + 1;
     const std::size_t nt = n * per_pair, dim = s_.dim;
     const bool by_reference = output_by_reference();
-    // assemble() left the indices in pair set use_, on walk_stream_.
+    // assemble() left the indices in pair set use_, on assembly_stream_.
     auto* ci = d_centers_[use_].data_as<std::int64_t>();
     auto* ti = d_targets_[use_].data_as<std::int64_t>();
     wait_event(stream_, pairs_ready_[use_]);
@@ -699,6 +741,11 @@ class trainer {
     // step throws first, the future's destructor waits for the worker before unwinding.
     // walk_s counts the host's time waiting for pairs: the epoch's first batch, and whatever
     // of the next batch's assembly the step did not hide.
+    // A distributed graph's walks are collectives over the communicator the step's updates
+    // use, so they are not overlapped: every rank assembles every batch (one walker call each,
+    // with no walks when its chunk is empty) on this thread, on stream_, after the previous
+    // step, so all ranks call the collectives in the same order.
+    const bool overlap = s_.use_gpu && !collective_walks();
     std::future<std::size_t> next;
     int set = 0;
     auto ta = std::chrono::steady_clock::now();
@@ -712,7 +759,7 @@ class trainer {
       use_ = set;
       n_pairs_ = pending;
       const bool more = b + 1 < steps_per_epoch_;
-      if (more && s_.use_gpu) {
+      if (more && overlap) {
         const auto [lo, hi] = slots_of(b + 1);
         next = std::async(std::launch::async, [this, e, lo = lo, hi = hi, other = 1 - set] {
           wm::set_device(device_);
@@ -859,7 +906,10 @@ class trainer {
   int device_ = -1;
   cudaStream_t stream_ = nullptr;
   cudaStream_t walk_stream_ = nullptr;  // assemble()'s GPU work (run_epoch overlaps it)
-  static constexpr int phases = 4;      // lookups, SGNS, output update, input update
+  // The stream assemble() enqueues on: walk_stream_, or stream_ for a distributed graph's
+  // collective walks (not overlapped).
+  cudaStream_t assembly_stream_ = nullptr;
+  static constexpr int phases = 4;  // lookups, SGNS, output update, input update
 #if defined(WHOLESTORE_HAS_CUDA)
   cudaEvent_t events_[phases + 1] = {};
 #endif

@@ -29,6 +29,10 @@
  *
  * The learning rate decays linearly over all steps of the run: lr * max(min_lr_fraction,
  * 1 - step / total_steps), step counted from 0 over epochs.
+ *
+ * A training graph in distributed memory is walked collectively (DeepWalk only: node2vec with
+ * p or q != 1 is refused as a bad setting): every rank walks once per batch, with no walks
+ * when its chunk is empty, so the walks, and the embeddings, are those of continuous memory.
  */
 #pragma once
 
@@ -73,6 +77,7 @@ struct train_settings {
   float lr = 0.1f;
   float min_lr_fraction = 0.0001f;
   embedding::optimizer_options optimizer = adagrad_options();
+  /// distributed: DeepWalk, node2vec with p = q = 1, or LINE
   wholememory::memory_type graph_type = wholememory::memory_type::continuous;
   wholememory::memory_location graph_location = wholememory::memory_location::host;
   wholememory::memory_type table_type = wholememory::memory_type::continuous;

@@ -1,8 +1,10 @@
 // The training loop of `wholestore train` (apps/train_loop.hpp) on small graphs, ranks as
 // threads: the same embeddings bit for bit for 1, 2 and 3 ranks and any thread count, in every
-// mode; a run resumed from its checkpoint ends with the same bits as one that never stopped;
-// a node without edges keeps its initial vector; bad settings fail naming the problem; the
-// link-prediction scores against hand-computed cases; the .npy header byte for byte.
+// mode; a graph in distributed memory gives the continuous graph's bits (ranks without slots
+// in a batch included) and refuses node2vec on every rank; a run resumed from its checkpoint
+// ends with the same bits as one that never stopped; a node without edges keeps its initial
+// vector; bad settings fail naming the problem; the link-prediction scores against
+// hand-computed cases; the .npy header byte for byte.
 #include "common/multiprocess.hpp"
 
 #include "npy.hpp"
@@ -20,12 +22,14 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -155,6 +159,133 @@ TEST(Train, ChunkedMemoryAndAdamGiveTheSameBitsOnTwoRanks) {
   EXPECT_TRUE(same_bits(one.embeddings, run_ranks(2, s).embeddings));
 }
 
+// The same run, bit for bit: embeddings, the loss and pair count of every epoch, the scores.
+void expect_same_run(const train_result& want, const train_result& got, const std::string& what) {
+  EXPECT_TRUE(same_bits(want.embeddings, got.embeddings)) << what << ": embeddings differ";
+  ASSERT_EQ(got.epochs.size(), want.epochs.size()) << what;
+  for (std::size_t e = 0; e < want.epochs.size(); ++e) {
+    EXPECT_EQ(got.epochs[e].loss, want.epochs[e].loss) << what << ", epoch " << e + 1;
+    EXPECT_EQ(got.epochs[e].pairs, want.epochs[e].pairs) << what << ", epoch " << e + 1;
+  }
+  EXPECT_EQ(got.final_scores.auc, want.final_scores.auc) << what;
+  EXPECT_EQ(got.final_scores.hits, want.final_scores.hits) << what;
+}
+
+// A graph in distributed memory is walked collectively (random_walks_host, each step served by
+// the owners of the walks' nodes) and gives the walks of continuous memory, so the run is the
+// continuous graph's bit for bit on 1, 2 and 3 ranks: DeepWalk (p and q set but unused),
+// node2vec with p = q = 1 (first order), LINE (which does not walk), and with distributed
+// tables beside it (both on the host communicator).
+TEST(Train, DistributedGraphGivesTheContinuousGraphsBits) {
+  for (train_mode mode : {train_mode::deepwalk, train_mode::node2vec, train_mode::line}) {
+    train_settings s = small_settings(mode);
+    if (mode == train_mode::node2vec) s.p = s.q = 1.0;
+    const train_result want = run_ranks(1, s);
+    ASSERT_EQ(want.embeddings.size(), small_split().train.num_nodes * s.dim);
+    ASSERT_GT(want.pairs, 0u);
+    s.graph_type = wholememory::memory_type::distributed;
+    for (int ranks : {1, 2, 3}) {
+      expect_same_run(want, run_ranks(ranks, s),
+                      std::string(train_mode_name(mode)) + ", " + std::to_string(ranks) +
+                          " rank(s), distributed graph");
+    }
+    if (mode == train_mode::line) continue;
+    s.table_type = wholememory::memory_type::distributed;
+    expect_same_run(want, run_ranks(2, s),
+                    std::string(train_mode_name(mode)) + ", distributed graph and tables");
+  }
+}
+
+// The walks of a distributed graph are collective: a rank whose chunk of a batch is empty
+// still joins them (with no walks), or the others would wait for it.  Here the last batch of
+// each epoch holds one slot, so on 2 and 3 ranks rank 0 (and rank 1 of 3) walks nothing there;
+// and with two slots a batch on three ranks, rank 0 walks nothing in any batch.  Every run
+// ends with the continuous graph's bits, and within the thread bootstrap's 20 s.
+TEST(Train, DistributedGraphWithRanksWithoutSlotsInABatch) {
+  train_settings s = small_settings(train_mode::deepwalk);
+  const std::uint64_t total = small_split().train.num_nodes *
+                              static_cast<std::uint64_t>(s.walks_per_node) *
+                              slots_per_walk(s.walk_length, s.window);
+  s.batch_size = total - 1;  // two batches an epoch, the second of one slot
+  auto distributed = [](train_settings d, int ranks, const wg::edge_split& split) {
+    d.graph_type = wholememory::memory_type::distributed;
+    train_result out;
+    std::mutex m;
+    wholestore_test::thread_ranks(
+        ranks,
+        [&](std::shared_ptr<wholememory::bootstrap> bs) {
+          const bool lead = bs->rank() == 0;
+          train_result r = train_embeddings(std::move(bs), split, d);
+          if (lead) {
+            std::lock_guard<std::mutex> lock(m);
+            out = std::move(r);
+          }
+        },
+        std::chrono::seconds(20));
+    return out;
+  };
+  const train_result want = run_ranks(1, s);
+  ASSERT_EQ(want.steps, 4u);
+  for (int ranks : {2, 3}) {
+    expect_same_run(want, distributed(s, ranks, small_split()),
+                    "a batch of one slot, " + std::to_string(ranks) + " ranks");
+  }
+
+  // A graph small enough for a batch of two slots: 60 nodes, walks of 3 steps, window 1.
+  wg::generate_options go;
+  go.num_nodes = 60;
+  go.num_edges = 300;
+  go.seed = 4;
+  go.symmetrize = true;
+  go.drop_self_loops = true;
+  const wg::edge_split tiny = wg::split_edges(wg::generate_graph(go), 0.1, 6);
+  train_settings t = small_settings(train_mode::deepwalk);
+  t.walk_length = 3;
+  t.window = 1;
+  t.batch_size = 2;
+  t.epochs = 1;
+  t.dim = 4;
+  t.threads = 1;
+  const train_result tiny_want = run_ranks(1, t, tiny);
+  ASSERT_EQ(tiny_want.steps, 60u * 6u / 2u);
+  expect_same_run(tiny_want, distributed(t, 3, tiny), "batches of two slots, 3 ranks");
+}
+
+// node2vec (p or q != 1) on a distributed graph is refused by every rank before any
+// collective, naming graph.type distributed, p and q; a rank never waits for another.
+TEST(Train, Node2vecOnADistributedGraphFailsOnEveryRank) {
+  train_settings s = small_settings(train_mode::node2vec);
+  s.graph_type = wholememory::memory_type::distributed;
+  for (const auto& [p, q, shown] :
+       {std::make_tuple(0.5, 1.0, "p = 0.5, q = 1"), std::make_tuple(1.0, 2.0, "p = 1, q = 2")}) {
+    s.p = p;
+    s.q = q;
+    std::vector<std::string> errors(3);
+    const auto t0 = std::chrono::steady_clock::now();
+    wholestore_test::thread_ranks(
+        3,
+        [&](std::shared_ptr<wholememory::bootstrap> bs) {
+          const int rank = bs->rank();
+          try {
+            train_embeddings(std::move(bs), small_split(), s);
+            errors[static_cast<std::size_t>(rank)] = "(no error)";
+          } catch (const wholememory::logic_error& e) {
+            errors[static_cast<std::size_t>(rank)] = e.what();
+          }
+        },
+        std::chrono::seconds(20));
+    for (std::size_t r = 0; r < errors.size(); ++r) {
+      EXPECT_NE(errors[r].find(std::string("graph.type distributed walks DeepWalk only (p = q = "
+                                           "1): node2vec with ") +
+                               shown + " needs graph.type continuous or chunked"),
+                std::string::npos)
+          << "rank " << r << ": " << errors[r];
+    }
+    // Refused at once: nobody waited for a collective's timeout.
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  }
+}
+
 TEST(Train, LearnsOnACommunityGraph) {
   // Two cliques joined by one edge: held-out edges sit inside cliques and every non-edge
   // across them, so a working trainer separates them.
@@ -234,7 +365,8 @@ TEST(Train, BadSettingsNameTheProblem) {
       {[](train_settings& s) { s.negatives = 0; }, "negatives must be at least 1, got 0"},
       {[](train_settings& s) { s.walks_per_node = 0; }, "walks_per_node must be at least 1"},
       {[](train_settings& s) { s.graph_type = wholememory::memory_type::distributed; },
-       "graph memory type distributed is not supported"},
+       "graph.type distributed walks DeepWalk only (p = q = 1): node2vec with p = 0.5, q = 2 "
+       "needs graph.type continuous or chunked"},
   };
   for (const bad_case& c : cases) {
     train_settings s = good;
