@@ -1,8 +1,9 @@
 // The training loop on the GPU (apps/train_loop.hpp, device: gpu): the same embeddings and loss
 // curve bit for bit as the CPU path for every mode, with the tables in device memory or in host
 // memory, continuous or chunked (one rank: the output table's gradients by reference, the next
-// batch's walks overlapping the step), for two processes sharing GPU 0, and for two GPUs with
-// distributed tables (NCCL).
+// batch's walks overlapping the step), for two processes sharing GPU 0, for two GPUs with
+// distributed tables (NCCL), and for a graph in distributed memory on one and two GPUs (the
+// walker's collective walks over NCCL, on the step stream).
 // Every body runs in a forked child, so the test process never initializes CUDA (a forked
 // child of a process that did could not use it).
 #include "common/gpu_count.hpp"
@@ -146,6 +147,64 @@ TEST(TrainGpu, TwoGpusDistributedTablesSameBitsAsOneCpuRank) {
     s.table_type = wm::memory_type::distributed;
     const train_result gpu = train_embeddings(bs, split, s);
     if (lead) expect_same(cpu, gpu, "2 GPUs, distributed tables");
+  });
+  EXPECT_TRUE(result.all_ok()) << "a GPU rank failed";
+}
+
+// A graph in distributed memory on the GPU path: train gives it an NCCL communicator and the
+// GPU walker walks it collectively on the step stream (not overlapped with the step), so the
+// run is the CPU path's on a continuous graph, bit for bit.  One GPU: DeepWalk and LINE, the
+// graph in device and in host memory.
+TEST(TrainGpu, OneGpuDistributedGraphSameBitsAsCpu) {
+  if (gpu_count() < 1) GTEST_SKIP() << "needs 1 CUDA device, 0 visible";
+  const auto result = wholestore_test::fork_ranks(1, [](std::shared_ptr<wm::bootstrap>) {
+    const wg::edge_split split = make_split();
+    for (train_mode mode : {train_mode::deepwalk, train_mode::line}) {
+      const train_settings cpu_s = settings(mode);
+      const train_result cpu = run(1, split, cpu_s);
+      train_settings g = cpu_s;
+      g.use_gpu = true;
+      g.graph_type = wm::memory_type::distributed;
+      g.table_location = wm::memory_location::device;
+      const std::string name = train_mode_name(mode);
+      for (auto location : {wm::memory_location::device, wm::memory_location::host}) {
+        g.graph_location = location;
+        expect_same(
+            cpu, run(1, split, g),
+            name + ", distributed graph in " + wm::memory_location_name(location) + " memory");
+      }
+    }
+  });
+  EXPECT_TRUE(result.all_ok()) << "the GPU child failed";
+}
+
+// Two GPUs, a distributed graph in device memory, continuous and distributed tables, with a
+// last batch of one slot an epoch: rank 0 has nothing to walk there and still joins the
+// collective walks.
+TEST(TrainGpu, TwoGpusDistributedGraphSameBitsAsOneCpuRank) {
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices, " << gpu_count() << " visible";
+  const auto result = wholestore_test::fork_ranks(2, [](std::shared_ptr<wm::bootstrap> bs) {
+    const wg::edge_split split = make_split();
+    train_settings s = settings(train_mode::deepwalk);
+    s.batch_size = split.train.num_nodes * static_cast<std::uint64_t>(s.walks_per_node) *
+                       slots_per_walk(s.walk_length, s.window) -
+                   1;
+    const bool lead = bs->rank() == 0;
+    train_result cpu;
+    if (lead) cpu = run(1, split, s);
+    s.use_gpu = true;
+    s.graph_type = wm::memory_type::distributed;
+    s.graph_location = wm::memory_location::device;
+    s.table_location = wm::memory_location::device;
+    for (auto tables : {wm::memory_type::continuous, wm::memory_type::distributed}) {
+      s.table_type = tables;
+      const train_result gpu = train_embeddings(bs, split, s);
+      if (lead) {
+        expect_same(
+            cpu, gpu,
+            std::string("2 GPUs, distributed graph, ") + wm::memory_type_name(tables) + " tables");
+      }
+    }
   });
   EXPECT_TRUE(result.all_ok()) << "a GPU rank failed";
 }
