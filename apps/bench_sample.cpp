@@ -72,9 +72,9 @@ const std::vector<config_key> bench_sample_schema = {
      "GPU target, sampled edges per second (the ratio column)"},
     {"cpu_target", value_kind::number, "5e6", "CPU target, sampled edges per second"},
     {"walks", value_kind::string, "deepwalk,node2vec",
-     "random-walk cases: `deepwalk`, `node2vec` (empty: none); on distributed graphs only "
-     "`deepwalk` (the GPU walker there needs a GPU per rank). Every type must take as many "
-     "steps, else the bench exits with 1"},
+     "random-walk cases: `deepwalk`, `node2vec` (empty: none); the GPU walker on distributed "
+     "graphs needs a GPU per rank. Every type must take as many steps, else the bench exits "
+     "with 1"},
     {"walk_length", value_kind::integer, "80", "steps per walk"},
     {"walk_batch", value_kind::integer, "65536", "walks per call"},
     {"walk_calls", value_kind::integer, "10", "timed calls per rank per walk case (GPU)"},
@@ -180,8 +180,8 @@ std::vector<walk_result> run_walk_cases(const config& cfg, const graph::host_csr
         std::max<std::int64_t>(1, cfg.get_int(on_gpu ? "walk_calls" : "cpu_walk_calls")));
     const double target = cfg.get_number(on_gpu ? "walk_target" : "cpu_walk_target");
     for (auto type : types) {
-      // Both walkers walk DeepWalk on distributed graphs (each step served by the owners), the
-      // GPU walker over NCCL, so not with ranks sharing a GPU.
+      // Both walkers walk distributed graphs (each step served by the owners), the GPU walker
+      // over NCCL, so not with ranks sharing a GPU.
       const bool over_nccl = type == wm::memory_type::distributed && on_gpu;
       if (over_nccl && !nccl_comm) continue;
       for (auto loc : locations) {
@@ -197,7 +197,6 @@ std::vector<walk_result> run_walk_cases(const config& cfg, const graph::host_csr
         }
 #endif
         for (const auto& kind : kinds) {
-          if (type == wm::memory_type::distributed && kind == "node2vec") continue;
           graph::walk_options o;
           o.length = static_cast<int>(length);
           if (kind == "node2vec") {

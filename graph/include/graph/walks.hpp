@@ -13,7 +13,7 @@
  * for random_walks_host, NCCL for gpu_walker; every rank calls as often, with the same length,
  * p and q and its own starts, maybe none), each step served by the owners of the walks' nodes
  * (node2vec's "does the candidate neighbor the previous node" answered by that node's owner).
- * gpu_walker walks DeepWalk (p = q = 1) there and refuses node2vec on every rank.  A start
+ * A start
  * outside [0, num_nodes) throws logic_error naming it and its position before anything is
  * written (on a distributed graph every rank throws, the others naming the rank); a row or
  * neighbor id that breaks the CSR's rules (memory changed after loading) throws naming it.
@@ -70,8 +70,9 @@ class gpu_walker {
   // node2vec's hub lists: per node the start of its sorted copy in hub_sorted_ (-1: none).
   bool hubs_tried_ = false;
   wholememory::device_buffer hub_begin_, hub_sorted_;
-  // Distributed graphs: the steps' buffers (walks_distributed.cu), grown as needed.
-  wholememory::device_buffer distributed_scratch_;
+  // Distributed graphs: the steps' buffers and node2vec's questions' (walks_distributed.cu),
+  // grown as needed.
+  wholememory::device_buffer distributed_scratch_, question_scratch_;
 };
 
 }  // namespace wholestore::graph

@@ -1,16 +1,19 @@
-// gpu_walker on a distributed graph whose edges follow their nodes (csr_graph.hpp): DeepWalk,
-// every step served by the owners of the walks' current nodes, collectively over the graph's
-// NCCL communicator.  The walks are continuous memory's bit for bit: a step's draw depends on
-// the walk's key and the step only (detail/walk_step.hpp), and the owner draws it with the
-// requester's key from its own rows.
+// gpu_walker on a distributed graph whose edges follow their nodes (csr_graph.hpp): DeepWalk
+// and node2vec, every step served by the owners of the walks' current nodes, collectively over
+// the graph's NCCL communicator.  The walks are continuous memory's bit for bit: a step's
+// draws depend on the walk's key and the step only (detail/walk_step.hpp), and the owner
+// draws them with the requester's key from its own rows.
 //
-// Sizes come from bounds, so a step never waits for the host: rank r never has more than its
-// round's walk count n_r live, so its region for every owner holds n_r requests (led by how
-// many it filled) and every owner's reply region for r holds n_r answers.  Every rank knows
-// every n_r from the call's one allgather (agree_distributed_walk).  A step is four kernels
-// and two exchanges; the call waits once at the end, for the fault flags.  Walk counts past
-// round_walks are walked in rounds, the same number on every rank (a rank out of walks takes
-// part with none), so that the exchanges stay within a few hundred MB.
+// Sizes come from bounds, so a DeepWalk step never waits for the host: rank r never has more
+// than its round's walk count n_r live, so its region for every owner holds n_r requests (led
+// by how many it filled) and every owner's reply region for r holds n_r answers.  Every rank
+// knows every n_r from the call's one allgather (agree_distributed_walk).  A step is four
+// kernels and two exchanges; the call waits once at the end, for the fault flags.  node2vec's
+// trials that must know whether a candidate neighbors the previous node wait at the owner of
+// the current node, which asks the previous node's owner in rounds (every rank's count of
+// waiting trials summed, one wait a round, then questions and answers) until none is left.
+// Walk counts past round_walks are walked in rounds, the same number on every rank (a rank
+// out of walks takes part with none), so that the exchanges stay within a few hundred MB.
 #include "../edge_layout.hpp"
 #include "../walks_common.hpp"
 #include "walks_distributed.hpp"
@@ -59,13 +62,15 @@ __device__ int owner_of(const std::int64_t* node_begin, int ranks, std::int64_t 
 /// (list `live` of `live_count` = n).
 __global__ void start_walks(const std::int64_t* starts, std::size_t n, std::uint64_t seed,
                             std::uint64_t first_walk, std::size_t width, std::uint64_t* keys,
-                            std::int64_t* cur, int* live, int* live_count, std::int64_t* out) {
+                            std::int64_t* prev, std::int64_t* cur, int* live, int* live_count,
+                            std::int64_t* out) {
   if (blockIdx.x == 0 && threadIdx.x == 0) *live_count = static_cast<int>(n);
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
     const std::int64_t v = starts[i];
     keys[i] = walk_key(seed, first_walk + i, v);
+    prev[i] = -1;
     cur[i] = v;
     out[i * width] = v;
     live[i] = static_cast<int>(i);
@@ -85,12 +90,15 @@ __device__ int claim_slot(int* counters, int key) {
   return key >= 0 ? first + __popc(peers & ((1u << lane) - 1)) : -1;
 }
 
-/// Each live walk's request (key, current node) into the region of its node's owner: region o
-/// of `send` is [count, key, node, key, node, ...] with room for n requests, and slot j of
-/// region o asks for walk order[o * n + j].  Whole warps step through the list (claim_slot).
+constexpr std::size_t request_words = 3;  // key, previous node, current node
+
+/// Each live walk's request into the region of its node's owner: region o of `send` is
+/// [count, request, request, ...] with room for n requests, and slot j of region o asks for
+/// walk order[o * n + j].  Whole warps step through the list (claim_slot).
 __global__ void bucket_walks(const int* live, const int* live_count, const std::uint64_t* keys,
-                             const std::int64_t* cur, const std::int64_t* node_begin, int ranks,
-                             std::size_t n, int* filled, long long* order, long long* send) {
+                             const std::int64_t* prev, const std::int64_t* cur,
+                             const std::int64_t* node_begin, int ranks, std::size_t n, int* filled,
+                             long long* order, long long* send) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   const auto m = static_cast<std::size_t>(*live_count);
   for (std::size_t at = static_cast<std::size_t>(blockIdx.x) * blockDim.x + (threadIdx.x & ~31u);
@@ -105,58 +113,214 @@ __global__ void bucket_walks(const int* live, const int* live_count, const std::
     }
     const int slot = claim_slot(filled, o);
     if (o < 0) continue;
-    const std::size_t region = static_cast<std::size_t>(o) * (1 + 2 * n);
+    long long* r = send + static_cast<std::size_t>(o) * (1 + request_words * n) + 1 +
+                   request_words * static_cast<std::size_t>(slot);
     order[static_cast<std::size_t>(o) * n + static_cast<std::size_t>(slot)] = i;
-    send[region + 1 + 2 * static_cast<std::size_t>(slot)] = static_cast<long long>(keys[i]);
-    send[region + 2 + 2 * static_cast<std::size_t>(slot)] = v;
+    r[0] = static_cast<long long>(keys[i]);
+    r[1] = prev[i];
+    r[2] = v;
   }
 }
 
-/// Every region's count into its header; the next live list starts empty.
-__global__ void seal_regions(const int* filled, int ranks, std::size_t n, long long* send,
-                             int* next_live_count) {
+/// Every region's count into its header (regions of `region_words`); the next list (of live
+/// walks, or of waiting trials) starts empty.
+__global__ void seal_regions(const int* filled, int ranks, std::size_t region_words,
+                             long long* send, int* next_count) {
   const int o = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (o < ranks) send[static_cast<std::size_t>(o) * (1 + 2 * n)] = filled[o];
-  if (o == 0) *next_live_count = 0;
+  if (o < ranks) send[static_cast<std::size_t>(o) * region_words] = filled[o];
+  if (o == 0) *next_count = 0;
 }
 
+/// This rank's rows: entries [first, end) of row_offsets at ro, its edges [edge_begin,
+/// edge_end), the whole of its column part (csr_graph.hpp's layout).
+template <typename ColT>
+struct own_rows {
+  const std::int64_t* ro;
+  std::int64_t first, end, edge_begin, edge_end;
+  const ColT* col;
+  std::int64_t num_nodes;
+  /// Node v's row [s, e); false when v is not this rank's or the row leaves its edges.
+  __device__ bool row(std::int64_t v, std::int64_t& s, std::int64_t& e) const {
+    if (v < first || v >= end) return false;
+    s = ro[v - first];
+    e = v + 1 < end ? ro[v + 1 - first] : edge_end;
+    return s >= edge_begin && e >= s && e <= edge_end;
+  }
+  __device__ std::int64_t column(std::int64_t edge) const {
+    return static_cast<std::int64_t>(col[edge - edge_begin]);
+  }
+};
+
+/// The candidate of draw x in row [s, s + degree): walk_fault for an id outside the graph.
+template <typename ColT>
+struct row_neighbor {
+  own_rows<ColT> rows;
+  std::int64_t s, degree;
+  __device__ std::int64_t operator()(std::uint64_t x) const {
+    const std::int64_t v = rows.column(
+        s + static_cast<std::int64_t>(rand_below(x, static_cast<std::uint64_t>(degree))));
+    return v >= 0 && v < rows.num_nodes ? v : walk_fault;
+  }
+};
+
+/// *sum = *count (a waiting-trial count into the device words that the ranks sum).
+__global__ void count_to_sum(const int* count, long long* sum) { *sum = *count; }
+/// *to = *from (the next round's waiting trials become this round's).
+__global__ void move_count(const int* from, int* to) { *to = *from; }
+
+/// A node2vec trial waiting at the owner of the walk's node for the previous node's owner:
+/// where its answer goes (reply) and its request (recv), the trial and its candidate.
+struct waiting_trial {
+  long long reply_at, request_at, candidate;
+  unsigned trial;
+};
+
 /// The owner's side of step `step`: request j of requester r's region (recv + in_base[r],
-/// blockIdx.y = r) gets the next node, drawn as the first-order rule draws it from this rank's
-/// rows, at reply[out_base[r] + j]; -1 for a dead end.  A row or neighbor outside this rank's
-/// part or the graph sets `fault` (and answers -1).
+/// blockIdx.y = r) gets the next node, drawn as walk_step draws it from this rank's rows, at
+/// reply[out_base[r] + j]; -1 for a dead end.  A node2vec trial that must ask the previous
+/// node's owner joins `waits` instead (its reply comes later).  A row or neighbor outside this
+/// rank's part or the graph sets `fault` (and answers -1).
 template <typename ColT>
 __global__ void serve_steps(const long long* recv, const std::size_t* in_base,
-                            const std::size_t* out_base, const std::int64_t* ro, std::int64_t first,
-                            std::int64_t end, std::int64_t edge_begin, std::int64_t edge_end,
-                            const ColT* col, std::int64_t num_nodes, std::uint32_t step,
-                            long long* reply, unsigned long long* fault) {
+                            const std::size_t* out_base, own_rows<ColT> rows, walk_rule rule,
+                            std::uint32_t step, long long* reply, waiting_trial* waits,
+                            int* wait_count, unsigned long long* fault) {
   const long long* region = recv + in_base[blockIdx.y];
-  long long* answers = reply + out_base[blockIdx.y];
   const auto m = static_cast<std::size_t>(region[0]);
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t j = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < m;
-       j += stride) {
-    const auto key = static_cast<std::uint64_t>(region[1 + 2 * j]);
-    const std::int64_t v = region[2 + 2 * j];
-    std::int64_t next = -1;
-    if (v < first || v >= end) {
-      *fault = 1;
-    } else {
-      const std::int64_t s = ro[v - first];
-      const std::int64_t e = v + 1 < end ? ro[v + 1 - first] : edge_end;
-      if (s < edge_begin || e < s || e > edge_end) {
+  for (std::size_t at = static_cast<std::size_t>(blockIdx.x) * blockDim.x + (threadIdx.x & ~31u);
+       at < m; at += stride) {
+    const std::size_t j = at + threadIdx.x % 32;
+    const std::size_t request_at = in_base[blockIdx.y] + 1 + request_words * j;
+    std::int64_t next = -1, candidate = walk_fault;
+    std::uint32_t t = 0;
+    if (j < m) {
+      const auto key = static_cast<std::uint64_t>(recv[request_at]);
+      const std::int64_t from = recv[request_at + 1], v = recv[request_at + 2];
+      std::int64_t s = 0, e = 0;
+      if (!rows.row(v, s, e)) {
         *fault = 1;
       } else if (e > s) {
-        const std::int64_t pos = static_cast<std::int64_t>(rand_below(
-            draw(key, static_cast<std::uint64_t>(step) << 32), static_cast<std::uint64_t>(e - s)));
-        next = static_cast<std::int64_t>(col[s + pos - edge_begin]);
-        if (next < 0 || next >= num_nodes) {
+        const row_neighbor<ColT> neighbor{rows, s, e - s};
+        if (!rule.second_order || from < 0) {
+          next = neighbor(draw(key, static_cast<std::uint64_t>(step) << 32));
+        } else {
+          next = node2vec_trials(rule, key, step, from, t, candidate, neighbor);
+        }
+        if (next == walk_fault) {
           *fault = 1;
           next = -1;
         }
       }
     }
-    answers[j] = next;
+    const bool asks = next == walk_ask;
+    const int slot = claim_slot(wait_count, asks ? 0 : -1);
+    if (j >= m) continue;
+    if (asks) {
+      waits[slot] = waiting_trial{static_cast<long long>(out_base[blockIdx.y] + j),
+                                  static_cast<long long>(request_at), candidate, t};
+    } else {
+      reply[out_base[blockIdx.y] + j] = next;
+    }
+  }
+}
+
+/// The owner of the current node asks: waiting trial k's question (previous node, candidate)
+/// into the region of the previous node's owner, region o of `send` holding up to w questions
+/// [count, question, ...], slot j of region o from trial order[o * w + j].
+__global__ void bucket_questions(const waiting_trial* waits, const int* wait_count,
+                                 const long long* recv, const std::int64_t* node_begin, int ranks,
+                                 std::size_t w, int* filled, long long* order, long long* send) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const auto m = static_cast<std::size_t>(*wait_count);
+  for (std::size_t at = static_cast<std::size_t>(blockIdx.x) * blockDim.x + (threadIdx.x & ~31u);
+       at < m; at += stride) {
+    const std::size_t k = at + threadIdx.x % 32;
+    int o = -1;
+    std::int64_t from = 0;
+    if (k < m) {
+      from = recv[waits[k].request_at + 1];
+      o = owner_of(node_begin, ranks, from);
+    }
+    const int slot = claim_slot(filled, o);
+    if (o < 0) continue;
+    long long* q =
+        send + static_cast<std::size_t>(o) * (1 + 2 * w) + 1 + 2 * static_cast<std::size_t>(slot);
+    order[static_cast<std::size_t>(o) * w + static_cast<std::size_t>(slot)] =
+        static_cast<long long>(k);
+    q[0] = from;
+    q[1] = waits[k].candidate;
+  }
+}
+
+/// The previous node's owner answers: question j of asker r's region (recv + in_base[r],
+/// blockIdx.y = r), 1 when the candidate is among the node's neighbors, at
+/// answer[out_base[r] + j].  A row outside this rank's part sets `fault`.
+template <typename ColT>
+__global__ void answer_questions(const long long* recv, const std::size_t* in_base,
+                                 const std::size_t* out_base, own_rows<ColT> rows,
+                                 long long* answer, unsigned long long* fault) {
+  const long long* region = recv + in_base[blockIdx.y];
+  const auto m = static_cast<std::size_t>(region[0]);
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t j = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < m;
+       j += stride) {
+    const std::int64_t from = region[1 + 2 * j], x = region[2 + 2 * j];
+    std::int64_t s = 0, e = 0;
+    long long found = 0;
+    if (!rows.row(from, s, e)) {
+      *fault = 1;
+    } else {
+      for (std::int64_t edge = s; edge < e && found == 0; ++edge)
+        found = rows.column(edge) == x ? 1 : 0;
+    }
+    answer[out_base[blockIdx.y] + j] = found;
+  }
+}
+
+/// The owner of the current node goes on with every trial answered by owner o (blockIdx.y = o):
+/// the trials resume (node2vec_resume); a walk decided gets its reply, one that must ask again
+/// joins the next list of waiting trials.
+template <typename ColT>
+__global__ void resume_trials(const waiting_trial* waits, const long long* answers,
+                              const long long* order, const int* filled, std::size_t w,
+                              const long long* recv, own_rows<ColT> rows, walk_rule rule,
+                              std::uint32_t step, long long* reply, waiting_trial* next_waits,
+                              int* next_wait_count, unsigned long long* fault) {
+  const std::size_t o = blockIdx.y;
+  const auto m = static_cast<std::size_t>(filled[o]);
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t at = static_cast<std::size_t>(blockIdx.x) * blockDim.x + (threadIdx.x & ~31u);
+       at < m; at += stride) {
+    const std::size_t j = at + threadIdx.x % 32;
+    waiting_trial trial{};
+    std::int64_t next = -1;
+    if (j < m) {
+      trial = waits[order[o * w + j]];
+      const auto key = static_cast<std::uint64_t>(recv[trial.request_at]);
+      const std::int64_t from = recv[trial.request_at + 1], v = recv[trial.request_at + 2];
+      std::int64_t s = 0, e = 0;
+      rows.row(v, s, e);  // checked when the trial began
+      const row_neighbor<ColT> neighbor{rows, s, e - s};
+      std::uint32_t t = trial.trial;
+      std::int64_t candidate = trial.candidate;
+      next =
+          node2vec_resume(rule, key, step, from, answers[o * w + j] != 0, t, candidate, neighbor);
+      trial.trial = t;
+      trial.candidate = candidate;
+      if (next == walk_fault) {
+        *fault = 1;
+        next = -1;
+      }
+    }
+    const bool asks = next == walk_ask;
+    const int slot = claim_slot(next_wait_count, asks ? 0 : -1);
+    if (j >= m) continue;
+    if (asks) {
+      next_waits[slot] = trial;
+    } else {
+      reply[trial.reply_at] = next;
+    }
   }
 }
 
@@ -164,8 +328,9 @@ __global__ void serve_steps(const long long* recv, const std::size_t* in_base,
 /// order[o * n + j]'s node at column s; a walk that met a dead end gets -1 to its row's end,
 /// the others stay live while columns remain.  Whole warps step through the answers.
 __global__ void apply_steps(const long long* answers, const long long* order, const int* filled,
-                            std::size_t n, std::size_t s, std::size_t width, std::int64_t* cur,
-                            std::int64_t* out, int* next_live, int* next_live_count) {
+                            std::size_t n, std::size_t s, std::size_t width, std::int64_t* prev,
+                            std::int64_t* cur, std::int64_t* out, int* next_live,
+                            int* next_live_count) {
   const std::size_t o = blockIdx.y;
   const auto m = static_cast<std::size_t>(filled[o]);
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
@@ -182,6 +347,7 @@ __global__ void apply_steps(const long long* answers, const long long* order, co
         for (std::size_t t = s; t < width; ++t) row[t] = -1;
       } else {
         row[s] = v;
+        prev[i] = cur[i];
         cur[i] = v;
         keep = s + 1 < width;
       }
@@ -210,18 +376,134 @@ class carver {
 
 }  // namespace
 
+/// The rounds of node2vec questions of one step (see the top): collective, one wait a round.
+struct question_rounds {
+  wm::communicator& comm;
+  std::size_t R, me;
+  int device;
+  wm::device_buffer& scratch;  // grown between rounds, after their wait
+  cudaStream_t stream;
+  std::vector<long long> totals;
+  std::vector<std::size_t> send_counts, send_displs, recv_counts, recv_displs;
+  std::vector<std::size_t> answer_counts, answer_displs, back_counts, back_displs, bases;
+
+  question_rounds(wm::communicator& c, int dev, wm::device_buffer& buf, cudaStream_t s)
+      : comm(c),
+        R(static_cast<std::size_t>(c.size())),
+        me(static_cast<std::size_t>(c.rank())),
+        device(dev),
+        scratch(buf),
+        stream(s),
+        totals(R),
+        send_counts(R),
+        send_displs(R),
+        recv_counts(R),
+        recv_displs(R),
+        answer_counts(R),
+        answer_displs(R),
+        back_counts(R),
+        back_displs(R),
+        bases(2 * R) {}
+
+  /// Every rank's count of waiting trials (`wait_count` on the device; `sums`: R words of
+  /// device scratch); one wait.
+  void count(const int* wait_count, long long* sums) {
+    WM_CUDA_TRY(cudaMemsetAsync(sums, 0, R * sizeof(long long), stream));
+    count_to_sum<<<1, 1, 0, stream>>>(wait_count, sums + me);
+    WM_CUDA_CHECK_LAUNCH(stream);
+    comm.allreduce_sum(sums, sums, R, wm::dtype::int64, stream);
+    comm.synchronize(stream);
+    WM_CUDA_TRY(cudaMemcpy(totals.data(), sums, R * sizeof(long long), cudaMemcpyDeviceToHost));
+  }
+
+  template <typename ColT>
+  void run(const own_rows<ColT>& rows, const walk_rule& rule, std::uint32_t step,
+           const long long* recv, const std::int64_t* node_begin, long long* reply,
+           waiting_trial* waits, waiting_trial* next_waits, int* filled, int* wait_count,
+           long long* sums, unsigned long long* fault) {
+    // filled: R question counts; wait_count: [0] waits, [1] next_waits.
+    for (;;) {
+      count(wait_count, sums);
+      long long total = 0;
+      for (long long x : totals) total += x;
+      if (total == 0) return;
+      const auto w = static_cast<std::size_t>(totals[me]);
+      std::size_t in_at = 0, out_at = 0, widest = 1;
+      for (std::size_t r = 0; r < R; ++r) {
+        const auto wr = static_cast<std::size_t>(totals[r]);
+        send_counts[r] = 1 + 2 * w;
+        send_displs[r] = r * (1 + 2 * w);
+        recv_counts[r] = 1 + 2 * wr;
+        recv_displs[r] = in_at;
+        bases[r] = in_at;
+        answer_counts[r] = wr;
+        answer_displs[r] = out_at;
+        bases[R + r] = out_at;
+        back_counts[r] = w;
+        back_displs[r] = r * w;
+        in_at += 1 + 2 * wr;
+        out_at += wr;
+        widest = std::max(widest, wr);
+      }
+      // The round's buffers; the stream is idle here (count() waited), so growing is safe.
+      carver sizing(nullptr);
+      sizing.take<std::size_t>(2 * R);
+      sizing.take<long long>(R * (1 + 2 * w));  // questions sent
+      sizing.take<long long>(in_at);            // questions received
+      sizing.take<long long>(out_at);           // answers sent
+      sizing.take<long long>(R * w);            // answers received
+      sizing.take<long long>(R * w);            // order
+      if (scratch.size() < sizing.used()) {
+        scratch.reset();
+        scratch = wm::device_buffer(sizing.used(), device);
+      }
+      carver c(static_cast<char*>(scratch.data()));
+      auto* d_bases = c.take<std::size_t>(2 * R);
+      auto* send = c.take<long long>(R * (1 + 2 * w));
+      auto* got = c.take<long long>(in_at);
+      auto* said = c.take<long long>(out_at);
+      auto* heard = c.take<long long>(R * w);
+      auto* order = c.take<long long>(R * w);
+      WM_CUDA_TRY(cudaMemcpyAsync(d_bases, bases.data(), bases.size() * sizeof(std::size_t),
+                                  cudaMemcpyHostToDevice, stream));
+      WM_CUDA_TRY(cudaMemsetAsync(filled, 0, R * sizeof(int), stream));
+      if (w > 0) {
+        bucket_questions<<<grid_for(w), block_threads, 0, stream>>>(
+            waits, wait_count, recv, node_begin, static_cast<int>(R), w, filled, order, send);
+        WM_CUDA_CHECK_LAUNCH(stream);
+      }
+      seal_regions<<<grid_for(R), block_threads, 0, stream>>>(filled, static_cast<int>(R),
+                                                              1 + 2 * w, send, wait_count + 1);
+      WM_CUDA_CHECK_LAUNCH(stream);
+      comm.alltoallv(send, send_counts.data(), send_displs.data(), got, recv_counts.data(),
+                     recv_displs.data(), wm::dtype::int64, stream);
+      answer_questions<<<dim3(grid_for(widest), static_cast<unsigned>(R)), block_threads, 0,
+                         stream>>>(got, d_bases, d_bases + R, rows, said, fault);
+      WM_CUDA_CHECK_LAUNCH(stream);
+      comm.alltoallv(said, answer_counts.data(), answer_displs.data(), heard, back_counts.data(),
+                     back_displs.data(), wm::dtype::int64, stream);
+      if (w > 0) {
+        resume_trials<<<dim3(grid_for(w), static_cast<unsigned>(R)), block_threads, 0, stream>>>(
+            waits, heard, order, filled, w, recv, rows, rule, step, reply, next_waits,
+            wait_count + 1, fault);
+        WM_CUDA_CHECK_LAUNCH(stream);
+      }
+      // The next round's waiting trials are in next_waits: swap the lists and their counts.
+      std::swap(waits, next_waits);
+      move_count<<<1, 1, 0, stream>>>(wait_count + 1, wait_count);
+      WM_CUDA_CHECK_LAUNCH(stream);
+    }
+  }
+};
+
 void walk_distributed_gpu(const csr_graph& g, const std::int64_t* starts, std::size_t count,
                           const walk_options& o, std::int64_t* out, std::int64_t bad_position,
                           std::int64_t bad_value, int device, wm::device_buffer& scratch,
-                          cudaStream_t stream) {
+                          wm::device_buffer& question_scratch, cudaStream_t stream) {
   const char* op = "gpu_walker::walk";
   const std::vector<std::int64_t> counts =
       agree_distributed_walk(g, count, o, bad_position, bad_value, wm::backend::nccl, op);
-  // Every rank passed the same p and q (checked above), so every rank throws here alike.
-  WM_EXPECTS(!make_walk_rule(o.p, o.q).second_order,
-             op << ": node2vec walks (p = " << o.p << ", q = " << o.q
-                << ") on a distributed graph are not supported on the GPU; DeepWalk (p = q = 1) "
-                   "is, and random_walks_host walks both");
+  const walk_rule rule = make_walk_rule(o.p, o.q);
   wm::communicator& comm = g.row_offsets.comm();
   const int ranks = comm.size();
   const auto R = static_cast<std::size_t>(ranks);
@@ -254,35 +536,39 @@ void walk_distributed_gpu(const csr_graph& g, const std::int64_t* starts, std::s
     return static_cast<std::size_t>(
         std::clamp<std::int64_t>(counts[r] - k * round_walks, 0, round_walks));
   };
+  const std::size_t W = request_words;
   const auto layout = [&](carver& c, std::size_t n, std::size_t in_words, std::size_t out_words) {
     struct parts {
       std::int64_t* node_begin;
       std::size_t* bases;  // per round: in_base[R] | out_base[R]
       std::uint64_t* keys;
-      std::int64_t* cur;
-      int *live, *counters;  // live: two lists of n; counters: filled[R] | live counts[2]
+      std::int64_t *prev, *cur;
+      int *live, *counters;  // live: two lists of n; counters: below
       unsigned long long* fault;
       long long *order, *send, *recv, *reply, *answers;
+      waiting_trial* waits;  // node2vec: two lists of out_words
     } p;
     p.node_begin = c.take<std::int64_t>(R + 1);
     p.bases = c.take<std::size_t>(2 * R * static_cast<std::size_t>(rounds));
     p.keys = c.take<std::uint64_t>(n);
+    p.prev = c.take<std::int64_t>(n);
     p.cur = c.take<std::int64_t>(n);
     p.live = c.take<int>(2 * n);
-    p.counters = c.take<int>(R + 2);
+    p.counters = c.take<int>(2 * R + 4);
     p.fault = c.take<unsigned long long>(1);
     p.order = c.take<long long>(R * n);
-    p.send = c.take<long long>(R * (1 + 2 * n));
+    p.send = c.take<long long>(R * (1 + W * n));
     p.recv = c.take<long long>(in_words);
     p.reply = c.take<long long>(out_words);
     p.answers = c.take<long long>(R * std::max<std::size_t>(n, 1));  // also the fault sums
+    p.waits = c.take<waiting_trial>(rule.second_order ? 2 * out_words : 0);
     return p;
   };
   std::size_t n_most = 0, in_most = 0, out_most = 0;
   for (std::int64_t k = 0; k < rounds; ++k) {
     std::size_t in_words = 0, out_words = 0;
     for (std::size_t r = 0; r < R; ++r) {
-      in_words += 1 + 2 * round_count(r, k);
+      in_words += 1 + W * round_count(r, k);
       out_words += round_count(r, k);
     }
     n_most = std::max(n_most, round_count(static_cast<std::size_t>(comm.rank()), k));
@@ -307,7 +593,7 @@ void walk_distributed_gpu(const csr_graph& g, const std::int64_t* starts, std::s
     for (std::size_t r = 0; r < R; ++r) {
       b[r] = in_at;
       b[R + r] = out_at;
-      in_at += 1 + 2 * round_count(r, k);
+      in_at += 1 + W * round_count(r, k);
       out_at += round_count(r, k);
     }
   }
@@ -319,12 +605,27 @@ void walk_distributed_gpu(const csr_graph& g, const std::int64_t* starts, std::s
                                 cudaMemcpyHostToDevice, stream));
   }
   WM_CUDA_TRY(cudaMemsetAsync(p.fault, 0, sizeof(unsigned long long), stream));
-  int* filled = p.counters;
-  int* live_count = p.counters + R;  // [0], [1]
+  int* filled = p.counters;               // requests per owner
+  int* live_count = p.counters + R;       // [0], [1]
+  int* wait_counts = p.counters + R + 2;  // [0], [1]: the trials waiting for an answer
+  int* asked = p.counters + R + 4;        // questions per owner
 
+  question_rounds questions(comm, device, question_scratch, stream);
   std::vector<std::size_t> send_counts(R), send_displs(R), recv_counts(R), recv_displs(R);
   std::vector<std::size_t> reply_counts(R), reply_displs(R), answer_counts(R), answer_displs(R);
   const auto me = static_cast<std::size_t>(comm.rank());
+  auto with_rows = [&](auto&& f) {
+    auto typed = [&](const auto* col) {
+      using ColT = std::remove_const_t<std::remove_pointer_t<decltype(col)>>;
+      f(own_rows<ColT>{ro, first, end, edge_begin, edge_end, col,
+                       static_cast<std::int64_t>(g.num_nodes)});
+    };
+    if (g.col_type == wm::dtype::int32) {
+      typed(static_cast<const std::int32_t*>(cols.ptr));
+    } else {
+      typed(static_cast<const std::int64_t*>(cols.ptr));
+    }
+  };
   for (std::int64_t k = 0; k < rounds; ++k) {
     const std::size_t n = round_count(me, k);
     const std::size_t offset = static_cast<std::size_t>(k * round_walks);
@@ -332,60 +633,58 @@ void walk_distributed_gpu(const csr_graph& g, const std::int64_t* starts, std::s
     std::size_t in_at = 0, out_at = 0, widest = 1;
     for (std::size_t r = 0; r < R; ++r) {
       const std::size_t nr = round_count(r, k);
-      send_counts[r] = 1 + 2 * n;
-      send_displs[r] = r * (1 + 2 * n);
-      recv_counts[r] = 1 + 2 * nr;
+      send_counts[r] = 1 + W * n;
+      send_displs[r] = r * (1 + W * n);
+      recv_counts[r] = 1 + W * nr;
       recv_displs[r] = in_at;
       reply_counts[r] = nr;
       reply_displs[r] = out_at;
       answer_counts[r] = n;
       answer_displs[r] = r * n;
-      in_at += 1 + 2 * nr;
+      in_at += 1 + W * nr;
       out_at += nr;
       widest = std::max(widest, nr);
     }
     if (n > 0) {
       start_walks<<<grid_for(n), block_threads, 0, stream>>>(
-          starts + offset, n, o.seed, o.first_walk + offset, width, p.keys, p.cur, p.live,
+          starts + offset, n, o.seed, o.first_walk + offset, width, p.keys, p.prev, p.cur, p.live,
           live_count, out + offset * width);
       WM_CUDA_CHECK_LAUNCH(stream);
     }
     int which = 0;
     for (std::size_t s = 1; s < width; ++s) {
+      const auto step = static_cast<std::uint32_t>(s - 1);
       int* live = p.live + which * n;
       int* next_live = p.live + (1 - which) * n;
       WM_CUDA_TRY(cudaMemsetAsync(filled, 0, R * sizeof(int), stream));
       if (n > 0) {
         bucket_walks<<<grid_for(n), block_threads, 0, stream>>>(live, live_count + which, p.keys,
-                                                                p.cur, p.node_begin, ranks, n,
-                                                                filled, p.order, p.send);
+                                                                p.prev, p.cur, p.node_begin, ranks,
+                                                                n, filled, p.order, p.send);
         WM_CUDA_CHECK_LAUNCH(stream);
       }
-      seal_regions<<<grid_for(R), block_threads, 0, stream>>>(filled, ranks, n, p.send,
+      seal_regions<<<grid_for(R), block_threads, 0, stream>>>(filled, ranks, 1 + W * n, p.send,
                                                               live_count + 1 - which);
       WM_CUDA_CHECK_LAUNCH(stream);
       comm.alltoallv(p.send, send_counts.data(), send_displs.data(), p.recv, recv_counts.data(),
                      recv_displs.data(), wm::dtype::int64, stream);
-      const dim3 serve_grid(grid_for(widest), static_cast<unsigned>(R));
-      auto serve = [&](const auto* col) {
-        serve_steps<<<serve_grid, block_threads, 0, stream>>>(
-            p.recv, in_base, in_base + R, ro, first, end, edge_begin, edge_end, col,
-            static_cast<std::int64_t>(g.num_nodes), static_cast<std::uint32_t>(s - 1), p.reply,
-            p.fault);
-      };
-      if (g.col_type == wm::dtype::int32) {
-        serve(static_cast<const std::int32_t*>(cols.ptr));
-      } else {
-        serve(static_cast<const std::int64_t*>(cols.ptr));
-      }
-      WM_CUDA_CHECK_LAUNCH(stream);
+      WM_CUDA_TRY(cudaMemsetAsync(wait_counts, 0, 2 * sizeof(int), stream));
+      with_rows([&](const auto& own) {
+        serve_steps<<<dim3(grid_for(widest), static_cast<unsigned>(R)), block_threads, 0, stream>>>(
+            p.recv, in_base, in_base + R, own, rule, step, p.reply, p.waits, wait_counts, p.fault);
+        WM_CUDA_CHECK_LAUNCH(stream);
+        if (rule.second_order && s > 1) {  // the first step draws first-order: nobody asks
+          questions.run(own, rule, step, p.recv, p.node_begin, p.reply, p.waits, p.waits + out_most,
+                        asked, wait_counts, p.answers, p.fault);
+        }
+      });
       comm.alltoallv(p.reply, reply_counts.data(), reply_displs.data(), p.answers,
                      answer_counts.data(), answer_displs.data(), wm::dtype::int64, stream);
       if (n > 0) {
         const dim3 apply_grid(grid_for(n), static_cast<unsigned>(R));
-        apply_steps<<<apply_grid, block_threads, 0, stream>>>(p.answers, p.order, filled, n, s,
-                                                              width, p.cur, out + offset * width,
-                                                              next_live, live_count + 1 - which);
+        apply_steps<<<apply_grid, block_threads, 0, stream>>>(
+            p.answers, p.order, filled, n, s, width, p.prev, p.cur, out + offset * width, next_live,
+            live_count + 1 - which);
         WM_CUDA_CHECK_LAUNCH(stream);
       }
       which = 1 - which;

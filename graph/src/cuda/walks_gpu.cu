@@ -212,7 +212,7 @@ void gpu_walker::walk(const std::int64_t* starts, std::size_t count, const walk_
   if (distributed) {  // every rank learns of a bad start on any rank (collective)
     const std::int64_t bad = host[0] != no_bad_start ? static_cast<std::int64_t>(host[0]) : -1;
     detail::walk_distributed_gpu(g, starts, count, options, out, bad, value, device_,
-                                 distributed_scratch_, stream);
+                                 distributed_scratch_, question_scratch_, stream);
     return;
   }
   if (host[0] != no_bad_start) {

@@ -1,9 +1,9 @@
-// The GPU walker on distributed graphs (walks_distributed.cu): DeepWalk over an NCCL
-// communicator equal bit for bit to the CPU walker on the same graph in continuous memory, on
+// The GPU walker on distributed graphs (walks_distributed.cu): DeepWalk and node2vec over an
+// NCCL communicator equal bit for bit to the walks' definition (walk_step on the host CSR), on
 // one GPU (one rank) and two (each rank its own slice of the starts, one rank without any, a
 // call in two rounds), device and host locations, lengths 0, 1 and 17, a directed graph with
-// dead ends; and the refusals, each on every rank: node2vec, a bad start on one rank, ranks
-// that disagree on the length, a host communicator.  Bodies run in forked children.
+// dead ends; and the refusals, each on every rank: a bad start on one rank, ranks that
+// disagree on the length, a host communicator.  Bodies run in forked children.
 #include "common/multiprocess.hpp"
 #include "wholememory/gpu/gpu_test_util.hpp"
 
@@ -15,11 +15,13 @@
 #include <wholememory/cuda_check.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
+#include <wholememory/ptr_gen.hpp>
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace wholestore_test {
@@ -42,27 +44,27 @@ host_csr graph_of(bool directed) {
   return generate_graph(go);
 }
 
-/// DeepWalk by its definition (detail/walk_step.hpp): step s of walk i takes position
-/// rand_below(draw(key, s << 32), degree) of the current node's list, key = walk_key(seed, i,
-/// start); a node without neighbors ends the walk (-1 to the row's end).  Plain host code: the
-/// test process makes no CUDA call.
+/// The walks by their definition: walk i steps with walk_step (detail/walk_step.hpp, checked
+/// against node2vec's exact probabilities in the CPU tests) on the host CSR from key
+/// walk_key(seed, i, start).  Plain host code: the test process makes no CUDA call.
 std::vector<std::int64_t> reference(const host_csr& g, const std::vector<std::int64_t>& starts,
                                     const walk_options& o) {
   const std::size_t width = static_cast<std::size_t>(o.length) + 1;
+  const detail::walk_rule rule = detail::make_walk_rule(o.p, o.q);
+  const wm::PtrGen<const std::int64_t, const std::int64_t> row(g.row_offsets.data());
+  const wm::PtrGen<const std::int64_t, const std::int64_t> col(g.col_indices.data());
   std::vector<std::int64_t> want(starts.size() * width, -1);
   for (std::size_t i = 0; i < starts.size(); ++i) {
     const std::uint64_t key = detail::walk_key(o.seed, i, starts[i]);
-    std::int64_t cur = starts[i];
+    std::int64_t prev = -1, cur = starts[i];
     want[i * width] = cur;
     for (std::size_t s = 1; s < width; ++s) {
-      const std::int64_t first = g.row_offsets[static_cast<std::size_t>(cur)];
-      const std::int64_t degree = g.row_offsets[static_cast<std::size_t>(cur) + 1] - first;
-      if (degree == 0) break;
-      const auto pos = static_cast<std::int64_t>(
-          detail::rand_below(detail::draw(key, static_cast<std::uint64_t>(s - 1) << 32),
-                             static_cast<std::uint64_t>(degree)));
-      cur = g.col_indices[static_cast<std::size_t>(first + pos)];
-      want[i * width + s] = cur;
+      const std::int64_t next = detail::walk_step(rule, key, static_cast<std::uint32_t>(s - 1),
+                                                  prev, cur, row, col, g.num_nodes, g.num_edges());
+      if (next < 0) break;
+      want[i * width + s] = next;
+      prev = cur;
+      cur = next;
     }
   }
   return want;
@@ -103,9 +105,15 @@ void equal_to_continuous(int ranks) {
     std::vector<std::int64_t> starts(9000);
     for (std::size_t i = 0; i < starts.size(); ++i)
       starts[i] = static_cast<std::int64_t>((i * 7919 + 5) % g.num_nodes);
-    for (int length : {0, 1, 17}) {
+    // DeepWalk; node2vec near and far from p = q = 1 (at p = 0.05, q = 20 most trials are
+    // rejected and many ask the previous node's owner).
+    for (auto [length, p, q] :
+         {std::tuple{0, 1.0, 1.0}, std::tuple{1, 1.0, 1.0}, std::tuple{17, 1.0, 1.0},
+          std::tuple{17, 0.5, 2.0}, std::tuple{9, 0.05, 20.0}}) {
       walk_options o;
       o.length = length;
+      o.p = p;
+      o.q = q;
       o.seed = 40 + static_cast<std::uint64_t>(length);
       const std::vector<std::int64_t> want = reference(g, starts, o);
       on_gpus(ranks, [&](std::shared_ptr<wm::bootstrap> bs) {
@@ -118,7 +126,8 @@ void equal_to_continuous(int ranks) {
           gpu_walker walker(wg);
           const std::string what = std::string(directed ? "directed" : "symmetric") + " " +
                                    wm::memory_location_name(loc) + " length " +
-                                   std::to_string(length) + " rank " + std::to_string(me);
+                                   std::to_string(length) + " p " + std::to_string(p) + " q " +
+                                   std::to_string(q) + " rank " + std::to_string(me);
           // Halves of the starts, then everything on rank 0 and nothing on the others.
           const std::size_t n = starts.size(), R = static_cast<std::size_t>(ranks);
           const auto r = static_cast<std::size_t>(me);
@@ -216,10 +225,6 @@ TEST(GpuWalksDistributed, RefusalsOnEveryRank) {
       msg = error_of(walker, bad, o, stream.get());
       EXPECT_NE(msg.find(me == 1 ? "at position 2" : "rank 1 passed start node"), std::string::npos)
           << msg;
-      walk_options n2v = o;
-      n2v.p = 0.5;
-      msg = error_of(walker, ok, n2v, stream.get());
-      EXPECT_NE(msg.find("node2vec walks"), std::string::npos) << msg;
       // Still in step: the same walks as the CPU walker.
       walk_and_compare(walker, ok, 0, ok.size(), o, want, stream.get(),
                        "after the refusals, rank " + std::to_string(me));
