@@ -52,8 +52,8 @@ const std::vector<config_key> train_schema = {
     {"gen.seed", value_kind::integer, "0", "generated graph: random seed"},
     {"graph.type", value_kind::string, "continuous",
      "memory type of the training graph: `continuous`, `chunked` or `distributed` (each node's "
-     "edges on the rank that holds it; walks DeepWalk only, not node2vec with `p` or `q` != 1, "
-     "and are not overlapped with the steps on the GPU)"},
+     "edges on the rank that holds it; its walks are collective, served by the owners of the "
+     "walks' nodes, and are not overlapped with the steps on the GPU)"},
     {"graph.location", value_kind::string, "host",
      "`host` or `device` (`device` needs `device: gpu`)"},
     {"mode", value_kind::string, "deepwalk",
@@ -160,14 +160,6 @@ train_settings read_settings(const config& cfg, const command_args& args) {
   s.min_lr_fraction = static_cast<float>(min_frac);
   s.optimizer.kind = parse_key(cfg, "optimizer", embedding::parse_optimizer);
   s.graph_type = parse_key(cfg, "graph.type", wm::parse_memory_type);
-  // Refused here, on every rank before any collective: train walks a distributed graph with
-  // DeepWalk only (p = q = 1; the GPU walker refuses node2vec there).
-  if (s.graph_type == wm::memory_type::distributed && s.mode == train_mode::node2vec &&
-      (s.p != 1.0 || s.q != 1.0))
-    throw config_error("graph.type distributed" + where(cfg, "graph.type") +
-                       " walks DeepWalk only (p = q = 1): node2vec with p = " + cfg.values.at("p") +
-                       where(cfg, "p") + ", q = " + cfg.values.at("q") + where(cfg, "q") +
-                       " needs graph.type continuous or chunked");
   s.graph_location = parse_key(cfg, "graph.location", wm::parse_memory_location);
   s.table_type = parse_key(cfg, "table.type", wm::parse_memory_type);
   s.table_location = parse_key(cfg, "table.location", wm::parse_memory_location);

@@ -118,11 +118,6 @@ void check_settings(const train_settings& s) {
   WM_EXPECTS(s.eval_every >= 0, "eval_every must be >= 0, got " << s.eval_every);
   WM_EXPECTS(s.checkpoint_every >= 1,
              "checkpoint_every must be at least 1, got " << s.checkpoint_every);
-  // Checked here, on every rank alike, so that node2vec never reaches the collective walks.
-  WM_EXPECTS(s.graph_type != wm::memory_type::distributed || s.mode != train_mode::node2vec ||
-                 (s.p == 1.0 && s.q == 1.0),
-             "graph.type distributed walks DeepWalk only (p = q = 1): node2vec with p = "
-                 << s.p << ", q = " << s.q << " needs graph.type continuous or chunked");
   WM_EXPECTS(s.use_gpu || (s.graph_location == wm::memory_location::host &&
                            s.table_location == wm::memory_location::host),
              "device memory for the graph or the tables needs the GPU path (device: gpu)");
@@ -392,7 +387,7 @@ class trainer {
     return pairs;
   }
 
-  // Whether the walks are collective: a distributed graph walked (DeepWalk) by
+  // Whether the walks are collective: a distributed graph walked (DeepWalk or node2vec) by
   // random_walks_host or gpu_walker, every rank in step over the graph's communicator.
   bool collective_walks() const {
     return s_.graph_type == wm::memory_type::distributed && s_.mode != train_mode::line;

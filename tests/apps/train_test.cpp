@@ -1,7 +1,7 @@
 // The training loop of `wholestore train` (apps/train_loop.hpp) on small graphs, ranks as
 // threads: the same embeddings bit for bit for 1, 2 and 3 ranks and any thread count, in every
 // mode; a graph in distributed memory gives the continuous graph's bits (ranks without slots
-// in a batch included) and refuses node2vec on every rank; a run resumed from its checkpoint
+// in a batch included, node2vec too); a run resumed from its checkpoint
 // ends with the same bits as one that never stopped; a node without edges keeps its initial
 // vector; bad settings fail naming the problem; the link-prediction scores against
 // hand-computed cases; the .npy header byte for byte.
@@ -174,12 +174,16 @@ void expect_same_run(const train_result& want, const train_result& got, const st
 // A graph in distributed memory is walked collectively (random_walks_host, each step served by
 // the owners of the walks' nodes) and gives the walks of continuous memory, so the run is the
 // continuous graph's bit for bit on 1, 2 and 3 ranks: DeepWalk (p and q set but unused),
-// node2vec with p = q = 1 (first order), LINE (which does not walk), and with distributed
+// node2vec with p = 0.5, q = 2 (the owners of the current nodes ask the previous nodes'
+// owners), LINE (which does not walk), and with distributed
 // tables beside it (both on the host communicator).
 TEST(Train, DistributedGraphGivesTheContinuousGraphsBits) {
   for (train_mode mode : {train_mode::deepwalk, train_mode::node2vec, train_mode::line}) {
     train_settings s = small_settings(mode);
-    if (mode == train_mode::node2vec) s.p = s.q = 1.0;
+    if (mode == train_mode::node2vec) {  // second order: the owners ask each other
+      s.p = 0.5;
+      s.q = 2.0;
+    }
     const train_result want = run_ranks(1, s);
     ASSERT_EQ(want.embeddings.size(), small_split().train.num_nodes * s.dim);
     ASSERT_GT(want.pairs, 0u);
@@ -249,41 +253,6 @@ TEST(Train, DistributedGraphWithRanksWithoutSlotsInABatch) {
   const train_result tiny_want = run_ranks(1, t, tiny);
   ASSERT_EQ(tiny_want.steps, 60u * 6u / 2u);
   expect_same_run(tiny_want, distributed(t, 3, tiny), "batches of two slots, 3 ranks");
-}
-
-// node2vec (p or q != 1) on a distributed graph is refused by every rank before any
-// collective, naming graph.type distributed, p and q; a rank never waits for another.
-TEST(Train, Node2vecOnADistributedGraphFailsOnEveryRank) {
-  train_settings s = small_settings(train_mode::node2vec);
-  s.graph_type = wholememory::memory_type::distributed;
-  for (const auto& [p, q, shown] :
-       {std::make_tuple(0.5, 1.0, "p = 0.5, q = 1"), std::make_tuple(1.0, 2.0, "p = 1, q = 2")}) {
-    s.p = p;
-    s.q = q;
-    std::vector<std::string> errors(3);
-    const auto t0 = std::chrono::steady_clock::now();
-    wholestore_test::thread_ranks(
-        3,
-        [&](std::shared_ptr<wholememory::bootstrap> bs) {
-          const int rank = bs->rank();
-          try {
-            train_embeddings(std::move(bs), small_split(), s);
-            errors[static_cast<std::size_t>(rank)] = "(no error)";
-          } catch (const wholememory::logic_error& e) {
-            errors[static_cast<std::size_t>(rank)] = e.what();
-          }
-        },
-        std::chrono::seconds(20));
-    for (std::size_t r = 0; r < errors.size(); ++r) {
-      EXPECT_NE(errors[r].find(std::string("graph.type distributed walks DeepWalk only (p = q = "
-                                           "1): node2vec with ") +
-                               shown + " needs graph.type continuous or chunked"),
-                std::string::npos)
-          << "rank " << r << ": " << errors[r];
-    }
-    // Refused at once: nobody waited for a collective's timeout.
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
-  }
 }
 
 TEST(Train, LearnsOnACommunityGraph) {
@@ -364,9 +333,6 @@ TEST(Train, BadSettingsNameTheProblem) {
       {[](train_settings& s) { s.q = -1; }, "q must be a positive number, got -1"},
       {[](train_settings& s) { s.negatives = 0; }, "negatives must be at least 1, got 0"},
       {[](train_settings& s) { s.walks_per_node = 0; }, "walks_per_node must be at least 1"},
-      {[](train_settings& s) { s.graph_type = wholememory::memory_type::distributed; },
-       "graph.type distributed walks DeepWalk only (p = q = 1): node2vec with p = 0.5, q = 2 "
-       "needs graph.type continuous or chunked"},
   };
   for (const bad_case& c : cases) {
     train_settings s = good;
