@@ -9,9 +9,11 @@
 // by how many it filled) and every owner's reply region for r holds n_r answers.  Every rank
 // knows every n_r from the call's one allgather (agree_distributed_walk).  A step is four
 // kernels and two exchanges; the call waits once at the end, for the fault flags.  node2vec's
-// trials that must know whether a candidate neighbors the previous node wait at the owner of
-// the current node, which asks the previous node's owner in rounds (every rank's count of
-// waiting trials summed, one wait a round, then questions and answers) until none is left.
+// trials that must know whether a candidate neighbors the previous node make the walk wait at
+// the owner of the current node, which asks the previous node's owner in rounds (every rank's
+// count of questions summed, one wait a round, then questions and answers) until no walk waits.
+// A waiting walk asks about its next ask_batch such trials at once, run ahead as if each were
+// rejected, so a round settles up to ask_batch of them and a step takes a few rounds.
 // Walk counts past round_walks are walked in rounds, the same number on every rank (a rank
 // out of walks takes part with none), so that the exchanges stay within a few hundred MB.
 #include "../edge_layout.hpp"
@@ -122,13 +124,13 @@ __global__ void bucket_walks(const int* live, const int* live_count, const std::
   }
 }
 
-/// Every region's count into its header (regions of `region_words`); the next list (of live
-/// walks, or of waiting trials) starts empty.
+/// Every region's count into its header (regions of `region_words`); the next list of live
+/// walks starts empty (next_count, when given).
 __global__ void seal_regions(const int* filled, int ranks, std::size_t region_words,
                              long long* send, int* next_count) {
   const int o = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (o < ranks) send[static_cast<std::size_t>(o) * region_words] = filled[o];
-  if (o == 0) *next_count = 0;
+  if (o == 0 && next_count != nullptr) *next_count = 0;
 }
 
 /// This rank's rows: entries [first, end) of row_offsets at ro, its edges [edge_begin,
@@ -163,17 +165,61 @@ struct row_neighbor {
   }
 };
 
-/// *sum = *count (a waiting-trial count into the device words that the ranks sum).
-__global__ void count_to_sum(const int* count, long long* sum) { *sum = *count; }
-/// *to = *from (the next round's waiting trials become this round's).
-__global__ void move_count(const int* from, int* to) { *to = *from; }
+/// The questions a waiting walk sends in one round: its next trials that need an answer, run
+/// ahead as if each were rejected, so that a round settles up to this many of them.
+constexpr int ask_batch = 8;
 
-/// A node2vec trial waiting at the owner of the walk's node for the previous node's owner:
-/// where its answer goes (reply) and its request (recv), the trial and its candidate.
-struct waiting_trial {
-  long long reply_at, request_at, candidate;
-  unsigned trial;
+/// A node2vec walk waiting at the owner of its node for the previous node's owner: where its
+/// reply goes and its request (recv), its asked trials and their candidates, and what comes
+/// after them when every one is rejected: `after` (a decided node, walk_fault, or walk_ask to
+/// go on from trial `next_trial`).
+struct waiting_walk {
+  long long reply_at, request_at, after;
+  unsigned next_trial;
+  int asks;
+  unsigned trial[ask_batch];
+  long long candidate[ask_batch];
 };
+
+/// The trials of walk_step from `t` (node2vec, prev >= 0), running ahead of up to ask_batch
+/// trials that need an answer: the decided node (or walk_fault) when none did, else walk_ask
+/// with `w`'s asks and `after` filled.
+template <typename Neighbor>
+__device__ std::int64_t trials_ahead(const walk_rule& rule, std::uint64_t key, std::uint32_t step,
+                                     std::int64_t prev, std::uint32_t t, const Neighbor& neighbor,
+                                     waiting_walk& w) {
+  w.asks = 0;
+  std::int64_t candidate = walk_fault;
+  for (;;) {
+    const std::int64_t next = node2vec_trials(rule, key, step, prev, t, candidate, neighbor);
+    if (next != walk_ask) {
+      if (w.asks == 0) return next;
+      w.after = next;
+      return walk_ask;
+    }
+    w.trial[w.asks] = t;
+    w.candidate[w.asks] = candidate;
+    ++w.asks;
+    ++t;
+    if (t >= max_walk_trials) {  // every asked trial rejected: walk_step takes the last one
+      w.after = candidate;
+      return walk_ask;
+    }
+    if (w.asks == ask_batch) {
+      w.after = walk_ask;
+      w.next_trial = t;
+      return walk_ask;
+    }
+  }
+}
+
+/// *sum = *count (a question count into the device words that the ranks sum).
+__global__ void count_to_sum(const int* count, long long* sum) { *sum = *count; }
+/// to[0..1] = from[0..1] (the next round's waiting walks and questions become this round's).
+__global__ void move_counts(const int* from, int* to) {
+  to[0] = from[0];
+  to[1] = from[1];
+}
 
 /// The owner's side of step `step`: request j of requester r's region (recv + in_base[r],
 /// blockIdx.y = r) gets the next node, drawn as walk_step draws it from this rank's rows, at
@@ -183,7 +229,7 @@ struct waiting_trial {
 template <typename ColT>
 __global__ void serve_steps(const long long* recv, const std::size_t* in_base,
                             const std::size_t* out_base, own_rows<ColT> rows, walk_rule rule,
-                            std::uint32_t step, long long* reply, waiting_trial* waits,
+                            std::uint32_t step, long long* reply, waiting_walk* waits,
                             int* wait_count, unsigned long long* fault) {
   const long long* region = recv + in_base[blockIdx.y];
   const auto m = static_cast<std::size_t>(region[0]);
@@ -192,8 +238,8 @@ __global__ void serve_steps(const long long* recv, const std::size_t* in_base,
        at < m; at += stride) {
     const std::size_t j = at + threadIdx.x % 32;
     const std::size_t request_at = in_base[blockIdx.y] + 1 + request_words * j;
-    std::int64_t next = -1, candidate = walk_fault;
-    std::uint32_t t = 0;
+    std::int64_t next = -1;
+    waiting_walk w;
     if (j < m) {
       const auto key = static_cast<std::uint64_t>(recv[request_at]);
       const std::int64_t from = recv[request_at + 1], v = recv[request_at + 2];
@@ -205,7 +251,7 @@ __global__ void serve_steps(const long long* recv, const std::size_t* in_base,
         if (!rule.second_order || from < 0) {
           next = neighbor(draw(key, static_cast<std::uint64_t>(step) << 32));
         } else {
-          next = node2vec_trials(rule, key, step, from, t, candidate, neighbor);
+          next = trials_ahead(rule, key, step, from, 0, neighbor, w);
         }
         if (next == walk_fault) {
           *fault = 1;
@@ -217,18 +263,21 @@ __global__ void serve_steps(const long long* recv, const std::size_t* in_base,
     const int slot = claim_slot(wait_count, asks ? 0 : -1);
     if (j >= m) continue;
     if (asks) {
-      waits[slot] = waiting_trial{static_cast<long long>(out_base[blockIdx.y] + j),
-                                  static_cast<long long>(request_at), candidate, t};
+      w.reply_at = static_cast<long long>(out_base[blockIdx.y] + j);
+      w.request_at = static_cast<long long>(request_at);
+      atomicAdd(wait_count + 1, w.asks);
+      waits[slot] = w;
     } else {
       reply[out_base[blockIdx.y] + j] = next;
     }
   }
 }
 
-/// The owner of the current node asks: waiting trial k's question (previous node, candidate)
-/// into the region of the previous node's owner, region o of `send` holding up to w questions
-/// [count, question, ...], slot j of region o from trial order[o * w + j].
-__global__ void bucket_questions(const waiting_trial* waits, const int* wait_count,
+/// The owner of the current node asks: question i of waiting walk k, (previous node,
+/// candidate), into the region of the previous node's owner, region o of `send` holding up to w
+/// questions [count, question, ...], slot j of region o from question order[o * w + j] =
+/// k * ask_batch + i.
+__global__ void bucket_questions(const waiting_walk* waits, const int* wait_count,
                                  const long long* recv, const std::int64_t* node_begin, int ranks,
                                  std::size_t w, int* filled, long long* order, long long* send) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
@@ -236,90 +285,120 @@ __global__ void bucket_questions(const waiting_trial* waits, const int* wait_cou
   for (std::size_t at = static_cast<std::size_t>(blockIdx.x) * blockDim.x + (threadIdx.x & ~31u);
        at < m; at += stride) {
     const std::size_t k = at + threadIdx.x % 32;
-    int o = -1;
+    int o = -1, asks = 0;
     std::int64_t from = 0;
     if (k < m) {
       from = recv[waits[k].request_at + 1];
       o = owner_of(node_begin, ranks, from);
+      asks = waits[k].asks;
     }
-    const int slot = claim_slot(filled, o);
-    if (o < 0) continue;
-    long long* q =
-        send + static_cast<std::size_t>(o) * (1 + 2 * w) + 1 + 2 * static_cast<std::size_t>(slot);
-    order[static_cast<std::size_t>(o) * w + static_cast<std::size_t>(slot)] =
-        static_cast<long long>(k);
-    q[0] = from;
-    q[1] = waits[k].candidate;
+    for (int i = 0; i < ask_batch; ++i) {
+      const int to = i < asks ? o : -1;
+      const int slot = claim_slot(filled, to);
+      if (to < 0) continue;
+      long long* q = send + static_cast<std::size_t>(to) * (1 + 2 * w) + 1 +
+                     2 * static_cast<std::size_t>(slot);
+      order[static_cast<std::size_t>(to) * w + static_cast<std::size_t>(slot)] =
+          static_cast<long long>(k * ask_batch + static_cast<std::size_t>(i));
+      q[0] = from;
+      q[1] = waits[k].candidate[i];
+    }
   }
 }
 
 /// The previous node's owner answers: question j of asker r's region (recv + in_base[r],
 /// blockIdx.y = r), 1 when the candidate is among the node's neighbors, at
-/// answer[out_base[r] + j].  A row outside this rank's part sets `fault`.
+/// answer[out_base[r] + j].  A warp a question, its lanes scanning the row together (a hub's
+/// row is long).  A row outside this rank's part sets `fault`.
 template <typename ColT>
 __global__ void answer_questions(const long long* recv, const std::size_t* in_base,
                                  const std::size_t* out_base, own_rows<ColT> rows,
                                  long long* answer, unsigned long long* fault) {
   const long long* region = recv + in_base[blockIdx.y];
   const auto m = static_cast<std::size_t>(region[0]);
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t j = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < m;
-       j += stride) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const std::size_t warps = static_cast<std::size_t>(gridDim.x) * blockDim.x / 32;
+  for (std::size_t j = (static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+       j < m; j += warps) {
     const std::int64_t from = region[1 + 2 * j], x = region[2 + 2 * j];
     std::int64_t s = 0, e = 0;
-    long long found = 0;
+    bool found = false;
     if (!rows.row(from, s, e)) {
-      *fault = 1;
+      if (lane == 0) *fault = 1;
     } else {
-      for (std::int64_t edge = s; edge < e && found == 0; ++edge)
-        found = rows.column(edge) == x ? 1 : 0;
+      for (std::int64_t edge = s + lane; __any_sync(0xffffffffu, edge < e) && !found; edge += 32) {
+        found = __any_sync(0xffffffffu, edge < e && rows.column(edge) == x);
+      }
     }
-    answer[out_base[blockIdx.y] + j] = found;
+    if (lane == 0) answer[out_base[blockIdx.y] + j] = found ? 1 : 0;
   }
 }
 
-/// The owner of the current node goes on with every trial answered by owner o (blockIdx.y = o):
-/// the trials resume (node2vec_resume); a walk decided gets its reply, one that must ask again
-/// joins the next list of waiting trials.
-template <typename ColT>
-__global__ void resume_trials(const waiting_trial* waits, const long long* answers,
-                              const long long* order, const int* filled, std::size_t w,
-                              const long long* recv, own_rows<ColT> rows, walk_rule rule,
-                              std::uint32_t step, long long* reply, waiting_trial* next_waits,
-                              int* next_wait_count, unsigned long long* fault) {
+/// The answers back at the asker: answer j of owner o's region (blockIdx.y = o) to question
+/// order[o * w + j], at heard[question].
+__global__ void place_answers(const long long* answers, const long long* order, const int* filled,
+                              std::size_t w, long long* heard) {
   const std::size_t o = blockIdx.y;
   const auto m = static_cast<std::size_t>(filled[o]);
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t j = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < m;
+       j += stride)
+    heard[order[o * w + j]] = answers[o * w + j];
+}
+
+/// The owner of the current node goes on with waiting walk k: its asked trials in order, the
+/// first taken by its answer (heard[k * ask_batch + i]) decides; when all are rejected, what
+/// came after them (a decided node, or more trials run ahead).  A walk decided gets its reply,
+/// one that must ask again joins the next list (next_count: [0] walks, [1] questions).
+template <typename ColT>
+__global__ void resume_walks(const waiting_walk* waits, const int* wait_count,
+                             const long long* heard, const long long* recv, own_rows<ColT> rows,
+                             walk_rule rule, std::uint32_t step, long long* reply,
+                             waiting_walk* next_waits, int* next_count, unsigned long long* fault) {
+  const auto m = static_cast<std::size_t>(*wait_count);
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t at = static_cast<std::size_t>(blockIdx.x) * blockDim.x + (threadIdx.x & ~31u);
        at < m; at += stride) {
-    const std::size_t j = at + threadIdx.x % 32;
-    waiting_trial trial{};
+    const std::size_t k = at + threadIdx.x % 32;
+    waiting_walk w;
     std::int64_t next = -1;
-    if (j < m) {
-      trial = waits[order[o * w + j]];
-      const auto key = static_cast<std::uint64_t>(recv[trial.request_at]);
-      const std::int64_t from = recv[trial.request_at + 1], v = recv[trial.request_at + 2];
-      std::int64_t s = 0, e = 0;
-      rows.row(v, s, e);  // checked when the trial began
-      const row_neighbor<ColT> neighbor{rows, s, e - s};
-      std::uint32_t t = trial.trial;
-      std::int64_t candidate = trial.candidate;
-      next =
-          node2vec_resume(rule, key, step, from, answers[o * w + j] != 0, t, candidate, neighbor);
-      trial.trial = t;
-      trial.candidate = candidate;
+    if (k < m) {
+      w = waits[k];
+      const auto key = static_cast<std::uint64_t>(recv[w.request_at]);
+      const std::int64_t from = recv[w.request_at + 1], v = recv[w.request_at + 2];
+      const std::uint64_t base = static_cast<std::uint64_t>(step) << 32;
+      next = walk_ask;
+      for (int i = 0; i < w.asks && next == walk_ask; ++i) {
+        const double u =
+            static_cast<double>(draw(key, base + 2 * static_cast<std::uint64_t>(w.trial[i]) + 1) >>
+                                11) *
+            0x1.0p-53;
+        const bool member = heard[k * ask_batch + static_cast<std::size_t>(i)] != 0;
+        if (u < (member ? rule.neighbor_ratio : rule.away_ratio)) next = w.candidate[i];
+      }
+      if (next == walk_ask) next = w.after;
+      if (next == walk_ask) {  // all rejected: run ahead again
+        std::int64_t s = 0, e = 0;
+        rows.row(v, s, e);  // checked when the walk's trials began
+        const row_neighbor<ColT> neighbor{rows, s, e - s};
+        const long long reply_at = w.reply_at, request_at = w.request_at;
+        next = trials_ahead(rule, key, step, from, w.next_trial, neighbor, w);
+        w.reply_at = reply_at;
+        w.request_at = request_at;
+      }
       if (next == walk_fault) {
         *fault = 1;
         next = -1;
       }
     }
     const bool asks = next == walk_ask;
-    const int slot = claim_slot(next_wait_count, asks ? 0 : -1);
-    if (j >= m) continue;
+    const int slot = claim_slot(next_count, asks ? 0 : -1);
+    if (k >= m) continue;
     if (asks) {
-      next_waits[slot] = trial;
+      atomicAdd(next_count + 1, w.asks);
+      next_waits[slot] = w;
     } else {
-      reply[trial.reply_at] = next;
+      reply[w.reply_at] = next;
     }
   }
 }
@@ -405,29 +484,29 @@ struct question_rounds {
         back_displs(R),
         bases(2 * R) {}
 
-  /// Every rank's count of waiting trials (`wait_count` on the device; `sums`: R words of
-  /// device scratch); one wait.
-  void count(const int* wait_count, long long* sums) {
+  /// Every rank's count of questions (`questions` on the device; `sums`: R words of device
+  /// scratch); one wait.
+  void count(const int* questions, long long* sums) {
     WM_CUDA_TRY(cudaMemsetAsync(sums, 0, R * sizeof(long long), stream));
-    count_to_sum<<<1, 1, 0, stream>>>(wait_count, sums + me);
+    count_to_sum<<<1, 1, 0, stream>>>(questions, sums + me);
     WM_CUDA_CHECK_LAUNCH(stream);
     comm.allreduce_sum(sums, sums, R, wm::dtype::int64, stream);
     comm.synchronize(stream);
     WM_CUDA_TRY(cudaMemcpy(totals.data(), sums, R * sizeof(long long), cudaMemcpyDeviceToHost));
   }
 
+  /// counts: [0] waiting walks, [1] their questions, [2] and [3] the next round's.
   template <typename ColT>
   void run(const own_rows<ColT>& rows, const walk_rule& rule, std::uint32_t step,
            const long long* recv, const std::int64_t* node_begin, long long* reply,
-           waiting_trial* waits, waiting_trial* next_waits, int* filled, int* wait_count,
-           long long* sums, unsigned long long* fault) {
-    // filled: R question counts; wait_count: [0] waits, [1] next_waits.
+           waiting_walk* waits, waiting_walk* next_waits, int* filled, int* counts, long long* sums,
+           unsigned long long* fault) {
     for (;;) {
-      count(wait_count, sums);
+      count(counts + 1, sums);
       long long total = 0;
       for (long long x : totals) total += x;
       if (total == 0) return;
-      const auto w = static_cast<std::size_t>(totals[me]);
+      const auto w = static_cast<std::size_t>(totals[me]);  // this rank's questions
       std::size_t in_at = 0, out_at = 0, widest = 1;
       for (std::size_t r = 0; r < R; ++r) {
         const auto wr = static_cast<std::size_t>(totals[r]);
@@ -446,51 +525,58 @@ struct question_rounds {
         widest = std::max(widest, wr);
       }
       // The round's buffers; the stream is idle here (count() waited), so growing is safe.
+      const auto layout = [&](carver& c) {
+        struct parts {
+          std::size_t* bases;
+          long long *send, *got, *said, *answers, *order, *heard;
+        } q;
+        q.bases = c.take<std::size_t>(2 * R);
+        q.send = c.take<long long>(R * (1 + 2 * w));
+        q.got = c.take<long long>(in_at);
+        q.said = c.take<long long>(out_at);
+        q.answers = c.take<long long>(R * w);
+        q.order = c.take<long long>(R * w);
+        q.heard = c.take<long long>(w * ask_batch);  // by waiting walk and ask
+        return q;
+      };
       carver sizing(nullptr);
-      sizing.take<std::size_t>(2 * R);
-      sizing.take<long long>(R * (1 + 2 * w));  // questions sent
-      sizing.take<long long>(in_at);            // questions received
-      sizing.take<long long>(out_at);           // answers sent
-      sizing.take<long long>(R * w);            // answers received
-      sizing.take<long long>(R * w);            // order
+      layout(sizing);
       if (scratch.size() < sizing.used()) {
         scratch.reset();
         scratch = wm::device_buffer(sizing.used(), device);
       }
       carver c(static_cast<char*>(scratch.data()));
-      auto* d_bases = c.take<std::size_t>(2 * R);
-      auto* send = c.take<long long>(R * (1 + 2 * w));
-      auto* got = c.take<long long>(in_at);
-      auto* said = c.take<long long>(out_at);
-      auto* heard = c.take<long long>(R * w);
-      auto* order = c.take<long long>(R * w);
-      WM_CUDA_TRY(cudaMemcpyAsync(d_bases, bases.data(), bases.size() * sizeof(std::size_t),
+      const auto q = layout(c);
+      WM_CUDA_TRY(cudaMemcpyAsync(q.bases, bases.data(), bases.size() * sizeof(std::size_t),
                                   cudaMemcpyHostToDevice, stream));
       WM_CUDA_TRY(cudaMemsetAsync(filled, 0, R * sizeof(int), stream));
+      WM_CUDA_TRY(cudaMemsetAsync(counts + 2, 0, 2 * sizeof(int), stream));
       if (w > 0) {
         bucket_questions<<<grid_for(w), block_threads, 0, stream>>>(
-            waits, wait_count, recv, node_begin, static_cast<int>(R), w, filled, order, send);
+            waits, counts, recv, node_begin, static_cast<int>(R), w, filled, q.order, q.send);
         WM_CUDA_CHECK_LAUNCH(stream);
       }
       seal_regions<<<grid_for(R), block_threads, 0, stream>>>(filled, static_cast<int>(R),
-                                                              1 + 2 * w, send, wait_count + 1);
+                                                              1 + 2 * w, q.send, nullptr);
       WM_CUDA_CHECK_LAUNCH(stream);
-      comm.alltoallv(send, send_counts.data(), send_displs.data(), got, recv_counts.data(),
+      comm.alltoallv(q.send, send_counts.data(), send_displs.data(), q.got, recv_counts.data(),
                      recv_displs.data(), wm::dtype::int64, stream);
-      answer_questions<<<dim3(grid_for(widest), static_cast<unsigned>(R)), block_threads, 0,
-                         stream>>>(got, d_bases, d_bases + R, rows, said, fault);
+      answer_questions<<<dim3(grid_for(32 * widest), static_cast<unsigned>(R)), block_threads, 0,
+                         stream>>>(q.got, q.bases, q.bases + R, rows, q.said, fault);
       WM_CUDA_CHECK_LAUNCH(stream);
-      comm.alltoallv(said, answer_counts.data(), answer_displs.data(), heard, back_counts.data(),
-                     back_displs.data(), wm::dtype::int64, stream);
+      comm.alltoallv(q.said, answer_counts.data(), answer_displs.data(), q.answers,
+                     back_counts.data(), back_displs.data(), wm::dtype::int64, stream);
       if (w > 0) {
-        resume_trials<<<dim3(grid_for(w), static_cast<unsigned>(R)), block_threads, 0, stream>>>(
-            waits, heard, order, filled, w, recv, rows, rule, step, reply, next_waits,
-            wait_count + 1, fault);
+        place_answers<<<dim3(grid_for(w), static_cast<unsigned>(R)), block_threads, 0, stream>>>(
+            q.answers, q.order, filled, w, q.heard);
+        WM_CUDA_CHECK_LAUNCH(stream);
+        resume_walks<<<grid_for(w), block_threads, 0, stream>>>(
+            waits, counts, q.heard, recv, rows, rule, step, reply, next_waits, counts + 2, fault);
         WM_CUDA_CHECK_LAUNCH(stream);
       }
-      // The next round's waiting trials are in next_waits: swap the lists and their counts.
+      // The walks that ask again are in next_waits: swap the lists and their counts.
       std::swap(waits, next_waits);
-      move_count<<<1, 1, 0, stream>>>(wait_count + 1, wait_count);
+      move_counts<<<1, 1, 0, stream>>>(counts + 2, counts);
       WM_CUDA_CHECK_LAUNCH(stream);
     }
   }
@@ -516,8 +602,9 @@ void walk_distributed_gpu(const csr_graph& g, const std::int64_t* starts, std::s
     return;
   }
   const std::int64_t most = *std::max_element(counts.begin(), counts.end());
-  const auto round_walks =
-      static_cast<std::int64_t>(std::max<std::size_t>(1024, (std::size_t{1} << 24) / R));
+  // node2vec keeps a waiting-walk record (~140 bytes) per request: smaller rounds.
+  const auto round_walks = static_cast<std::int64_t>(
+      std::max<std::size_t>(1024, (std::size_t{1} << (rule.second_order ? 21 : 24)) / R));
   const std::int64_t rounds = (most + round_walks - 1) / round_walks;
 
   // This rank's rows and edges (its parts), and every part's first node.
@@ -546,7 +633,7 @@ void walk_distributed_gpu(const csr_graph& g, const std::int64_t* starts, std::s
       int *live, *counters;  // live: two lists of n; counters: below
       unsigned long long* fault;
       long long *order, *send, *recv, *reply, *answers;
-      waiting_trial* waits;  // node2vec: two lists of out_words
+      waiting_walk* waits;  // node2vec: two lists of out_words
     } p;
     p.node_begin = c.take<std::int64_t>(R + 1);
     p.bases = c.take<std::size_t>(2 * R * static_cast<std::size_t>(rounds));
@@ -554,14 +641,14 @@ void walk_distributed_gpu(const csr_graph& g, const std::int64_t* starts, std::s
     p.prev = c.take<std::int64_t>(n);
     p.cur = c.take<std::int64_t>(n);
     p.live = c.take<int>(2 * n);
-    p.counters = c.take<int>(2 * R + 4);
+    p.counters = c.take<int>(2 * R + 6);
     p.fault = c.take<unsigned long long>(1);
     p.order = c.take<long long>(R * n);
     p.send = c.take<long long>(R * (1 + W * n));
     p.recv = c.take<long long>(in_words);
     p.reply = c.take<long long>(out_words);
     p.answers = c.take<long long>(R * std::max<std::size_t>(n, 1));  // also the fault sums
-    p.waits = c.take<waiting_trial>(rule.second_order ? 2 * out_words : 0);
+    p.waits = c.take<waiting_walk>(rule.second_order ? 2 * out_words : 0);
     return p;
   };
   std::size_t n_most = 0, in_most = 0, out_most = 0;
@@ -607,8 +694,8 @@ void walk_distributed_gpu(const csr_graph& g, const std::int64_t* starts, std::s
   WM_CUDA_TRY(cudaMemsetAsync(p.fault, 0, sizeof(unsigned long long), stream));
   int* filled = p.counters;               // requests per owner
   int* live_count = p.counters + R;       // [0], [1]
-  int* wait_counts = p.counters + R + 2;  // [0], [1]: the trials waiting for an answer
-  int* asked = p.counters + R + 4;        // questions per owner
+  int* wait_counts = p.counters + R + 2;  // node2vec: waiting walks, questions; the next ones
+  int* asked = p.counters + R + 6;        // questions per owner
 
   question_rounds questions(comm, device, question_scratch, stream);
   std::vector<std::size_t> send_counts(R), send_displs(R), recv_counts(R), recv_displs(R);
@@ -668,7 +755,7 @@ void walk_distributed_gpu(const csr_graph& g, const std::int64_t* starts, std::s
       WM_CUDA_CHECK_LAUNCH(stream);
       comm.alltoallv(p.send, send_counts.data(), send_displs.data(), p.recv, recv_counts.data(),
                      recv_displs.data(), wm::dtype::int64, stream);
-      WM_CUDA_TRY(cudaMemsetAsync(wait_counts, 0, 2 * sizeof(int), stream));
+      WM_CUDA_TRY(cudaMemsetAsync(wait_counts, 0, 4 * sizeof(int), stream));
       with_rows([&](const auto& own) {
         serve_steps<<<dim3(grid_for(widest), static_cast<unsigned>(R)), block_threads, 0, stream>>>(
             p.recv, in_base, in_base + R, own, rule, step, p.reply, p.waits, wait_counts, p.fault);

@@ -151,29 +151,37 @@ TEST(GpuWalksDistributed, TwoGpusEqualContinuous) {
   equal_to_continuous(2);
 }
 
-// More walks on one rank than a round takes (2^24 / 2 = 8,388,608 on two ranks): that rank
-// walks in two rounds and the other takes part in both with its few walks.
+// More walks on one rank than a round takes (2^24 / 2 = 8,388,608 on two ranks for DeepWalk,
+// 2^21 / 2 for node2vec): that rank walks in two rounds and the other takes part in both with
+// its few walks.
 TEST(GpuWalksDistributed, TwoRoundsOnTwoGpus) {
   WHOLESTORE_REQUIRE_GPUS(2);
-  const host_csr g = graph_of(true);
-  const std::size_t big = (std::size_t{1} << 23) + 4321, small = 777;
-  std::vector<std::int64_t> starts(big + small);
-  for (std::size_t i = 0; i < starts.size(); ++i)
-    starts[i] = static_cast<std::int64_t>((i * 104729 + 11) % g.num_nodes);
-  walk_options o;
-  o.length = 3;
-  o.seed = 99;
-  const std::vector<std::int64_t> want = reference(g, starts, o);
-  on_gpus(2, [&](std::shared_ptr<wm::bootstrap> bs) {
-    const int me = bs->rank();
-    wm::set_device(me);
-    auto comm = wm::make_nccl_communicator(bs, me);
-    cuda_stream stream;
-    csr_graph wg = make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::device);
-    gpu_walker walker(wg);
-    walk_and_compare(walker, starts, me == 0 ? 0 : big, me == 0 ? big : big + small, o, want,
-                     stream.get(), "rank " + std::to_string(me));
-  });
+  const host_csr g = graph_of(false);
+  for (const bool second_order : {false, true}) {
+    const std::size_t big = (std::size_t{1} << (second_order ? 20 : 23)) + 4321, small = 777;
+    std::vector<std::int64_t> starts(big + small);
+    for (std::size_t i = 0; i < starts.size(); ++i)
+      starts[i] = static_cast<std::int64_t>((i * 104729 + 11) % g.num_nodes);
+    walk_options o;
+    o.length = 3;
+    o.seed = 99;
+    if (second_order) {
+      o.p = 0.5;
+      o.q = 2.0;
+    }
+    const std::vector<std::int64_t> want = reference(g, starts, o);
+    on_gpus(2, [&](std::shared_ptr<wm::bootstrap> bs) {
+      const int me = bs->rank();
+      wm::set_device(me);
+      auto comm = wm::make_nccl_communicator(bs, me);
+      cuda_stream stream;
+      csr_graph wg = make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::device);
+      gpu_walker walker(wg);
+      walk_and_compare(walker, starts, me == 0 ? 0 : big, me == 0 ? big : big + small, o, want,
+                       stream.get(),
+                       (second_order ? "node2vec, rank " : "DeepWalk, rank ") + std::to_string(me));
+    });
+  }
 }
 
 std::string error_of(gpu_walker& walker, const std::vector<std::int64_t>& starts,
