@@ -67,7 +67,8 @@ class gpu_walker {
   const csr_graph* graph_;
   int device_ = -1;
   wholememory::device_buffer flags_;  // [0] first bad start position, [1] fault
-  // node2vec's hub lists: per node the start of its sorted copy in hub_sorted_ (-1: none).
+  // node2vec's hub lists: per node (a distributed graph: per own node) the start of its sorted
+  // copy in hub_sorted_ (-1: none).
   bool hubs_tried_ = false;
   wholememory::device_buffer hub_begin_, hub_sorted_;
   // Distributed graphs: the steps' buffers and node2vec's questions' (walks_distributed.cu),

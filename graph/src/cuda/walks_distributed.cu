@@ -19,12 +19,14 @@
 #include "../edge_layout.hpp"
 #include "../walks_common.hpp"
 #include "walks_distributed.hpp"
+#include "walks_hubs.cuh"
 
 #include <graph/detail/walk_step.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/cuda_check.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
+#include <wholememory/ptr_gen.hpp>
 
 #include <cuda_runtime.h>
 
@@ -213,6 +215,15 @@ __device__ std::int64_t trials_ahead(const walk_rule& rule, std::uint64_t key, s
   }
 }
 
+/// The own part's rows as a CSR of its own: out[i] = ro[i] - edge_begin, out[n] = edges.
+__global__ void rebase_rows(const std::int64_t* ro, std::size_t n, std::int64_t edge_begin,
+                            std::int64_t edges, std::int64_t* out) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i <= n;
+       i += stride)
+    out[i] = i < n ? ro[i] - edge_begin : edges;
+}
+
 /// *sum = *count (a question count into the device words that the ranks sum).
 __global__ void count_to_sum(const int* count, long long* sum) { *sum = *count; }
 /// to[0..1] = from[0..1] (the next round's waiting walks and questions become this round's).
@@ -308,11 +319,12 @@ __global__ void bucket_questions(const waiting_walk* waits, const int* wait_coun
 
 /// The previous node's owner answers: question j of asker r's region (recv + in_base[r],
 /// blockIdx.y = r), 1 when the candidate is among the node's neighbors, at
-/// answer[out_base[r] + j].  A warp a question, its lanes scanning the row together (a hub's
-/// row is long).  A row outside this rank's part sets `fault`.
+/// answer[out_base[r] + j]: a binary search in the sorted copy of a hub's row (`hubs`), else a
+/// warp a question, its lanes scanning the row together.  A row outside this rank's part sets
+/// `fault`.
 template <typename ColT>
 __global__ void answer_questions(const long long* recv, const std::size_t* in_base,
-                                 const std::size_t* out_base, own_rows<ColT> rows,
+                                 const std::size_t* out_base, own_rows<ColT> rows, hub_lists hubs,
                                  long long* answer, unsigned long long* fault) {
   const long long* region = recv + in_base[blockIdx.y];
   const auto m = static_cast<std::size_t>(region[0]);
@@ -323,8 +335,12 @@ __global__ void answer_questions(const long long* recv, const std::size_t* in_ba
     const std::int64_t from = region[1 + 2 * j], x = region[2 + 2 * j];
     std::int64_t s = 0, e = 0;
     bool found = false;
-    if (!rows.row(from, s, e)) {
+    const bool own = rows.row(from, s, e);
+    const std::int64_t b = own && hubs.begin != nullptr ? hubs.begin[from - rows.first] : -1;
+    if (!own) {
       if (lane == 0) *fault = 1;
+    } else if (b >= 0) {
+      found = sorted_list_holds(hubs.sorted, hubs.entries, b, e - s, x);
     } else {
       for (std::int64_t edge = s + lane; __any_sync(0xffffffffu, edge < e) && !found; edge += 32) {
         found = __any_sync(0xffffffffu, edge < e && rows.column(edge) == x);
@@ -465,6 +481,7 @@ struct question_rounds {
   std::vector<long long> totals;
   std::vector<std::size_t> send_counts, send_displs, recv_counts, recv_displs;
   std::vector<std::size_t> answer_counts, answer_displs, back_counts, back_displs, bases;
+  hub_lists hubs;  // this rank's sorted hub lists, when it has them
 
   question_rounds(wm::communicator& c, int dev, wm::device_buffer& buf, cudaStream_t s)
       : comm(c),
@@ -562,7 +579,7 @@ struct question_rounds {
       comm.alltoallv(q.send, send_counts.data(), send_displs.data(), q.got, recv_counts.data(),
                      recv_displs.data(), wm::dtype::int64, stream);
       answer_questions<<<dim3(grid_for(32 * widest), static_cast<unsigned>(R)), block_threads, 0,
-                         stream>>>(q.got, q.bases, q.bases + R, rows, q.said, fault);
+                         stream>>>(q.got, q.bases, q.bases + R, rows, hubs, q.said, fault);
       WM_CUDA_CHECK_LAUNCH(stream);
       comm.alltoallv(q.said, answer_counts.data(), answer_displs.data(), q.answers,
                      back_counts.data(), back_displs.data(), wm::dtype::int64, stream);
@@ -585,7 +602,8 @@ struct question_rounds {
 void walk_distributed_gpu(const csr_graph& g, const std::int64_t* starts, std::size_t count,
                           const walk_options& o, std::int64_t* out, std::int64_t bad_position,
                           std::int64_t bad_value, int device, wm::device_buffer& scratch,
-                          wm::device_buffer& question_scratch, cudaStream_t stream) {
+                          wm::device_buffer& question_scratch, own_hub_lists hubs,
+                          cudaStream_t stream) {
   const char* op = "gpu_walker::walk";
   const std::vector<std::int64_t> counts =
       agree_distributed_walk(g, count, o, bad_position, bad_value, wm::backend::nccl, op);
@@ -698,6 +716,37 @@ void walk_distributed_gpu(const csr_graph& g, const std::int64_t* starts, std::s
   int* asked = p.counters + R + 6;        // questions per owner
 
   question_rounds questions(comm, device, question_scratch, stream);
+  if (rule.second_order) {
+    // Sorted copies of this rank's hub lists, once per walker: a question about a hub is a
+    // binary search instead of a scan of its row.  Local only (no rank waits for another).
+    const auto own_nodes = static_cast<std::size_t>(
+        std::min<std::int64_t>(end, static_cast<std::int64_t>(g.num_nodes)) - first);
+    if (!hubs.tried) {
+      wm::device_buffer local_rows((own_nodes + 1) * sizeof(std::int64_t), device);
+      rebase_rows<<<grid_for(own_nodes + 1), block_threads, 0, stream>>>(
+          ro, own_nodes, edge_begin, edge_end - edge_begin, local_rows.data_as<std::int64_t>());
+      WM_CUDA_CHECK_LAUNCH(stream);
+      const wm::PtrGen<const std::int64_t, const std::int64_t> row(
+          local_rows.data_as<std::int64_t>());
+      auto build = [&](const auto* col_part) {
+        using ColT = std::remove_const_t<std::remove_pointer_t<decltype(col_part)>>;
+        const wm::PtrGen<const ColT, const ColT> col(col_part);
+        return build_sorted_lists(
+            row, col, own_nodes, static_cast<std::uint64_t>(edge_end - edge_begin), g.num_nodes,
+            gpu_walker::hub_degree, device, p.fault, stream, hubs.begin, hubs.sorted);
+      };
+      const sorted_lists made = g.col_type == wm::dtype::int32
+                                    ? build(static_cast<const std::int32_t*>(cols.ptr))
+                                    : build(static_cast<const std::int64_t*>(cols.ptr));
+      hubs.tried = made != sorted_lists::corrupt;  // a corrupt part: the walk reports it
+      WM_CUDA_TRY(cudaMemsetAsync(p.fault, 0, sizeof(unsigned long long), stream));
+    }
+    if (hubs.sorted.size() > 0) {
+      questions.hubs.begin = hubs.begin.data_as<std::int64_t>();
+      questions.hubs.sorted = hubs.sorted.data_as<std::int64_t>();
+      questions.hubs.entries = static_cast<std::int64_t>(hubs.sorted.size() / sizeof(std::int64_t));
+    }
+  }
   std::vector<std::size_t> send_counts(R), send_displs(R), recv_counts(R), recv_displs(R);
   std::vector<std::size_t> reply_counts(R), reply_displs(R), answer_counts(R), answer_displs(R);
   const auto me = static_cast<std::size_t>(comm.rank());
