@@ -17,11 +17,12 @@ ncu --clock-control none --launch-skip "${SKIP:-20000}" --launch-count "${COUNT:
   >"$final/ncu-train.csv" 2>"$final/ncu-train.err"
 echo "rc=$?"
 python3 - "$final/ncu-train.csv" <<'PY'
-import csv, sys, collections
+import csv, sys, collections, re
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 head = rows[0]
 name_at, value_at = head.index("Kernel Name"), head.index("Metric Value")
 unit_at = head.index("Metric Unit")
+to_us = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
 total = collections.Counter()
 calls = collections.Counter()
 for r in rows[1:]:
@@ -29,9 +30,8 @@ for r in rows[1:]:
         v = float(r[value_at].replace(",", ""))
     except ValueError:
         continue
-    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(r[unit_at], 1.0)
-    name = r[name_at].split("(")[0].split("<")[0][-60:]
-    total[name] += v * scale
+    name = re.sub(r"\(.*$", "", r[name_at].removeprefix("void "))[-70:]
+    total[name] += v * to_us.get(r[unit_at], 1.0)
     calls[name] += 1
 all_us = sum(total.values())
 print(f"{len(rows) - 1} launches, {all_us:.0f} us of kernel time")
