@@ -254,16 +254,38 @@ __device__ __forceinline__ void update_row_vec4(const update_rows_args& a, const
     s0 = reinterpret_cast<float4*>(a.state0 + local * a.dim);
   if constexpr (Kind == optimizer_kind::adam)
     s1 = reinterpret_cast<float4*>(a.state1 + local * a.dim);
-  for (std::size_t q = static_cast<std::size_t>(lane); q < quads; q += 32) {
-    float4 g = src.quad(src.at(first), q);
-#pragma unroll 4
-    for (std::uint32_t j = 1; j < count; ++j) {
-      const float4 x = src.quad(src.at(first + j), q);
-      g.x = g.x + x.x;
-      g.y = g.y + x.y;
-      g.z = g.z + x.z;
-      g.w = g.w + x.w;
+  // Passes of 32 quads, every lane in each (the shuffles below need the whole warp).
+  for (std::size_t q0 = 0; q0 < quads; q0 += 32) {
+    const std::size_t q = q0 + static_cast<std::size_t>(lane);
+    const bool active = q < quads;
+    float4 g{};
+    // The items' rows and factors are found by the lanes at once (lane i: item i of each group
+    // of 32; for the scaled form a chain of three dependent loads each), then handed round:
+    // the rows' loads no longer wait for each item's lookup in turn.  The sum is the same,
+    // left to right from the first item.
+    for (std::uint32_t base = 0; base < count; base += 32) {
+      const std::uint32_t n = count - base < 32 ? count - base : 32;
+      item_source::item mine{nullptr, 1.0f};
+      if (static_cast<std::uint32_t>(lane) < n) mine = src.at(first + base + lane);
+      const auto mine_row = reinterpret_cast<unsigned long long>(mine.row);
+#pragma unroll 8
+      for (std::uint32_t j = 0; j < n; ++j) {
+        const item_source::item it{
+            reinterpret_cast<const float*>(__shfl_sync(full_mask, mine_row, static_cast<int>(j))),
+            __shfl_sync(full_mask, mine.coef, static_cast<int>(j))};
+        if (!active) continue;
+        const float4 x = src.quad(it, q);
+        if (base + j == 0) {
+          g = x;
+        } else {
+          g.x = g.x + x.x;
+          g.y = g.y + x.y;
+          g.z = g.z + x.z;
+          g.w = g.w + x.w;
+        }
+      }
     }
+    if (!active) continue;
     float4 wv = w[q];
     float4 e0{}, e1{};
     if constexpr (Kind != optimizer_kind::sgd) e0 = s0[q];
