@@ -388,6 +388,74 @@ TEST(RandomWalks, DeepWalkAndNode2vecOnDistributedGraphsEqualContinuous) {
   }
 }
 
+// A corrupt part met while an owner serves another rank's walks (every column of rank 1's part
+// outside the graph, or its first row ending past the edges): the call fails on every rank, the
+// others naming rank 1, for DeepWalk and for node2vec (whose questions about previous nodes
+// rank 1 also answers); the repaired graph walks the continuous walks again.
+TEST(RandomWalks, DistributedCorruptPartFailsOnEveryRank) {
+  const host_csr g = test_graph();
+  thread_ranks(2, [&](std::shared_ptr<wm::bootstrap> bs) {
+    auto comm = wm::make_host_communicator(bs);
+    csr_graph wg = make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
+    const int me = comm->rank();
+    // Rank 0 starts walks at every node of rank 1's part, rank 1 at none.
+    const auto first1 = static_cast<std::int64_t>(wg.row_offsets.part(1).offset / 8);
+    std::vector<std::int64_t> starts;
+    if (me == 0) {
+      for (std::int64_t v = first1; v < static_cast<std::int64_t>(g.num_nodes); ++v)
+        starts.push_back(v);
+    }
+    for (auto [p, q] : {std::pair{1.0, 1.0}, std::pair{0.5, 2.0}}) {
+      walk_options o;
+      o.length = 6;
+      o.p = p;
+      o.q = q;
+      o.seed = 77;
+      std::vector<std::int64_t> out(starts.size() * 7);
+      for (int fault : {0, 1}) {
+        const std::string what = "p " + std::to_string(p) + ", fault " + std::to_string(fault) +
+                                 ", rank " + std::to_string(me);
+        auto* col = static_cast<std::int32_t*>(wg.col_indices.local_part().ptr);
+        auto* ro = static_cast<std::int64_t*>(wg.row_offsets.local_part().ptr);
+        const std::size_t cols = wg.col_indices.local_part().bytes / 4;
+        std::vector<std::int32_t> saved_cols;
+        std::int64_t saved_row = 0;
+        if (me == 1) {
+          if (fault == 0) {
+            saved_cols.assign(col, col + cols);
+            std::fill(col, col + cols, static_cast<std::int32_t>(g.num_nodes) + 5);
+          } else {
+            saved_row = ro[1];
+            ro[1] = static_cast<std::int64_t>(g.num_edges()) + 9;
+          }
+        }
+        comm->barrier(nullptr);
+        try {
+          random_walks_host(wg, starts.data(), starts.size(), o, out.data(), 2);
+          ADD_FAILURE() << "no error for the corrupt part, " << what;
+        } catch (const wm::logic_error& e) {
+          const std::string msg = e.what();
+          EXPECT_NE(msg.find("the graph is corrupt"), std::string::npos) << what << ": " << msg;
+          if (me == 0) {
+            EXPECT_NE(msg.find("met by rank 1"), std::string::npos) << what << ": " << msg;
+          }
+        }
+        if (me == 1) {
+          if (fault == 0) {
+            std::copy(saved_cols.begin(), saved_cols.end(), col);
+          } else {
+            ro[1] = saved_row;
+          }
+        }
+        comm->barrier(nullptr);
+        random_walks_host(wg, starts.data(), starts.size(), o, out.data(), 2);
+        const std::vector<std::int64_t> want = baseline(g, starts, o);
+        EXPECT_EQ(out, want) << "after the repair, " << what;
+      }
+    }
+  });
+}
+
 // A distributed walk the ranks cannot take together fails on every rank, naming why (never
 // one rank left in a collective), and the next good call works.
 TEST(RandomWalks, DistributedRefusalsOnEveryRank) {
