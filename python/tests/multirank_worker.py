@@ -105,6 +105,29 @@ def symmetric(comm, out_dir):
     dist.finalize()
 
 
+WALK_CASES = (("deepwalk", 1.0, 1.0), ("node2vec", 0.5, 2.0))
+
+
+def walk_starts():
+    return np.arange(600, dtype=np.int64).repeat(3)
+
+
+def walks(comm, out_dir):
+    """Each rank walks its slice of the starts on a distributed graph (collectively: every
+    step served by the owners of the walks' nodes) and saves its walks."""
+    rank, size = comm.rank, comm.size
+    g = ws.make_graph(comm, ws.generate_graph(600, 5000, seed=3, symmetrize=True), "distributed",
+                      "host")
+    starts = walk_starts()
+    lo, hi = len(starts) * rank // size, len(starts) * (rank + 1) // size
+    for name, p, q in WALK_CASES:
+        w = g.random_walks(starts[lo:hi], length=9, p=p, q=q, seed=11, first_walk=lo)
+        np.save(os.path.join(out_dir, f"{name}{rank}.npy"), w)
+    # A rank without starts still takes part.
+    w = g.random_walks(starts[:0] if rank == 1 else starts[:5], length=4, seed=2)
+    assert w.shape == ((0 if rank == 1 else 5), 5)
+
+
 def bad_index(comm, out_dir):
     t = ws.EmbeddingTable(comm, 10, 2, type="chunked", optimizer="sgd")
     index = 10 if comm.rank == 1 else 0

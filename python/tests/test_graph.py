@@ -145,7 +145,7 @@ def test_pyg_and_dgl_shapes(comm, host_graph):
         ws.to_pyg([])
 
 
-@pytest.mark.parametrize("type", TYPES[:2])
+@pytest.mark.parametrize("type", TYPES)
 def test_random_walks(comm, type):
     """Walks are paths of the graph (every step an edge), padded with -1 exactly after a node
     without out-edges, a function of (start, walk index, seed): any threads, any memory type,

@@ -9,6 +9,7 @@ import pytest
 
 import wholestore as ws
 from conftest import run_ranks
+from multirank_worker import WALK_CASES, walk_starts
 from test_embedding import global_batches
 
 
@@ -52,3 +53,15 @@ def test_a_bad_index_on_one_rank_fails_every_rank(tmp_path):
     outputs = run_ranks(2, "bad_index", tmp_path)
     for out in outputs:
         assert "LogicError:" in out and "index 10" in out, out
+
+
+def test_walks_on_a_distributed_graph_over_two_ranks(comm, tmp_path):
+    """DeepWalk and node2vec on a graph in distributed memory, each rank walking half of the
+    starts: together the walks one rank takes on the graph in continuous memory."""
+    run_ranks(2, "walks", tmp_path)
+    g = ws.make_graph(comm, ws.generate_graph(600, 5000, seed=3, symmetrize=True), "continuous",
+                      "host")
+    for name, p, q in WALK_CASES:
+        want = g.random_walks(walk_starts(), length=9, p=p, q=q, seed=11)
+        got = np.concatenate([np.load(tmp_path / f"{name}{rank}.npy") for rank in range(2)])
+        np.testing.assert_array_equal(got, want, err_msg=name)

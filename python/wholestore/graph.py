@@ -196,7 +196,10 @@ class Graph:
         with -1 after a node without out-edges.  Walk i is a function of (graph, starts[i],
         first_walk + i, seed): the same on the CPU and the GPU.  The CPU walker for host graphs
         and CPU arrays; the GPU walker (on ``stream``) for device graphs or CUDA arrays (the
-        output then allocated like ``starts``)."""
+        output then allocated like ``starts``).  On a graph in distributed memory the call is
+        collective: every rank calls with the same length, p and q and its own starts (maybe
+        none; ``first_walk`` its slice's offset), and the walks are those of one rank on the
+        graph in continuous memory."""
         starts = _arrays.as_indices(starts)
         given = out
         out = _arrays.adapt_output(out)
