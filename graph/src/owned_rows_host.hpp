@@ -66,6 +66,14 @@ struct own_parts {
                 : static_cast<const std::int32_t*>(col)[at];
   }
   float weight(std::int64_t x) const { return w[x - edge_begin]; }
+  /// Asks the cache for node v's row offsets (v one of this rank's nodes).
+  void prefetch_row(std::int64_t v) const { __builtin_prefetch(ro + (v - first)); }
+  /// Asks the cache for the column of edge x (one of this rank's edges).
+  void prefetch_column(std::int64_t x) const {
+    const std::int64_t at = x - edge_begin;
+    __builtin_prefetch(wide ? static_cast<const void*>(static_cast<const std::int64_t*>(col) + at)
+                            : static_cast<const void*>(static_cast<const std::int32_t*>(col) + at));
+  }
 };
 
 /// Collective: out[displs[r] ..] receives what every rank r sends here; counts in elements.

@@ -281,8 +281,8 @@ void walk_typed(const csr_graph& g, const std::int64_t* starts, std::size_t coun
 // walk's draws depend on its key and step only, so the walks are those of continuous memory.
 
 /// Collective: the counts every rank sends to every other, then `width`-word records placed
-/// by owner (`owner[j]` for record j of `records`): `recv` gets what this rank is sent, in rank
-/// order; `slots` the position of each record in its owner's bucket order (`order[slot]` = j).
+/// by owner (`owner[j]` for record j): `got` receives what this rank is sent, in rank order;
+/// `order[slot]` is the record at each position of the buckets.
 struct bucket_exchange {
   std::vector<std::size_t> send, send_displs, recv, recv_displs, ones, each;
   std::vector<std::int64_t> sent_counts, got_counts, packed;
@@ -298,10 +298,11 @@ struct bucket_exchange {
         got_counts(R) {
     for (std::size_t r = 0; r < R; ++r) each[r] = r;
   }
-  /// Returns the number of records received.
-  std::size_t run(wm::communicator& comm, const std::vector<int>& owner,
-                  const std::vector<std::int64_t>& records, std::size_t width,
-                  std::vector<std::int64_t>& got) {
+  /// Returns the number of records received.  write(j, dst) puts record j's `width` words
+  /// at dst, in its owner's bucket.
+  template <typename Write>
+  std::size_t run(wm::communicator& comm, const std::vector<int>& owner, std::size_t width,
+                  const Write& write, std::vector<std::int64_t>& got) {
     const std::size_t R = send.size();
     std::fill(send.begin(), send.end(), 0);
     for (int w : owner) ++send[static_cast<std::size_t>(w)];
@@ -313,8 +314,7 @@ struct bucket_exchange {
     for (std::size_t j = 0; j < owner.size(); ++j) {
       const std::size_t slot = cursor[static_cast<std::size_t>(owner[j])]++;
       order[slot] = j;
-      std::copy_n(records.begin() + static_cast<std::ptrdiff_t>(width * j), width,
-                  packed.begin() + static_cast<std::ptrdiff_t>(width * slot));
+      write(j, packed.data() + width * slot);
     }
     for (std::size_t r = 0; r < R; ++r) sent_counts[r] = static_cast<std::int64_t>(send[r]);
     detail::exchange(comm, sent_counts.data(), ones, each, got_counts.data(), ones, each);
@@ -350,8 +350,79 @@ struct own_neighbor {
   }
 };
 
+/// The owner's first draw of every request in [q0, q1) (detail/walk_step.hpp): the reply, or a
+/// node2vec trial that must ask about the previous node (appended to `waits`).  `asked`: the
+/// requests (key, previous node, current node); first/end: their rows, filled here.  Row and
+/// column reads run ahead of the draws by prefetch (they are cache misses on a large graph,
+/// and the requests' rows are independent).
+struct owner_step {
+  const detail::own_parts& own;
+  const detail::walk_rule& rule;
+  std::int64_t num_nodes;
+  std::uint32_t step;
+  const std::int64_t* asked;  // per request: key, current node, and previous node (node2vec)
+  std::size_t width;          // words a request: 2, or 3 for node2vec
+  std::int64_t* first;
+  std::int64_t* end;
+  std::int64_t* replies;
+
+  struct waiting {
+    std::size_t q;
+    std::uint32_t t;
+    std::int64_t candidate;
+  };
+
+  std::uint64_t first_draw(std::size_t q) const {
+    return detail::draw(static_cast<std::uint64_t>(asked[width * q]),
+                        static_cast<std::uint64_t>(step) << 32);
+  }
+
+  void run(std::size_t q0, std::size_t q1, std::vector<waiting>& waits, bool& fault) const {
+    constexpr std::size_t row_ahead = 16, column_ahead = 8;
+    for (std::size_t q = q0; q < q1; ++q) {
+      if (q + row_ahead < q1) {
+        const std::int64_t v = asked[width * (q + row_ahead) + 1];
+        if (v >= own.first && v < own.end) own.prefetch_row(v);
+      }
+      if (q + column_ahead < q1) {
+        const std::size_t r = q + column_ahead;
+        std::int64_t s = 0, e = 0;
+        if (own.row(asked[width * r + 1], s, e) && e > s) {
+          own.prefetch_column(s + static_cast<std::int64_t>(detail::rand_below(
+                                      first_draw(r), static_cast<std::uint64_t>(e - s))));
+        }
+      }
+      const std::int64_t v = asked[width * q + 1], from = width > 2 ? asked[width * q + 2] : -1;
+      if (!own.row(v, first[q], end[q])) {
+        fault = true;
+        continue;
+      }
+      if (end[q] == first[q]) continue;
+      const own_neighbor neighbor{own, first[q], end[q] - first[q], num_nodes};
+      std::int64_t next = 0;
+      if (!rule.second_order || from < 0) {
+        next = neighbor(first_draw(q));
+      } else {
+        std::uint32_t t = 0;
+        std::int64_t candidate = detail::walk_fault;
+        next = detail::node2vec_trials(rule, static_cast<std::uint64_t>(asked[width * q]), step,
+                                       from, t, candidate, neighbor);
+        if (next == detail::walk_ask) {
+          waits.push_back({q, t, candidate});
+          continue;
+        }
+      }
+      if (next == detail::walk_fault) {
+        fault = true;
+        next = -1;
+      }
+      replies[q] = next;
+    }
+  }
+};
+
 void walk_distributed(const csr_graph& g, const std::int64_t* starts, std::size_t count,
-                      const walk_options& o, std::int64_t* out) {
+                      const walk_options& o, std::int64_t* out, unsigned threads) {
   const char* op = "random_walks_host";
   wm::communicator& comm = g.row_offsets.comm();
   const auto R = static_cast<std::size_t>(comm.size());
@@ -380,58 +451,56 @@ void walk_distributed(const csr_graph& g, const std::int64_t* starts, std::size_
   bool fault = false;
   bucket_exchange steps(R), questions(R);
   std::vector<int> owner;
-  std::vector<std::int64_t> requests, asked, replies, answers, ask_records, ask_got, said, heard;
+  std::vector<std::int64_t> asked, replies, answers, ask_got, said, heard;
+  const std::size_t W = rule.second_order ? 3 : 2;  // words a request
   // The owner's trials of request q that wait for an answer: (request, trial, candidate).
-  struct waiting {
-    std::size_t q;
-    std::uint32_t t;
-    std::int64_t candidate;
-  };
+  using waiting = owner_step::waiting;
   std::vector<waiting> waits, still;
+  std::vector<std::vector<waiting>> thread_waits;
+  std::vector<char> thread_faults;
   std::vector<std::int64_t> totals(R);
   for (std::size_t s = 1; s < width; ++s) {
     const auto step = static_cast<std::uint32_t>(s - 1);
     // The live walks' requests to the owners of their current nodes.
     owner.resize(live.size());
-    requests.resize(3 * live.size());
-    for (std::size_t j = 0; j < live.size(); ++j) {
-      const std::size_t i = live[j];
-      owner[j] = own.owner_of(cur[i]);
-      requests[3 * j] = static_cast<std::int64_t>(keys[i]);
-      requests[3 * j + 1] = prev[i];
-      requests[3 * j + 2] = cur[i];
-    }
-    const std::size_t m = steps.run(comm, owner, requests, 3, asked);
+    for (std::size_t j = 0; j < live.size(); ++j) owner[j] = own.owner_of(cur[live[j]]);
+    const std::size_t m = steps.run(
+        comm, owner, W,
+        [&](std::size_t j, std::int64_t* r) {
+          const std::size_t i = live[j];
+          r[0] = static_cast<std::int64_t>(keys[i]);
+          r[1] = cur[i];
+          if (W > 2) r[2] = prev[i];
+        },
+        asked);
     // The owner's step (detail/walk_step.hpp): a row of its own, then the draws.
     replies.assign(m, -1);
     std::vector<std::int64_t> first(m), end(m);
+    // Threads take contiguous ranges of the requests; their waiting trials are joined in
+    // request order (the order is immaterial: each names its request).
+    const owner_step serve{own, rule,         num_nodes,  step,          asked.data(),
+                           W,   first.data(), end.data(), replies.data()};
+    const std::size_t t_count = std::max<std::size_t>(1, std::min<std::size_t>(threads, m / 4096));
+    thread_waits.assign(t_count, {});
+    thread_faults.assign(t_count, 0);
+    {
+      std::vector<std::thread> pool;
+      for (std::size_t t = 1; t < t_count; ++t) {
+        pool.emplace_back([&, t] {
+          bool f = false;
+          serve.run(m * t / t_count, m * (t + 1) / t_count, thread_waits[t], f);
+          thread_faults[t] = f ? 1 : 0;
+        });
+      }
+      bool f = false;
+      serve.run(0, m / t_count, thread_waits[0], f);
+      thread_faults[0] = f ? 1 : 0;
+      for (auto& th : pool) th.join();
+    }
     waits.clear();
-    for (std::size_t q = 0; q < m; ++q) {
-      const auto key = static_cast<std::uint64_t>(asked[3 * q]);
-      const std::int64_t from = asked[3 * q + 1], v = asked[3 * q + 2];
-      if (!own.row(v, first[q], end[q])) {
-        fault = true;
-        continue;
-      }
-      if (end[q] == first[q]) continue;
-      const own_neighbor neighbor{own, first[q], end[q] - first[q], num_nodes};
-      std::int64_t next = 0;
-      if (!rule.second_order || from < 0) {
-        next = neighbor(detail::draw(key, static_cast<std::uint64_t>(step) << 32));
-      } else {
-        std::uint32_t t = 0;
-        std::int64_t candidate = detail::walk_fault;
-        next = detail::node2vec_trials(rule, key, step, from, t, candidate, neighbor);
-        if (next == detail::walk_ask) {
-          waits.push_back({q, t, candidate});
-          continue;
-        }
-      }
-      if (next == detail::walk_fault) {
-        fault = true;
-        next = -1;
-      }
-      replies[q] = next;
+    for (std::size_t t = 0; t < t_count; ++t) {
+      fault = fault || thread_faults[t] != 0;
+      waits.insert(waits.end(), thread_waits[t].begin(), thread_waits[t].end());
     }
     // node2vec: rounds of questions to the previous nodes' owners, every rank as long as any
     // rank has one (the totals are summed: the same loop everywhere).
@@ -443,14 +512,15 @@ void walk_distributed(const csr_graph& g, const std::int64_t* starts, std::size_
       for (std::int64_t x : totals) total += x;
       if (total == 0) break;
       owner.resize(waits.size());
-      ask_records.resize(2 * waits.size());
-      for (std::size_t k = 0; k < waits.size(); ++k) {
-        const std::int64_t from = asked[3 * waits[k].q + 1];
-        owner[k] = own.owner_of(from);
-        ask_records[2 * k] = from;
-        ask_records[2 * k + 1] = waits[k].candidate;
-      }
-      const std::size_t asks = questions.run(comm, owner, ask_records, 2, ask_got);
+      for (std::size_t k = 0; k < waits.size(); ++k)
+        owner[k] = own.owner_of(asked[W * waits[k].q + 2]);
+      const std::size_t asks = questions.run(
+          comm, owner, 2,
+          [&](std::size_t k, std::int64_t* r) {
+            r[0] = asked[W * waits[k].q + 2];  // the previous node
+            r[1] = waits[k].candidate;
+          },
+          ask_got);
       said.assign(asks, 0);
       for (std::size_t a = 0; a < asks; ++a) {
         std::int64_t pf = 0, pe = 0;
@@ -470,8 +540,8 @@ void walk_distributed(const csr_graph& g, const std::int64_t* starts, std::size_
       for (std::size_t k = 0; k < waits.size(); ++k) {
         waiting w = waits[k];
         const std::size_t q = w.q;
-        const auto key = static_cast<std::uint64_t>(asked[3 * q]);
-        const std::int64_t from = asked[3 * q + 1];
+        const auto key = static_cast<std::uint64_t>(asked[W * q]);
+        const std::int64_t from = asked[W * q + 2];
         const own_neighbor neighbor{own, first[q], end[q] - first[q], num_nodes};
         std::int64_t next = detail::node2vec_resume(rule, key, step, from, heard[k] != 0, w.t,
                                                     w.candidate, neighbor);
@@ -523,7 +593,8 @@ void random_walks_host(const csr_graph& graph, const std::int64_t* starts, std::
   WM_EXPECTS(graph.location() == wm::memory_location::host,
              op << " walks host-location graphs; this graph is in device memory: use gpu_walker");
   if (graph.type() == wm::memory_type::distributed) {
-    walk_distributed(graph, starts, count, options, out);
+    walk_distributed(graph, starts, count, options, out,
+                     threads == 0 ? std::max(1u, std::thread::hardware_concurrency()) : threads);
     return;
   }
   for (std::size_t i = 0; i < count; ++i) {
