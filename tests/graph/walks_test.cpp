@@ -388,6 +388,40 @@ TEST(RandomWalks, DeepWalkAndNode2vecOnDistributedGraphsEqualContinuous) {
   }
 }
 
+// Owners with enough requests split their step over threads (from 4096 requests): 24,000
+// starts over 1 and 2 ranks, 2 and 3 threads, DeepWalk and node2vec, the continuous walks.
+TEST(RandomWalks, DistributedOwnerStepOverThreadsEqualsContinuous) {
+  const host_csr g = test_graph();
+  std::vector<std::int64_t> starts(24000);
+  for (std::size_t i = 0; i < starts.size(); ++i)
+    starts[i] = static_cast<std::int64_t>((i * 104729 + 3) % g.num_nodes);
+  for (auto [p, q] : {std::pair{1.0, 1.0}, std::pair{0.5, 2.0}}) {
+    walk_options o;
+    o.length = 8;
+    o.p = p;
+    o.q = q;
+    o.seed = 31;
+    const std::vector<std::int64_t> want = baseline(g, starts, o);
+    for (int ranks : {1, 2}) {
+      for (unsigned threads : {2u, 3u}) {
+        thread_ranks(ranks, [&](std::shared_ptr<wm::bootstrap> bs) {
+          auto comm = wm::make_host_communicator(bs);
+          csr_graph wg =
+              make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
+          const std::size_t n = starts.size(), me = static_cast<std::size_t>(comm->rank());
+          const std::size_t begin = n * me / ranks, end = n * (me + 1) / ranks;
+          walk_options mine = o;
+          mine.first_walk = begin;
+          std::vector<std::int64_t> out((end - begin) * 9);
+          random_walks_host(wg, starts.data() + begin, end - begin, mine, out.data(), threads);
+          EXPECT_TRUE(std::equal(out.begin(), out.end(), want.begin() + begin * 9))
+              << "p " << p << " ranks " << ranks << " threads " << threads << " rank " << me;
+        });
+      }
+    }
+  }
+}
+
 // A corrupt part met while an owner serves another rank's walks (every column of rank 1's part
 // outside the graph, or its first row ending past the edges): the call fails on every rank, the
 // others naming rank 1, for DeepWalk and for node2vec (whose questions about previous nodes
