@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -340,6 +341,29 @@ TEST(RandomWalks, BadArgumentsAreNamedAndTheOutputUntouched) {
   EXPECT_NE(message(bad).find("walk length -1"), std::string::npos);
 }
 
+/// On `ranks` thread ranks, each walks its slice [slice(rank)) of `starts` on g in distributed
+/// host memory with `threads` threads (first_walk the slice's offset); every slice must equal
+/// the reference's rows.
+void expect_distributed_walks(
+    const host_csr& g, const std::vector<std::int64_t>& starts, const walk_options& o, int ranks,
+    unsigned threads, const std::vector<std::int64_t>& want,
+    const std::function<std::pair<std::size_t, std::size_t>(std::size_t)>& slice,
+    const std::string& what) {
+  const std::size_t width = static_cast<std::size_t>(o.length) + 1;
+  thread_ranks(ranks, [&](std::shared_ptr<wm::bootstrap> bs) {
+    auto comm = wm::make_host_communicator(bs);
+    csr_graph wg = make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
+    const auto me = static_cast<std::size_t>(comm->rank());
+    const auto [begin, end] = slice(me);
+    walk_options mine = o;
+    mine.first_walk = begin;
+    std::vector<std::int64_t> out((end - begin) * width, 777);
+    random_walks_host(wg, starts.data() + begin, end - begin, mine, out.data(), threads);
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), want.begin() + begin * width))
+        << what << ", ranks " << ranks << " rank " << me << " threads " << threads;
+  });
+}
+
 // DeepWalk and node2vec on distributed graphs (every step served by the owner of the walk's
 // node, node2vec's questions about the previous node answered by its owner): on 1-3 ranks,
 // each walking its slice of the starts (one rank none), the walks of one rank on continuous
@@ -364,25 +388,19 @@ TEST(RandomWalks, DeepWalkAndNode2vecOnDistributedGraphsEqualContinuous) {
       o.q = q;
       o.seed = 5 + static_cast<std::uint64_t>(length);
       const std::vector<std::int64_t> want = baseline(g, starts, o);
-      const std::size_t width = static_cast<std::size_t>(length) + 1;
       for (int ranks = 1; ranks <= 3; ++ranks) {
-        thread_ranks(ranks, [&](std::shared_ptr<wm::bootstrap> bs) {
-          auto comm = wm::make_host_communicator(bs);
-          csr_graph wg =
-              make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
-          const std::size_t n = starts.size(), me = static_cast<std::size_t>(comm->rank());
-          // Rank 1 of three walks nothing.
-          std::size_t begin = n * me / ranks, end = n * (me + 1) / ranks;
-          if (ranks == 3 && me == 1) end = begin;
-          if (ranks == 3 && me == 2) begin = n * 1 / 3;
-          walk_options mine = o;
-          mine.first_walk = begin;
-          std::vector<std::int64_t> out((end - begin) * width, 777);
-          random_walks_host(wg, starts.data() + begin, end - begin, mine, out.data(), 2);
-          EXPECT_TRUE(std::equal(out.begin(), out.end(), want.begin() + begin * width))
-              << "ranks " << ranks << " rank " << me << " length " << length << " p " << p << " q "
-              << q;
-        });
+        const std::size_t n = starts.size(), R = static_cast<std::size_t>(ranks);
+        expect_distributed_walks(
+            g, starts, o, ranks, 2, want,
+            [&](std::size_t me) {
+              // Rank 1 of three walks nothing.
+              std::size_t begin = n * me / R, end = n * (me + 1) / R;
+              if (R == 3 && me == 1) end = begin;
+              if (R == 3 && me == 2) begin = n * 1 / 3;
+              return std::pair{begin, end};
+            },
+            "length " + std::to_string(length) + " p " + std::to_string(p) + " q " +
+                std::to_string(q));
       }
     }
   }
@@ -403,20 +421,14 @@ TEST(RandomWalks, DistributedOwnerStepOverThreadsEqualsContinuous) {
     o.seed = 31;
     const std::vector<std::int64_t> want = baseline(g, starts, o);
     for (int ranks : {1, 2}) {
+      const std::size_t n = starts.size(), R = static_cast<std::size_t>(ranks);
       for (unsigned threads : {2u, 3u}) {
-        thread_ranks(ranks, [&](std::shared_ptr<wm::bootstrap> bs) {
-          auto comm = wm::make_host_communicator(bs);
-          csr_graph wg =
-              make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
-          const std::size_t n = starts.size(), me = static_cast<std::size_t>(comm->rank());
-          const std::size_t begin = n * me / ranks, end = n * (me + 1) / ranks;
-          walk_options mine = o;
-          mine.first_walk = begin;
-          std::vector<std::int64_t> out((end - begin) * 9);
-          random_walks_host(wg, starts.data() + begin, end - begin, mine, out.data(), threads);
-          EXPECT_TRUE(std::equal(out.begin(), out.end(), want.begin() + begin * 9))
-              << "p " << p << " ranks " << ranks << " threads " << threads << " rank " << me;
-        });
+        expect_distributed_walks(
+            g, starts, o, ranks, threads, want,
+            [&](std::size_t me) {
+              return std::pair{n * me / R, n * (me + 1) / R};
+            },
+            "p " + std::to_string(p));
       }
     }
   }
