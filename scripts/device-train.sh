@@ -7,6 +7,7 @@
 #   scripts/device-train.sh            # configures and builds build/ (with the Python module)
 #   SKIP_TESTS=1 scripts/device-train.sh  # ... without the tests: the training figures only
 #   ONE_GPU=1 ...                         # without the two-GPU runs
+#   TRAIN_ROUNDS=3 ...                    # ours and torch alternating three times each
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .device-shared/data ] && [ ! -e ../shared/data ]; then
@@ -88,16 +89,20 @@ for dev in cpu gpu; do
 done
 cmp "$out/fb-cpu.npy" "$out/fb-gpu.npy" && echo "ego-Facebook: GPU embeddings == CPU embeddings (byte for byte)"
 
-step "train products-shaped R-MAT, GPU"
-timeout "${PRODUCTS_TIMEOUT:-110}" $b train configs/train.yaml --set gen.num_nodes=2449029 \
-  --set gen.num_edges=61859140 --set device=gpu --set graph.location=device \
-  --set table.location=device --set batch_size=233472 --set optimizer=adam --set lr=0.01 \
-  --set epochs=1 --set walks_per_node=1 --set holdout=0.01 --set eval_every=0 \
-  >"$out/train-products.log" 2>&1
-echo "rc=$?"; grep -vE '%|#' "$out/train-products.log" | tail -n 12
-step "torch baseline"
-timeout "${TORCH_TIMEOUT:-90}" "$py" scripts/bench-torch-train.py --walks 2048 >"$out/torch-train.log" 2>&1
-echo "rc=$?"; tail -n 12 "$out/torch-train.log"
+# TRAIN_ROUNDS (default 1): ours and torch alternating, that many times each, on the same GPU.
+for round in $(seq 1 "${TRAIN_ROUNDS:-1}"); do
+  step "train products-shaped R-MAT, GPU (round $round)"
+  timeout "${PRODUCTS_TIMEOUT:-110}" $b train configs/train.yaml --set gen.num_nodes=2449029 \
+    --set gen.num_edges=61859140 --set device=gpu --set graph.location=device \
+    --set table.location=device --set batch_size=233472 --set optimizer=adam --set lr=0.01 \
+    --set epochs=1 --set walks_per_node=1 --set holdout=0.01 --set eval_every=0 \
+    >"$out/train-products-$round.log" 2>&1
+  echo "rc=$?"; grep -vE '%|#' "$out/train-products-$round.log" | tail -n 12
+  step "torch baseline (round $round)"
+  timeout "${TORCH_TIMEOUT:-90}" "$py" scripts/bench-torch-train.py --walks 2048 \
+    >"$out/torch-train-$round.log" 2>&1
+  echo "rc=$?"; tail -n 12 "$out/torch-train-$round.log"
+done
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU [0-9]' || true)
 if [ "$gpus" -ge 2 ] && [ -z "${ONE_GPU:-}" ]; then  # ONE_GPU=1: GPU 0 only
   export NCCL_NVLS_ENABLE=0

@@ -6,9 +6,10 @@
 #   scripts/device-two-gpu.sh                     # every step, ctest -L gpu
 #   TESTS='Sgns|FileIoGpu' REPEAT=3 scripts/device-two-gpu.sh   # those tests, each 3 times
 #   STEPS='build pytest tests' scripts/device-two-gpu.sh         # only these steps
-# Steps: build pytest tests run train symmetric embedding chunked owners faults graphsage sanitize
-# (the last five not by default; owners: the served hops' tests, and the sample bench with
-# padded hops off and on, needs two GPUs)
+# Steps: build pytest tests run train symmetric embedding chunked owners walks faults graphsage
+# sanitize (the last six not by default; owners: the served hops' tests, and the sample bench
+# with padded hops off and on, needs two GPUs; walks: the distributed walkers' tests and the
+# walk bench on distributed and continuous graphs, needs two GPUs)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .device-shared/data ] && [ ! -e ../shared/data ]; then
@@ -131,6 +132,23 @@ if want owners && [ "$gpus" -ge 2 ]; then
     done
   done
   cp "$out"/owners-* "$final/" 2>/dev/null
+fi
+if want walks && [ "$gpus" -ge 2 ]; then
+  # Random walks on distributed graphs (one rank per GPU): the walkers' tests, then DeepWalk and
+  # node2vec on the sample suite's R-MAT, distributed next to continuous (every type must take
+  # the same steps).
+  step "distributed walks: tests"
+  timeout 300 ctest --test-dir build -R 'GpuWalks|TrainGpu' -j 2 --timeout 200 \
+    --output-on-failure >"$out/walks-tests.log" 2>&1
+  echo "rc=$? $(grep -E 'tests passed|failed out of' "$out/walks-tests.log")"
+  grep -E '\*\*\*(Failed|Timeout|Exception)' "$out/walks-tests.log" | head -20
+  step "distributed walks: bench"
+  WHOLESTORE_CHECK_COLLECTIVES=0 timeout 250 $b launch -n 2 -- $b bench configs/bench_sample.yaml \
+    --set samplers=gpu --set types=distributed,continuous --set locations=device \
+    --set fanouts=15,10,5 --set methods=uniform --set walks=deepwalk,node2vec \
+    >"$out/walks-bench.txt" 2>&1
+  echo "rc=$?"; grep -E '^\[rank 0\] (walk|gpu .*(deepwalk|node2vec))' "$out/walks-bench.txt"
+  cp "$out/walks-bench.txt" "$final/"
 fi
 if want faults; then
   # The fault injector on the GPU path (sampler=gpu on device graphs, demo on device memory),
