@@ -19,6 +19,11 @@ void check_walk_call(const csr_graph& graph, std::size_t count, const walk_optio
 
 std::string corrupt_graph_message(const char* op);
 
+/// random_walks_host on a distributed graph (walks_distributed_host.cpp): collective over its
+/// host communicator; `threads` (>= 1) for each owner's step.
+void walk_distributed_host(const csr_graph& g, const std::int64_t* starts, std::size_t count,
+                           const walk_options& o, std::int64_t* out, unsigned threads);
+
 /// The start of a walk on a distributed graph, collective over its communicator: every rank's
 /// length, p, q, walk count and first bad start (bad_position -1: none) are allgathered, and
 /// every rank throws logic_error alike when they differ, for a communicator of
