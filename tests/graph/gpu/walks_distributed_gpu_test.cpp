@@ -2,8 +2,9 @@
 // NCCL communicator equal bit for bit to the walks' definition (walk_step on the host CSR), on
 // one GPU (one rank) and two (each rank its own slice of the starts, one rank without any, a
 // call in two rounds), device and host locations, lengths 0, 1 and 17, a directed graph with
-// dead ends; and the refusals, each on every rank: a bad start on one rank, ranks that
-// disagree on the length, a host communicator.  Bodies run in forked children.
+// dead ends; the refusals, each on every rank: a bad start on one rank, ranks that disagree on
+// the length, a host communicator; and a corrupt part met while serving another rank.  Bodies run
+// in forked children.
 #include "common/multiprocess.hpp"
 #include "wholememory/gpu/gpu_test_util.hpp"
 
@@ -246,6 +247,77 @@ TEST(GpuWalksDistributed, RefusalsOnEveryRank) {
     gpu_walker walker(wg);
     const std::string msg = error_of(walker, ok, o, stream.get());
     EXPECT_NE(msg.find("needs an NCCL communicator"), std::string::npos) << msg;
+  });
+}
+
+// A corrupt part met while an owner serves another rank's steps (every column of rank 1's part
+// outside the graph, or its first row ending past its edges; the graph in pinned host memory,
+// which the test writes directly): every rank throws, rank 0 naming rank 1, for DeepWalk and
+// node2vec (whose first call also tries to copy rank 1's hub lists from the corrupt part); the
+// repaired graph walks the reference's walks.
+TEST(GpuWalksDistributed, CorruptPartFailsOnEveryRank) {
+  WHOLESTORE_REQUIRE_GPUS(2);
+  const host_csr g = graph_of(false);
+  on_gpus(2, [&](std::shared_ptr<wm::bootstrap> bs) {
+    const int me = bs->rank();
+    wm::set_device(me);
+    auto comm = wm::make_nccl_communicator(bs, me);
+    cuda_stream stream;
+    csr_graph wg = make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
+    gpu_walker walker(wg);
+    // Rank 0 starts walks at every node of rank 1's part, rank 1 at none.
+    const auto first1 = static_cast<std::int64_t>(wg.row_offsets.part(1).offset / 8);
+    std::vector<std::int64_t> starts;
+    if (me == 0) {
+      for (std::int64_t v = first1; v < static_cast<std::int64_t>(g.num_nodes); ++v)
+        starts.push_back(v);
+    }
+    auto* col = static_cast<std::int32_t*>(wg.col_indices.local_part().ptr);
+    auto* ro = static_cast<std::int64_t*>(wg.row_offsets.local_part().ptr);
+    const std::size_t cols = wg.col_indices.local_part().bytes / 4;
+    auto in_step = [&] {
+      comm->barrier(stream.get());
+      WM_CUDA_TRY(cudaStreamSynchronize(stream.get()));
+    };
+    for (auto [p, q] : {std::pair{1.0, 1.0}, std::pair{0.5, 2.0}}) {
+      walk_options o;
+      o.length = 6;
+      o.p = p;
+      o.q = q;
+      o.seed = 77;
+      const std::vector<std::int64_t> want = reference(g, starts, o);
+      for (int fault : {0, 1}) {
+        const std::string what = "p " + std::to_string(p) + ", fault " + std::to_string(fault) +
+                                 ", rank " + std::to_string(me);
+        std::vector<std::int32_t> saved_cols;
+        std::int64_t saved_row = 0;
+        if (me == 1) {
+          if (fault == 0) {
+            saved_cols.assign(col, col + cols);
+            std::fill(col, col + cols, static_cast<std::int32_t>(g.num_nodes) + 5);
+          } else {
+            saved_row = ro[1];
+            ro[1] = static_cast<std::int64_t>(g.num_edges()) + 9;
+          }
+        }
+        in_step();
+        const std::string msg = error_of(walker, starts, o, stream.get());
+        EXPECT_NE(msg.find("the graph is corrupt"), std::string::npos) << what << ": " << msg;
+        if (me == 0) {
+          EXPECT_NE(msg.find("met by rank 1"), std::string::npos) << what << ": " << msg;
+        }
+        if (me == 1) {
+          if (fault == 0) {
+            std::copy(saved_cols.begin(), saved_cols.end(), col);
+          } else {
+            ro[1] = saved_row;
+          }
+        }
+        in_step();
+        walk_and_compare(walker, starts, 0, starts.size(), o, want, stream.get(),
+                         "after the repair, " + what);
+      }
+    }
   });
 }
 
