@@ -2,6 +2,7 @@
 // the agreement every rank reaches before a distributed walk on either path
 // (agree_distributed_walk; the GPU side is cuda/walks_distributed.cu).
 #include "owned_rows_host.hpp"
+#include "parallel_host.hpp"
 #include "walks_common.hpp"
 
 #include <graph/detail/walk_step.hpp>
@@ -12,7 +13,6 @@
 
 #include <algorithm>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace wholestore::graph::detail {
@@ -77,10 +77,10 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------
 // Distributed graphs whose edges follow their nodes: every step is served by the owner of the
-// walks' current nodes.  Collective: per step every rank sends its live walks (key, previous
-// node, current node) to the owners, which draw the next node from their own parts and reply
-// with it (-1: a dead end).  DeepWalk, and node2vec's first step, take the first draw;
-// node2vec's later steps run walk_step's trials (node2vec_trials), and a trial that
+// walks' current nodes.  Collective: per step every rank sends its live walks (key, current
+// node, and for node2vec the previous node) to the owners, which draw the next node from their
+// own parts and reply with it (-1: a dead end).  DeepWalk, and node2vec's first step, take the
+// first draw; node2vec's later steps run walk_step's trials (node2vec_trials), and a trial that
 // must know whether its candidate neighbors the previous node asks that node's owner: rounds
 // of (owner of cur -> owner of prev) questions and answers until no rank has one left.  A
 // walk's draws depend on its key and step only, so the walks are those of continuous memory.
@@ -157,9 +157,13 @@ struct own_neighbor {
 
 /// The owner's first draw of every request in [q0, q1) (detail/walk_step.hpp): the reply, or a
 /// node2vec trial that must ask about the previous node (appended to `waits`).  `asked`: the
-/// requests (key, previous node, current node); first/end: their rows, filled here.  Row and
+/// requests (key, current node, previous node for node2vec); first/end: their rows, filled
+/// here.  Row and
 /// column reads run ahead of the draws by prefetch (they are cache misses on a large graph,
 /// and the requests' rows are independent).
+/// The owner's step takes a thread for every this many requests, up to the call's threads.
+constexpr std::size_t owner_step_min_part = 4096;
+
 struct owner_step {
   const own_parts& own;
   const walk_rule& rule;
@@ -263,9 +267,8 @@ void walk_distributed_host(const csr_graph& g, const std::int64_t* starts, std::
   // The owner's trials of request q that wait for an answer: (request, trial, candidate).
   using waiting = owner_step::waiting;
   std::vector<waiting> waits, still;
-  std::vector<std::vector<waiting>> thread_waits;
-  std::vector<char> thread_faults;
-  std::vector<std::int64_t> totals(R);
+  std::vector<std::vector<waiting>> part_waits;
+  std::vector<char> part_faults;
   for (std::size_t s = 1; s < width; ++s) {
     const auto step = static_cast<std::uint32_t>(s - 1);
     // The live walks' requests to the owners of their current nodes.
@@ -283,40 +286,30 @@ void walk_distributed_host(const csr_graph& g, const std::int64_t* starts, std::
     // The owner's step (detail/walk_step.hpp): a row of its own, then the draws.
     replies.assign(m, -1);
     std::vector<std::int64_t> first(m), end(m);
-    // Threads take contiguous ranges of the requests; their waiting trials are joined in
-    // request order (the order is immaterial: each names its request).
+    // One contiguous part of the requests per thread; the parts' waiting trials are joined in
+    // request order (interleaved small chunks made node2vec's question rounds a third slower).
     const owner_step serve{own, rule,         num_nodes,  step,          asked.data(),
                            W,   first.data(), end.data(), replies.data()};
-    const std::size_t t_count = std::max<std::size_t>(1, std::min<std::size_t>(threads, m / 4096));
-    thread_waits.assign(t_count, {});
-    thread_faults.assign(t_count, 0);
-    {
-      std::vector<std::thread> pool;
-      for (std::size_t t = 1; t < t_count; ++t) {
-        pool.emplace_back([&, t] {
-          bool f = false;
-          serve.run(m * t / t_count, m * (t + 1) / t_count, thread_waits[t], f);
-          thread_faults[t] = f ? 1 : 0;
-        });
-      }
+    const std::size_t parts =
+        std::max<std::size_t>(1, std::min<std::size_t>(threads, m / owner_step_min_part));
+    const std::size_t grain = (m + parts - 1) / parts;
+    part_waits.assign(parts, {});
+    part_faults.assign(parts, 0);
+    parallel_chunks(m, grain, threads, [&](std::size_t b, std::size_t e, unsigned) {
       bool f = false;
-      serve.run(0, m / t_count, thread_waits[0], f);
-      thread_faults[0] = f ? 1 : 0;
-      for (auto& th : pool) th.join();
-    }
+      serve.run(b, e, part_waits[b / grain], f);
+      if (f) part_faults[b / grain] = 1;
+    });
     waits.clear();
-    for (std::size_t t = 0; t < t_count; ++t) {
-      fault = fault || thread_faults[t] != 0;
-      waits.insert(waits.end(), thread_waits[t].begin(), thread_waits[t].end());
+    for (std::size_t c = 0; c < parts; ++c) {
+      fault = fault || part_faults[c] != 0;
+      waits.insert(waits.end(), part_waits[c].begin(), part_waits[c].end());
     }
     // node2vec: rounds of questions to the previous nodes' owners, every rank as long as any
     // rank has one (the totals are summed: the same loop everywhere).
     while (rule.second_order) {  // DeepWalk never asks, as every rank knows
-      std::fill(totals.begin(), totals.end(), 0);
-      totals[static_cast<std::size_t>(comm.rank())] = static_cast<std::int64_t>(waits.size());
-      comm.allreduce_sum(totals.data(), totals.data(), R, wm::dtype::int64, nullptr);
-      std::int64_t total = 0;
-      for (std::int64_t x : totals) total += x;
+      auto total = static_cast<std::int64_t>(waits.size());
+      comm.allreduce_sum(&total, &total, 1, wm::dtype::int64, nullptr);
       if (total == 0) break;
       owner.resize(waits.size());
       for (std::size_t k = 0; k < waits.size(); ++k)
