@@ -527,8 +527,12 @@ class trainer {
   }
 
   // One step on this rank's assembled pairs; returns the sum of their losses in loss units.
-  std::int64_t step(float lr) {
-    if (s_.use_gpu) return step_gpu(lr);
+  // `while_running` starts the next batch's assembly: on the GPU path once this step is
+  // enqueued (so that starting it never holds back the step's first kernel), before it
+  // otherwise.
+  std::int64_t step(float lr, const std::function<void()>& while_running) {
+    if (s_.use_gpu) return step_gpu(lr, while_running);
+    while_running();
     const std::size_t n = n_pairs_, nt = n * (static_cast<std::size_t>(s_.negatives) + 1);
     const std::size_t dim = s_.dim;
     center_rows_.resize(n * dim);
@@ -568,7 +572,7 @@ class trainer {
   // is updated before the input table: by reference it reads the input table's rows as they
   // were when the gradients were computed.  (Each update touches only its own table and every
   // gradient comes from the old values, so the order does not change the result.)
-  std::int64_t step_gpu(float lr) {
+  std::int64_t step_gpu(float lr, const std::function<void()>& while_running) {
     const std::size_t n = n_pairs_, per_pair = static_cast<std::size_t>(s_.negatives) + 1;
     const std::size_t nt = n * per_pair, dim = s_.dim;
     const bool by_reference = output_by_reference();
@@ -613,31 +617,37 @@ class trainer {
       embedding::sgns_gradients(b, stream_);
     }
     mark(2);
+    // The tables check their indices on the device into the same word and skip their updates
+    // once it is set, so nothing waits before the loss comes back.
+    embedding::apply_options checked;
+    checked.deferred_check = reinterpret_cast<unsigned long long*>(totals + 1);
     if (by_reference) {
       embedding::scaled_rows by_center;
       by_center.source = &input_;
       by_center.source_rows = {ci, wm::dtype::int64, n};
       by_center.group = per_pair;
       by_center.coefs = tc;
-      output_.apply_scaled_gradients({ti, wm::dtype::int64, nt}, by_center, lr, stream_);
+      output_.apply_scaled_gradients({ti, wm::dtype::int64, nt}, by_center, lr, stream_, checked);
     } else {
       output_.apply_gradients({ti, wm::dtype::int64, nt}, {tg, wm::dtype::float32, nt, dim, dim},
-                              lr, stream_);
+                              lr, stream_, checked);
     }
     mark(3);
     input_.apply_gradients({ci, wm::dtype::int64, n}, {cg, wm::dtype::float32, n, dim, dim}, lr,
-                           stream_);
+                           stream_, checked);
     mark(4);
     record_event(pairs_free_[use_], stream_);  // the next assemble into this set may write
+    while_running();
     long long host_totals[2] = {0, 0};
     copy_async(host_totals, totals, sizeof(host_totals));
     sync();
     add_phase_times();
-    // apply_gradients checked every index before using it, so a bad one has thrown already;
-    // this is the fused read's own account.
+    // The fused read and the tables' deferred checks share the word; the SGNS step reads
+    // every center and target before either update, so a bad row stops both updates.
     WM_EXPECTS(host_totals[1] == -1,
-               "train: the SGNS step read a row outside its table at batch position "
-                   << static_cast<unsigned long long>(host_totals[1]));
+               "train: a row index outside its table at position "
+                   << static_cast<unsigned long long>(host_totals[1])
+                   << " of the batch's pairs; neither table was changed by this batch");
     return host_totals[0];
   }
 
@@ -754,19 +764,20 @@ class trainer {
       use_ = set;
       n_pairs_ = pending;
       const bool more = b + 1 < steps_per_epoch_;
-      if (more && overlap) {
+      auto start_next = [&] {
+        if (!more || !overlap) return;
         const auto [lo, hi] = slots_of(b + 1);
         next = std::async(std::launch::async, [this, e, lo = lo, hi = hi, other = 1 - set] {
           wm::set_device(device_);
           return assemble(e, lo, hi, other);
         });
-      }
+      };
       ta = std::chrono::steady_clock::now();
       const std::uint64_t t = e * steps_per_epoch_ + b;
       const double decay =
           std::max(static_cast<double>(s_.min_lr_fraction),
                    1.0 - static_cast<double>(t) / static_cast<double>(total_steps));
-      loss_sum += step(static_cast<float>(s_.lr * decay));
+      loss_sum += step(static_cast<float>(s_.lr * decay), start_next);
       pairs += n_pairs_;
       // The next lookups read rows other ranks update.
       bs_->barrier();

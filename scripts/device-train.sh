@@ -8,6 +8,10 @@
 #   SKIP_TESTS=1 scripts/device-train.sh  # ... without the tests: the training figures only
 #   ONE_GPU=1 ...                         # without the two-GPU runs
 #   TRAIN_ROUNDS=3 ...                    # ours and torch alternating three times each
+#   TESTS=regex ...                       # only those GPU tests (no peer faults, no pytest)
+#   FB_DEVICES=gpu ...                    # ego-Facebook on these devices only ("" for none)
+#   BASE_SRC=.device-base ...             # also an older source tree's binary, built here and
+#                                         # run before ours in each round (an A/B in one call)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ -d .device-shared/data ] && [ ! -e ../shared/data ]; then
@@ -27,11 +31,21 @@ py=$(scripts/python-env.sh build 2>/dev/null) || py=$(command -v python3)
 { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DWHOLESTORE_WITH_PYTHON=ON \
     "-DPython_EXECUTABLE=$py" && cmake --build build -j "$(nproc)"; } >"$out/build.log" 2>&1 ||
   { tail -n 30 "$out/build.log"; exit 1; }
+base=""
+if [ -n "${BASE_SRC:-}" ]; then
+  step "build the baseline ($BASE_SRC)"
+  { cmake -S "$BASE_SRC" -B "$BASE_SRC/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DWHOLESTORE_BUILD_TESTS=OFF && cmake --build "$BASE_SRC/build" -j "$(nproc)" --target wholestore; } \
+    >"$out/build-base.log" 2>&1 && base="$BASE_SRC/build/apps/wholestore" || tail -n 20 "$out/build-base.log"
+fi
 if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: the training figures only
-step "ctest -L gpu"
-timeout "${GPU_TESTS_TIMEOUT:-170}" ctest --test-dir build -L gpu -j 4 --timeout 120 >"$out/gpu-tests.log" 2>&1
+sel=(-L gpu)
+[ -n "${TESTS:-}" ] && sel=(-R "$TESTS")
+step "ctest ${sel[*]}"
+timeout "${GPU_TESTS_TIMEOUT:-170}" ctest --test-dir build "${sel[@]}" -j 4 --timeout 120 >"$out/gpu-tests.log" 2>&1
 echo "rc=$? $(grep -E 'tests passed|failed out of' "$out/gpu-tests.log")"
 grep -E '\*\*\*(Failed|Timeout|Exception)|Not Run' "$out/gpu-tests.log" | head -20
+if [ -z "${TESTS:-}" ]; then  # TESTS=regex: those tests only, no peer-fault or Python step
 step "ctest PeerFaults"
 ctest --test-dir build -R 'PeerFaults|FileIoStore' -j 2 >"$out/peer.log" 2>&1
 echo "rc=$? $(grep -E 'tests passed|failed out of' "$out/peer.log")"
@@ -76,10 +90,10 @@ WHOLESTORE_REQUIRE_GPU=1 LD_PRELOAD=/tmp/segv_trace.so PYTHONPATH=build/python \
 rc=$?
 echo "rc=$rc"; tail -n 15 "$out/pytest.log"
 [ $rc -ne 0 ] && cp build/python/wholestore/_core*.so "$final/"
-
+fi
 fi
 fb=../shared/data/facebook_combined.txt
-for dev in cpu gpu; do
+for dev in ${FB_DEVICES-cpu gpu}; do  # FB_DEVICES="": no ego-Facebook runs
   step "train ego-Facebook $dev"
   extra=()
   [ $dev = gpu ] && extra=(--set graph.location=device --set table.location=device)
@@ -87,17 +101,24 @@ for dev in cpu gpu; do
     --export "$out/fb-$dev.npy" >"$out/train-fb-$dev.log" 2>&1
   echo "rc=$?"; grep -E 'summary|AUC|auc' "$out/train-fb-$dev.log" | tail -n 3
 done
-cmp "$out/fb-cpu.npy" "$out/fb-gpu.npy" && echo "ego-Facebook: GPU embeddings == CPU embeddings (byte for byte)"
+[ -f "$out/fb-gpu.npy" ] && cmp "$out/fb-cpu.npy" "$out/fb-gpu.npy" && echo "ego-Facebook: GPU embeddings == CPU embeddings (byte for byte)"
 
 # TRAIN_ROUNDS (default 1): ours and torch alternating, that many times each, on the same GPU.
-for round in $(seq 1 "${TRAIN_ROUNDS:-1}"); do
-  step "train products-shaped R-MAT, GPU (round $round)"
-  timeout "${PRODUCTS_TIMEOUT:-110}" $b train configs/train.yaml --set gen.num_nodes=2449029 \
+products() {  # $1: binary, $2: log name
+  timeout "${PRODUCTS_TIMEOUT:-110}" "$1" train configs/train.yaml --set gen.num_nodes=2449029 \
     --set gen.num_edges=61859140 --set device=gpu --set graph.location=device \
     --set table.location=device --set batch_size=233472 --set optimizer=adam --set lr=0.01 \
     --set epochs=1 --set walks_per_node=1 --set holdout=0.01 --set eval_every=0 \
-    >"$out/train-products-$round.log" 2>&1
-  echo "rc=$?"; grep -vE '%|#' "$out/train-products-$round.log" | tail -n 12
+    >"$out/$2.log" 2>&1
+  echo "rc=$?"; grep -vE '%|#' "$out/$2.log" | tail -n "${PRODUCTS_LINES:-12}"
+}
+for round in $(seq 1 "${TRAIN_ROUNDS:-1}"); do
+  if [ -n "$base" ]; then
+    step "train products-shaped R-MAT, GPU, baseline binary (round $round)"
+    products "$base" "train-products-base-$round"
+  fi
+  step "train products-shaped R-MAT, GPU (round $round)"
+  products "$b" "train-products-$round"
   step "torch baseline (round $round)"
   timeout "${TORCH_TIMEOUT:-90}" "$py" scripts/bench-torch-train.py --walks 2048 \
     >"$out/torch-train-$round.log" 2>&1

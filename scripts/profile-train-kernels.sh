@@ -37,4 +37,17 @@ all_us = sum(total.values())
 print(f"{len(rows) - 1} launches, {all_us:.0f} us of kernel time")
 for name, us in total.most_common(25):
     print(f"{us:10.1f} us {100 * us / all_us:5.1f}%  {calls[name]:4d}x  {name}")
+# SEQ=N: the last N launches in launch order with their grids (which table a kernel served).
+seq = int(__import__("os").environ.get("SEQ", "0"))
+if seq:
+    grid_at = head.index("Grid Size") if "Grid Size" in head else None
+    print(f"last {seq} launches in order:")
+    for r in rows[1:][-seq:]:
+        try:
+            v = float(r[value_at].replace(",", "")) * to_us.get(r[unit_at], 1.0)
+        except ValueError:
+            continue
+        name = re.sub(r"\(.*$", "", r[name_at].removeprefix("void "))[-60:]
+        grid = r[grid_at] if grid_at is not None else ""
+        print(f"{v:9.1f} us  {grid:>18}  {name}")
 PY

@@ -14,14 +14,14 @@ void destroy_gpu_workspace(gpu_workspace* ws) noexcept { delete ws; }
 }  // namespace detail
 
 void table::apply_gradients(const wholememory::index_array&, const wholememory::dense_matrix&,
-                            float, cudaStream_t) {
+                            float, cudaStream_t, const apply_options&) {
   WM_FAIL(wholememory::logic_error,
           "apply_gradients runs on a GPU and wholestore was built without CUDA; use "
           "apply_gradients_host");
 }
 
 void table::apply_scaled_gradients(const wholememory::index_array&, const scaled_rows&, float,
-                                   cudaStream_t) {
+                                   cudaStream_t, const apply_options&) {
   WM_FAIL(wholememory::logic_error,
           "apply_scaled_gradients runs on a GPU and wholestore was built without CUDA; use "
           "apply_gradients_host with the gradient rows");

@@ -157,6 +157,22 @@ struct scaled_rows {
   const float* coefs = nullptr;  ///< one per entry, like source_rows
 };
 
+/// How a GPU apply call (table::apply_gradients, table::apply_scaled_gradients) checks its
+/// indices.
+struct apply_options {
+  /// A device word the caller set to ~0 (all bits), or nullptr (check before returning, as
+  /// documented at each call).  Given, a table of one rank waits for nothing: the index check
+  /// (and the scaled form's source-row check) runs on the device, leaves the first bad
+  /// position it finds in the word (atomicMin; for the scaled form a bad source row's position
+  /// in source_rows, which may win over a bad index's), and the update runs only while the word
+  /// holds ~0, so a bad index still changes no weight and no state.  The call does not throw
+  /// for it: the caller reads the word after `stream` and reports.  The step counter advances
+  /// either way.  Calls may share one word: once it is set, every later call on the stream
+  /// that carries it changes nothing.  Tables of several ranks wait for the per-owner counts
+  /// anyway, and check and throw as without it.
+  unsigned long long* deferred_check = nullptr;
+};
+
 /// A trainable embedding table.  Move-only owner of its weights and optimizer state.
 class table {
  public:
@@ -244,10 +260,12 @@ class table {
   /// through host memory for a host communicator.  Synchronizes `stream` once after the index
   /// check (the per-owner counts come back to the host), and for a host communicator with
   /// several ranks once more to stage the exchange; the update itself is left enqueued:
-  /// `indices` and `grads` must stay valid until `stream` has passed this call.  Throws
-  /// logic_error in a build without CUDA.
+  /// `indices` and `grads` must stay valid until `stream` has passed this call.  A table of
+  /// one rank with apply_options::deferred_check waits for nothing and leaves the check's
+  /// verdict in that word instead of throwing.  Throws logic_error in a build without CUDA.
   void apply_gradients(const wholememory::index_array& indices,
-                       const wholememory::dense_matrix& grads, float lr, cudaStream_t stream);
+                       const wholememory::dense_matrix& grads, float lr, cudaStream_t stream,
+                       const apply_options& options = {});
   /// apply_gradients with the gradient rows given by reference (scaled_rows): the same result,
   /// bit for bit, as apply_gradients of the materialized rows coefs[j] * source row (float32),
   /// without writing or exchanging them.  The source rows are read on `stream` during the
@@ -258,10 +276,11 @@ class table {
   /// table names the row and its position).  For now the table and the source must be of
   /// one rank (else logic_error naming the rank counts, on every rank, nothing changed);
   /// docs/architecture.md says how several ranks would exchange (coefficient, source row)
-  /// instead of rows.  Collective, synchronizes like apply_gradients (once, after the checks);
-  /// throws logic_error in a build without CUDA.
+  /// instead of rows.  Collective, synchronizes like apply_gradients (once, after the checks;
+  /// not at all with apply_options::deferred_check); throws logic_error in a build without
+  /// CUDA.
   void apply_scaled_gradients(const wholememory::index_array& indices, const scaled_rows& grads,
-                              float lr, cudaStream_t stream);
+                              float lr, cudaStream_t stream, const apply_options& options = {});
   /// CPU path of apply_gradients: host-location tables, host buffers, `threads` threads, the
   /// host communicator for several ranks.  Same semantics, bit for bit the same result.
   /// Synchronous.  Each rank returns once its own rows are updated: read other ranks' rows of

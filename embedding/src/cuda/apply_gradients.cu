@@ -215,13 +215,13 @@ __global__ void pack_rows(const GradT* grads, std::size_t grad_stride, std::size
 
 template <typename IndexT>
 void launch_route(const void* idx, std::size_t n, const table_impl& t, gpu_workspace& ws,
-                  std::uint64_t* keys, std::uint32_t* owner, unsigned long long* flags,
-                  cudaStream_t stream) {
+                  std::uint64_t* keys, std::uint32_t* owner, unsigned long long* counts,
+                  unsigned long long* bad, cudaStream_t stream) {
   const int ranks = t.ranks();
   const std::size_t shared = owner != nullptr ? ranks * sizeof(unsigned long long) : 0;
   route_indices<IndexT><<<grid_for(n), block_threads, shared, stream>>>(
       static_cast<const IndexT*>(idx), n, static_cast<std::int64_t>(t.options.rows),
-      ws.row_begin.data_as<std::int64_t>(), ranks, keys, owner, flags, flags + ranks);
+      ws.row_begin.data_as<std::int64_t>(), ranks, keys, owner, counts, bad);
   WM_CUDA_CHECK_LAUNCH(stream);
 }
 
@@ -358,8 +358,6 @@ void exchange(table_impl& t, gpu_workspace& ws, const apply_counts& counts, std:
   WM_CUDA_TRY(cudaStreamSynchronize(stream));
 }
 
-/// Step 1: checks the indices and counts entries per owner on the device, then waits for the
-/// result.  Returns the device array of the entries' global rows.
 /// Element `position` of an index list wherever it lives (read only on error).
 std::int64_t index_at(const wholememory::index_array& indices, std::int64_t position) {
   const std::size_t isize = wholememory::dtype_size(indices.type);
@@ -380,21 +378,30 @@ struct source_check {
   bad_index bad;                 // set by route: the first source row outside its table
 };
 
+/// Step 1: checks the indices (and the scaled form's source rows) and counts entries per
+/// owner on the device, then waits for the result.  Returns the device array of the entries'
+/// global rows.  With `deferred` (one rank only) both checks leave their first bad position in
+/// that device word and nothing waits: the counts are known (all n entries stay here).
 std::uint64_t* route(const table_impl& t, gpu_workspace& ws,
                      const wholememory::index_array& indices, cudaStream_t stream, bad_index& bad,
-                     std::vector<std::size_t>& send_counts, source_check* sources = nullptr) {
+                     std::vector<std::size_t>& send_counts, source_check* sources = nullptr,
+                     unsigned long long* deferred = nullptr) {
   const int ranks = t.ranks(), device = ws.device;
   const std::size_t n = indices.count;
   // Per-owner counts, the first bad index, the first bad source row.
   auto* flags = reserve<unsigned long long>(ws.flags, ranks + 2, device);
   auto* keys = reserve<std::uint64_t>(ws.keys, n, device);
   std::uint32_t* owner = ranks > 1 ? reserve<std::uint32_t>(ws.owner, n, device) : nullptr;
+  unsigned long long* bad_index_word = deferred != nullptr ? deferred : flags + ranks;
+  unsigned long long* bad_source_word = deferred != nullptr ? deferred : flags + ranks + 1;
   WM_CUDA_TRY(cudaMemsetAsync(flags, 0, ranks * sizeof(unsigned long long), stream));
-  WM_CUDA_TRY(cudaMemsetAsync(flags + ranks, 0xff, 2 * sizeof(unsigned long long), stream));
+  if (deferred == nullptr) {
+    WM_CUDA_TRY(cudaMemsetAsync(flags + ranks, 0xff, 2 * sizeof(unsigned long long), stream));
+  }
   if (indices.type == wholememory::dtype::int32) {
-    launch_route<std::int32_t>(indices.data, n, t, ws, keys, owner, flags, stream);
+    launch_route<std::int32_t>(indices.data, n, t, ws, keys, owner, flags, bad_index_word, stream);
   } else {
-    launch_route<std::int64_t>(indices.data, n, t, ws, keys, owner, flags, stream);
+    launch_route<std::int64_t>(indices.data, n, t, ws, keys, owner, flags, bad_index_word, stream);
   }
   if (sources != nullptr) {
     const wholememory::index_array& src = sources->grads->source_rows;
@@ -402,7 +409,7 @@ std::uint64_t* route(const table_impl& t, gpu_workspace& ws,
       using IndexT = decltype(tag);
       expand_source_rows<IndexT><<<grid_for(n), block_threads, 0, stream>>>(
           static_cast<const IndexT*>(src.data), n, sources->grads->group,
-          sources->source_table_rows, sources->out, flags + ranks + 1);
+          sources->source_table_rows, sources->out, bad_source_word);
     };
     if (src.type == wholememory::dtype::int32) {
       launch(std::int32_t{});
@@ -410,6 +417,10 @@ std::uint64_t* route(const table_impl& t, gpu_workspace& ws,
       launch(std::int64_t{});
     }
     WM_CUDA_CHECK_LAUNCH(stream);
+  }
+  if (deferred != nullptr) {
+    send_counts[0] = n;
+    return keys;
   }
   ws.host_flags.resize(ranks + 2);
   WM_CUDA_TRY(cudaMemcpyAsync(ws.host_flags.data(), flags, (ranks + 2) * sizeof(unsigned long long),
@@ -435,7 +446,7 @@ std::uint64_t* route(const table_impl& t, gpu_workspace& ws,
 /// rows are): local 32-bit rows, sorted stably, then every touched row's update.
 void update_received(table_impl& t, gpu_workspace& ws, const std::uint64_t* recv_keys,
                      std::size_t m, update_rows_args args, float lr, int device,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, const unsigned long long* gate) {
   if (m == 0) return;
   const row_range own = t.own();
   auto* local_rows = reserve<std::uint32_t>(ws.local_rows, m, device);
@@ -457,6 +468,7 @@ void update_received(table_impl& t, gpu_workspace& ws, const std::uint64_t* recv
   args.state0 = t.state.size() > 0 ? static_cast<float*>(t.state[0].local_part().ptr) : nullptr;
   args.state1 = t.state.size() > 1 ? static_cast<float*>(t.state[1].local_part().ptr) : nullptr;
   args.params = make_update_params(t.options.optimizer, lr, t.step);
+  args.gate = gate;
   launch_update_rows(t.options.dtype, t.options.optimizer.kind, args, ws.runs, device, stream);
 }
 
@@ -464,12 +476,15 @@ void update_received(table_impl& t, gpu_workspace& ws, const std::uint64_t* recv
 }  // namespace detail
 
 void table::apply_gradients(const wholememory::index_array& indices,
-                            const wholememory::dense_matrix& grads, float lr, cudaStream_t stream) {
+                            const wholememory::dense_matrix& grads, float lr, cudaStream_t stream,
+                            const apply_options& options) {
   WM_EXPECTS(impl_ != nullptr, "use of an empty embedding::table");
   detail::table_impl& t = *impl_;
   const char* op = "apply_gradients";
   const int ranks = t.ranks();
   const std::size_t n = indices.count, dim = t.options.dim;
+  // Several ranks wait for the counts anyway: they check as without the option.
+  unsigned long long* deferred = ranks == 1 ? options.deferred_check : nullptr;
 
   std::string error =
       detail::check_apply_arguments(t, indices, grads, lr, op, detail::apply_path::gpu);
@@ -497,7 +512,7 @@ void table::apply_gradients(const wholememory::index_array& indices,
       guard.emplace(device);
       detail::gpu_workspace& ws = detail::workspace(t, device);
       if (n > 0) {
-        keys = detail::route(t, ws, indices, stream, bad, send_counts);
+        keys = detail::route(t, ws, indices, stream, bad, send_counts, nullptr, deferred);
       }
     } catch (const std::exception& e) {
       error = std::string(op) + ": " + e.what();
@@ -544,16 +559,18 @@ void table::apply_gradients(const wholememory::index_array& indices,
   detail::update_rows_args args;
   args.grads = recv_grads;
   args.grad_stride = grad_stride;
-  detail::update_received(t, ws, recv_keys, m, args, lr, device, stream);
+  detail::update_received(t, ws, recv_keys, m, args, lr, device, stream, deferred);
 }
 
 void table::apply_scaled_gradients(const wholememory::index_array& indices,
-                                   const scaled_rows& grads, float lr, cudaStream_t stream) {
+                                   const scaled_rows& grads, float lr, cudaStream_t stream,
+                                   const apply_options& options) {
   WM_EXPECTS(impl_ != nullptr, "use of an empty embedding::table");
   detail::table_impl& t = *impl_;
   const char* op = "apply_scaled_gradients";
   const int ranks = t.ranks();
   const std::size_t n = indices.count;
+  unsigned long long* deferred = ranks == 1 ? options.deferred_check : nullptr;
 
   std::string error = detail::check_scaled_arguments(t, indices, grads, lr, op);
   if (error.empty() && n > std::numeric_limits<std::uint32_t>::max()) {
@@ -584,7 +601,7 @@ void table::apply_scaled_gradients(const wholememory::index_array& indices,
         sources.grads = &grads;
         sources.source_table_rows = static_cast<std::int64_t>(grads.source->rows());
         sources.out = detail::reserve<std::uint64_t>(ws.source_keys, n, device);
-        keys = detail::route(t, ws, indices, stream, bad, send_counts, &sources);
+        keys = detail::route(t, ws, indices, stream, bad, send_counts, &sources, deferred);
         if (sources.bad.position >= 0 && bad.position < 0) {
           error = std::string(op) + ": source row " + std::to_string(sources.bad.value) +
                   " at position " + std::to_string(sources.bad.position) +
@@ -607,7 +624,7 @@ void table::apply_scaled_gradients(const wholememory::index_array& indices,
   args.scaled.source_rows = sources.out;
   args.scaled.source = source_view;
   args.source_aligned16 = source_aligned16;
-  detail::update_received(t, *t.gpu, keys, n, args, lr, device, stream);
+  detail::update_received(t, *t.gpu, keys, n, args, lr, device, stream, deferred);
 }
 
 }  // namespace wholestore::embedding

@@ -1,31 +1,39 @@
-// The owner side of the GPU apply_gradients (update_rows.hpp).
+// The owner side of the GPU apply_gradients (update_rows.hpp).  No host wait: every launch is
+// sized by bounds known from the entry count, and the kernels read the counts they need from
+// the device.
 //
 //   1. runs: select the positions that start a run of equal rows (CUB DeviceSelect::If)
-//   2. long runs (more than sum_fan_in entries): listed with their item count and first item;
-//      one small copy and wait bring the counts of runs and long runs and the longest run to
-//      the host, so the launches below are sized exactly and a stream without long runs (the
-//      uniform case) launches no tree level at all
-//   3. tree levels, as many as the longest run needs: every chunk of sum_fan_in consecutive
-//      items of a long run is summed left to right by one warp into a partial row; the run's
-//      items become its partial rows.  A hot row with 100k duplicates is summed by ~3k warps
-//      at the first level instead of one.
-//   4. update: one warp per run sums its at most sum_fan_in items left to right (entries of a
-//      short run, partial rows of a long one), applies weight decay and the optimizer through
-//      the element function the CPU path uses (embedding/detail/optimizer_update.hpp), and
-//      writes the row.  Only the owner writes its rows: no atomics on data.
+//   2. long runs (more than sum_fan_in entries): listed in slots with their length and first
+//      entry
+//   3. tree layout: the partial rows a long run gets at each level are a function of its
+//      length alone (level l sums groups of sum_fan_in of level l - 1's rows), so one kernel
+//      counts them for every (level, slot) and one exclusive scan, level-major, places them:
+//      the scan of (level l, slot i) is the first partial row of run i at level l
+//   4. tree levels, as many as a run of every entry would need: every chunk of sum_fan_in
+//      consecutive items of a long run is summed left to right by one warp into a partial row.
+//      A hot row with 100k duplicates is summed by ~3k warps at the first level instead of one;
+//      a level with nothing to sum returns at once.
+//   5. update: one warp per run sums its at most sum_fan_in items left to right (entries of a
+//      short run, the last level's partial rows of a long one), applies weight decay and the
+//      optimizer through the element function the CPU path uses
+//      (embedding/detail/optimizer_update.hpp), and writes the row.  Only the owner writes its
+//      rows: no atomics on data.
 // The tree is a fixed function of the run's length, so the sum is the same bits whatever the
-// number of warps, threads or ranks, and the CPU path computes the same tree.
+// number of warps, threads or ranks, and the CPU path computes the same tree.  With a gate
+// (update_rows_args::gate) the sums and the update do nothing once the gate word is set.
 #include "../dispatch.hpp"
 #include "update_rows.hpp"
 
 #include <wholememory/convert.hpp>
 #include <wholememory/cuda_check.hpp>
+#include <wholememory/error.hpp>
 
 #include <cuda_runtime.h>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
 
 #include <algorithm>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -135,6 +143,41 @@ __device__ __forceinline__ void sum_items(const item_source& s, std::size_t firs
   }
 }
 
+/// Quad q (columns 4q .. 4q + 3) of items [first, first + count) summed left to right from the
+/// first item, for the float4 paths: every lane of the warp calls (the shuffles need them
+/// all), lanes with `active` false get nothing.  The items' rows and factors are found by the
+/// lanes at once (lane i: item i of each group of 32; for the scaled form a chain of three
+/// dependent loads each), then handed round, so the rows' loads never wait for each item's
+/// lookup in turn.  Every element sees the scalar path's additions in the same order.
+__device__ __forceinline__ float4 sum_quads(const item_source& src, std::size_t first,
+                                            std::uint32_t count, std::size_t q, bool active,
+                                            int lane) {
+  float4 g{};
+  for (std::uint32_t base = 0; base < count; base += 32) {
+    const std::uint32_t n = count - base < 32 ? count - base : 32;
+    item_source::item mine{nullptr, 1.0f};
+    if (static_cast<std::uint32_t>(lane) < n) mine = src.at(first + base + lane);
+    const auto mine_row = reinterpret_cast<unsigned long long>(mine.row);
+#pragma unroll 8
+    for (std::uint32_t j = 0; j < n; ++j) {
+      const item_source::item it{
+          reinterpret_cast<const float*>(__shfl_sync(full_mask, mine_row, static_cast<int>(j))),
+          __shfl_sync(full_mask, mine.coef, static_cast<int>(j))};
+      if (!active) continue;
+      const float4 x = src.quad(it, q);
+      if (base + j == 0) {
+        g = x;
+      } else {
+        g.x = g.x + x.x;
+        g.y = g.y + x.y;
+        g.z = g.z + x.z;
+        g.w = g.w + x.w;
+      }
+    }
+  }
+  return g;
+}
+
 /// Selects sorted position k when it starts a run (the select's input is 0, 1, ..., m - 1).
 struct starts_run {
   const std::uint32_t* rows;
@@ -148,9 +191,21 @@ __device__ __forceinline__ std::uint32_t run_end(const std::uint32_t* run_start,
   return r + 1 < runs ? run_start[r + 1] : static_cast<std::uint32_t>(m);
 }
 
-/// counters[0] = runs; lists the runs longer than fan_in in counters[1] slots and keeps the
-/// longest in counters[2] (slot order is immaterial: a slot only says where a run's partial
-/// rows go, never how they are summed).
+/// Whether the gate word (or none) stops the sums and the update: any value but ~0.
+__device__ __forceinline__ bool gated(const unsigned long long* gate) {
+  return gate != nullptr && *gate != ~0ull;
+}
+
+/// Items a long run of `len` entries has at tree level `level` (level 0: its entries; level
+/// l + 1: the partial rows level l made of them).
+__host__ __device__ __forceinline__ std::uint32_t items_at_level(std::uint32_t len, int level) {
+  for (int l = 0; l < level; ++l) len = (len + fan_in - 1) / fan_in;
+  return len;
+}
+
+/// counters[0] = runs; lists the runs longer than fan_in in counters[1] slots as (length,
+/// first entry) (slot order is immaterial: a slot only says where a run's partial rows go,
+/// never how they are summed).
 __global__ void find_long_runs(const std::uint32_t* run_start, std::size_t m,
                                std::uint32_t* counters, uint2* long_state,
                                std::uint32_t* long_of_run) {
@@ -160,52 +215,77 @@ __global__ void find_long_runs(const std::uint32_t* run_start, std::size_t m,
     const std::uint32_t len = run_end(run_start, static_cast<std::uint32_t>(r), runs, m) - begin;
     if (len > fan_in) {
       const std::uint32_t slot = atomicAdd(&counters[1], 1u);
-      atomicMax(&counters[2], len);
       long_state[slot] = make_uint2(len, begin);
       long_of_run[r] = slot;
     }
   }
 }
 
-/// chunks[i]: the partial rows long run i gets at this level (0 once it has at most fan_in
-/// items, and for the unused slots up to `bound`, so that the scan covers a host-known size).
+/// chunks[l * slots + i]: the partial rows long run i makes at level l (0 once it has at most
+/// fan_in items there, and for every unused slot), for levels [0, levels).
 __global__ void count_chunks(const uint2* long_state, const std::uint32_t* counters,
-                             std::size_t bound, std::uint32_t* chunks) {
+                             std::size_t slots, int levels, std::uint32_t* chunks) {
   const std::uint32_t long_runs = counters[1];
-  for (std::size_t i = global_thread(); i < bound; i += thread_stride()) {
+  const std::size_t total = slots * static_cast<std::size_t>(levels);
+  for (std::size_t k = global_thread(); k < total; k += thread_stride()) {
+    const std::size_t i = k % slots;
     std::uint32_t c = 0;
     if (i < long_runs) {
-      const std::uint32_t items = long_state[i].x;
+      const std::uint32_t items = items_at_level(long_state[i].x, static_cast<int>(k / slots));
       if (items > fan_in) c = (items + fan_in - 1) / fan_in;
     }
-    chunks[i] = c;
+    chunks[k] = c;
   }
 }
 
-/// One warp per chunk: partial row (out_base + chunk_begin[i] + j) = items [j * fan_in,
-/// (j + 1) * fan_in) of long run i, summed left to right.
+/// One warp per chunk of level `level`: partial row chunk_begin[level * slots + i] + j = items
+/// [j * fan_in, (j + 1) * fan_in) of long run i at that level, summed left to right.
 __global__ void __launch_bounds__(block_threads)
-    sum_chunks(item_source src, std::size_t dim, const uint2* long_state,
-               const std::uint32_t* chunks, const std::uint32_t* chunk_begin, std::size_t bound,
-               float* partials, std::size_t out_base) {
+    sum_chunks(item_source entries, float* partials, std::size_t dim, const uint2* long_state,
+               const std::uint32_t* chunks, const std::uint32_t* chunk_begin, std::size_t slots,
+               int level, bool vec4, const unsigned long long* gate) {
+  if (gated(gate)) return;
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const std::uint32_t total = chunk_begin[bound - 1] + chunks[bound - 1];
-  for (std::size_t t = global_warp(); t < total; t += warp_stride()) {
-    // The last slot whose first chunk is at or before t (slots without chunks share starts).
-    std::size_t lo = 0, hi = bound - 1;
+  const std::size_t seg = static_cast<std::size_t>(level) * slots, last = seg + slots - 1;
+  const std::uint32_t first_row = chunk_begin[seg];
+  const std::uint32_t rows = chunk_begin[last] + chunks[last] - first_row;
+  for (std::size_t t = global_warp(); t < rows; t += warp_stride()) {
+    const std::uint32_t row = first_row + static_cast<std::uint32_t>(t);
+    // The last slot whose first chunk is at or before `row` (slots without chunks share starts
+    // with the next slot that has some).
+    std::size_t lo = seg, hi = last;
     while (lo < hi) {
       const std::size_t mid = (lo + hi + 1) / 2;
-      if (chunk_begin[mid] <= t) {
+      if (chunk_begin[mid] <= row) {
         lo = mid;
       } else {
         hi = mid - 1;
       }
     }
-    const uint2 st = long_state[lo];
-    const std::uint32_t j = static_cast<std::uint32_t>(t) - chunk_begin[lo];
-    const std::uint32_t count = min(fan_in, st.x - j * fan_in);
-    const std::size_t first = static_cast<std::size_t>(st.y) + static_cast<std::size_t>(j) * fan_in;
-    float* out = partials + (out_base + t) * dim;
+    const std::uint32_t j = row - chunk_begin[lo];
+    const std::size_t i = lo - seg;
+    // This level's items of run i: its entries, or the partial rows of the level before.
+    item_source src = entries;
+    std::size_t first = long_state[i].y;
+    std::uint32_t items = long_state[i].x;
+    if (level > 0) {
+      src = item_source{partials, dim, nullptr};
+      first = chunk_begin[lo - slots];
+      items = chunks[lo - slots];
+    }
+    const std::uint32_t count = min(fan_in, items - j * fan_in);
+    first += static_cast<std::size_t>(j) * fan_in;
+    float* out = partials + static_cast<std::size_t>(row) * dim;
+    if (vec4) {
+      const std::size_t quads = dim / 4;
+      for (std::size_t q0 = 0; q0 < quads; q0 += 32) {
+        const std::size_t q = q0 + static_cast<std::size_t>(lane);
+        const bool active = q < quads;
+        const float4 g = sum_quads(src, first, count, q, active, lane);
+        if (active) reinterpret_cast<float4*>(out)[q] = g;
+      }
+      continue;
+    }
     for (std::size_t c0 = lane; c0 < dim; c0 += 32 * lane_cols) {
       float acc[lane_cols];
       sum_items(src, first, count, c0, dim, acc);
@@ -218,22 +298,14 @@ __global__ void __launch_bounds__(block_threads)
   }
 }
 
-/// Long runs reduced at this level: their items are now their partial rows.
-__global__ void advance_long_runs(uint2* long_state, const std::uint32_t* counters,
-                                  const std::uint32_t* chunks, const std::uint32_t* chunk_begin,
-                                  std::size_t out_base) {
-  const std::uint32_t long_runs = counters[1];
-  for (std::size_t i = global_thread(); i < long_runs; i += thread_stride()) {
-    if (chunks[i] > 0)
-      long_state[i] = make_uint2(chunks[i], static_cast<std::uint32_t>(out_base + chunk_begin[i]));
-  }
-}
-
 struct run_tables {
   const std::uint32_t* run_start;
   const std::uint32_t* counters;
   const uint2* long_state;
   const std::uint32_t* long_of_run;
+  const std::uint32_t* chunks;  // level-major, `slots` per level
+  const std::uint32_t* chunk_begin;
+  std::size_t slots;
   const float* partials;
 };
 
@@ -258,33 +330,7 @@ __device__ __forceinline__ void update_row_vec4(const update_rows_args& a, const
   for (std::size_t q0 = 0; q0 < quads; q0 += 32) {
     const std::size_t q = q0 + static_cast<std::size_t>(lane);
     const bool active = q < quads;
-    float4 g{};
-    // The items' rows and factors are found by the lanes at once (lane i: item i of each group
-    // of 32; for the scaled form a chain of three dependent loads each), then handed round:
-    // the rows' loads no longer wait for each item's lookup in turn.  The sum is the same,
-    // left to right from the first item.
-    for (std::uint32_t base = 0; base < count; base += 32) {
-      const std::uint32_t n = count - base < 32 ? count - base : 32;
-      item_source::item mine{nullptr, 1.0f};
-      if (static_cast<std::uint32_t>(lane) < n) mine = src.at(first + base + lane);
-      const auto mine_row = reinterpret_cast<unsigned long long>(mine.row);
-#pragma unroll 8
-      for (std::uint32_t j = 0; j < n; ++j) {
-        const item_source::item it{
-            reinterpret_cast<const float*>(__shfl_sync(full_mask, mine_row, static_cast<int>(j))),
-            __shfl_sync(full_mask, mine.coef, static_cast<int>(j))};
-        if (!active) continue;
-        const float4 x = src.quad(it, q);
-        if (base + j == 0) {
-          g = x;
-        } else {
-          g.x = g.x + x.x;
-          g.y = g.y + x.y;
-          g.z = g.z + x.z;
-          g.w = g.w + x.w;
-        }
-      }
-    }
+    const float4 g = sum_quads(src, first, count, q, active, lane);
     if (!active) continue;
     float4 wv = w[q];
     float4 e0{}, e1{};
@@ -310,6 +356,7 @@ __device__ __forceinline__ void update_row_vec4(const update_rows_args& a, const
 template <typename TableT, optimizer_kind Kind>
 __global__ void __launch_bounds__(block_threads)
     update_rows_kernel(const update_rows_args a, const run_tables rt) {
+  if (gated(a.gate)) return;
   const int lane = static_cast<int>(threadIdx.x % 32);
   const std::uint32_t runs = rt.counters[0];
   for (std::size_t r = global_warp(); r < runs; r += warp_stride()) {
@@ -320,10 +367,13 @@ __global__ void __launch_bounds__(block_threads)
     std::size_t first = begin;
     std::uint32_t count = len;
     if (len > fan_in) {
-      const uint2 st = rt.long_state[rt.long_of_run[r]];
+      // The last level's partial rows: the level before the run's items fit one sum.
+      int level = 0;
+      while (items_at_level(len, level + 1) > fan_in) ++level;
+      const std::size_t k = static_cast<std::size_t>(level) * rt.slots + rt.long_of_run[r];
       src = item_source{rt.partials, a.dim, nullptr};
-      first = st.y;
-      count = st.x;
+      first = rt.chunk_begin[k];
+      count = rt.chunks[k];
     }
     const std::size_t local = a.sorted_rows[begin];
     if constexpr (std::is_same_v<TableT, float> && Kind != optimizer_kind::rowwise_adagrad) {
@@ -378,25 +428,39 @@ __global__ void __launch_bounds__(block_threads)
   }
 }
 
-/// The tree's levels for long runs holding `items` entries, the longest `longest`: level l
-/// sums chunks of its items into at most out_rows partial rows starting at partial row
-/// out_base.
-struct level_plan {
-  std::size_t out_base, out_rows;
-};
+/// Tree levels a run of every one of m entries would need: no run needs more.
+int levels_for(std::size_t m) {
+  int levels = 0;
+  for (std::size_t items = m; items > fan_in; items = (items + fan_in - 1) / fan_in) ++levels;
+  return levels;
+}
 
-std::vector<level_plan> plan_levels(std::size_t items, std::size_t long_runs, std::size_t longest) {
-  std::vector<level_plan> plan;
-  std::size_t base = 0;
-  while (longest > fan_in) {
-    // At most items / fan_in full chunks plus one short chunk per long run.
-    const std::size_t out = items / fan_in + long_runs;
-    plan.push_back(level_plan{base, out});
-    base += out;
-    items = out;
-    longest = (longest + fan_in - 1) / fan_in;
+/// Partial rows the tree may need at most over m entries: at level l, a run has more than
+/// fan_in items only if it is longer than fan_in^(l + 1), and makes at most items / fan_in + 1
+/// rows (at most m / (fan_in^(l + 1) + 1) such runs); the levels' items shrink by fan_in.
+std::size_t partial_rows_bound(std::size_t m, int levels) {
+  std::size_t total = 0, items = m, span = fan_in;
+  for (int l = 0; l < levels; ++l) {
+    const std::size_t rows = (items + fan_in - 1) / fan_in + m / (span + 1);
+    total += rows;
+    items = rows;
+    span = span > m ? span : span * fan_in;
   }
-  return plan;
+  return total;
+}
+
+/// Blocks that keep every SM busy for a grid-stride kernel (one block of block_threads per
+/// 256 threads an SM can hold), at most `wanted`.
+unsigned resident_blocks(unsigned wanted, int device, runs_workspace& ws) {
+  if (ws.sm_count == 0) {
+    int sms = 0, threads = 0;
+    WM_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    WM_CUDA_TRY(cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, device));
+    ws.sm_count = sms;
+    ws.blocks_per_sm = std::max(1, threads / block_threads);
+  }
+  const auto resident = static_cast<unsigned>(ws.sm_count * ws.blocks_per_sm);
+  return std::min(wanted, resident);
 }
 
 }  // namespace
@@ -407,11 +471,12 @@ void launch_update_rows(wholememory::dtype table_type, optimizer_kind kind,
   const std::size_t m = a.m;
   if (m == 0) return;
   auto* run_start = reserve<std::uint32_t>(ws.run_start, m, device);
-  auto* counters = reserve<std::uint32_t>(ws.counters, 3, device);
-  const std::size_t long_bound = m / (fan_in + 1);
-  auto* long_state = reserve<uint2>(ws.long_state, long_bound, device);
-  auto* long_of_run = reserve<std::uint32_t>(ws.long_of_run, long_bound > 0 ? m : 0, device);
-  WM_CUDA_TRY(cudaMemsetAsync(counters, 0, 3 * sizeof(std::uint32_t), stream));
+  auto* counters = reserve<std::uint32_t>(ws.counters, 2, device);
+  // Slots for long runs: each has more than fan_in entries.
+  const std::size_t slots = m / (fan_in + 1);
+  auto* long_state = reserve<uint2>(ws.long_state, slots, device);
+  auto* long_of_run = reserve<std::uint32_t>(ws.long_of_run, slots > 0 ? m : 0, device);
+  WM_CUDA_TRY(cudaMemsetAsync(counters, 0, 2 * sizeof(std::uint32_t), stream));
 
   std::size_t select_bytes = 0;
   const starts_run pred{a.sorted_rows};
@@ -420,55 +485,56 @@ void launch_update_rows(wholememory::dtype table_type, optimizer_kind kind,
   void* temp = ws.temp.reserve_discard(std::max<std::size_t>(select_bytes, 1), device);
   WM_CUDA_TRY(
       cub::DeviceSelect::If(temp, select_bytes, a.positions, run_start, counters, m, pred, stream));
-  if (long_bound > 0) {
-    find_long_runs<<<blocks_for_threads(m), block_threads, 0, stream>>>(run_start, m, counters,
-                                                                        long_state, long_of_run);
-    WM_CUDA_CHECK_LAUNCH(stream);
-  }
-  std::uint32_t host_counters[3] = {0, 0, 0};
-  WM_CUDA_TRY(cudaMemcpyAsync(host_counters, counters, sizeof(host_counters),
-                              cudaMemcpyDeviceToHost, stream));
-  WM_CUDA_TRY(cudaStreamSynchronize(stream));
-  const std::size_t runs = host_counters[0], long_runs = host_counters[1];
 
-  run_tables rt{run_start, counters, long_state, long_of_run, nullptr};
-  if (long_runs > 0) {
-    // Entries of long runs: all but those of the short ones, at most m.
-    const std::vector<level_plan> plan = plan_levels(m, long_runs, host_counters[2]);
-    const std::size_t partial_rows = plan.back().out_base + plan.back().out_rows;
-    auto* partials = reserve<float>(ws.partials, partial_rows * a.dim, device);
-    auto* chunks = reserve<std::uint32_t>(ws.chunks, long_runs, device);
-    auto* chunk_begin = reserve<std::uint32_t>(ws.chunk_begin, long_runs, device);
-    std::size_t scan_bytes = 0;
-    WM_CUDA_TRY(
-        cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, chunks, chunk_begin, long_runs, stream));
-    temp = ws.temp.reserve_discard(std::max<std::size_t>(scan_bytes, 1), device);
-    for (std::size_t l = 0; l < plan.size(); ++l) {
-      count_chunks<<<blocks_for_threads(long_runs), block_threads, 0, stream>>>(
-          long_state, counters, long_runs, chunks);
-      WM_CUDA_CHECK_LAUNCH(stream);
-      WM_CUDA_TRY(
-          cub::DeviceScan::ExclusiveSum(temp, scan_bytes, chunks, chunk_begin, long_runs, stream));
-      const item_source src = l == 0 ? entries_of(a) : item_source{partials, a.dim, nullptr};
-      sum_chunks<<<blocks_for_warps(plan[l].out_rows), block_threads, 0, stream>>>(
-          src, a.dim, long_state, chunks, chunk_begin, long_runs, partials, plan[l].out_base);
-      WM_CUDA_CHECK_LAUNCH(stream);
-      advance_long_runs<<<blocks_for_threads(long_runs), block_threads, 0, stream>>>(
-          long_state, counters, chunks, chunk_begin, plan[l].out_base);
-      WM_CUDA_CHECK_LAUNCH(stream);
-    }
-    rt.partials = partials;
-  }
-
-  const unsigned blocks = blocks_for_warps(runs);
-  update_rows_args args = a;
+  // float4 access when every array's rows are 16-byte aligned (the partial rows are: dim % 4
+  // == 0 and the buffer is aligned).
   const auto aligned16 = [](const void* p) {
     return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
   };
   const bool entries_aligned =
       a.grads != nullptr ? a.grad_stride % 4 == 0 && aligned16(a.grads) : a.source_aligned16;
-  args.vec4 = a.dim % 4 == 0 && entries_aligned && aligned16(a.weights) &&
-              (a.state0 == nullptr || aligned16(a.state0)) &&
+  const bool vec4 = a.dim % 4 == 0 && entries_aligned;
+  run_tables rt{run_start, counters, long_state, long_of_run, nullptr, nullptr, slots, nullptr};
+  if (slots > 0) {
+    find_long_runs<<<blocks_for_threads(m), block_threads, 0, stream>>>(run_start, m, counters,
+                                                                        long_state, long_of_run);
+    WM_CUDA_CHECK_LAUNCH(stream);
+    const int levels = levels_for(m);
+    const std::size_t cells = slots * static_cast<std::size_t>(levels);
+    const std::size_t bound = partial_rows_bound(m, levels);
+    WM_EXPECTS(bound <= std::numeric_limits<std::uint32_t>::max() / 2,
+               "apply_gradients: " << m << " entries need too many partial rows");
+    auto* partials = reserve<float>(ws.partials, bound * a.dim, device);
+    auto* chunks = reserve<std::uint32_t>(ws.chunks, cells, device);
+    auto* chunk_begin = reserve<std::uint32_t>(ws.chunk_begin, cells, device);
+    count_chunks<<<blocks_for_threads(cells), block_threads, 0, stream>>>(long_state, counters,
+                                                                          slots, levels, chunks);
+    WM_CUDA_CHECK_LAUNCH(stream);
+    std::size_t scan_bytes = 0;
+    WM_CUDA_TRY(
+        cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, chunks, chunk_begin, cells, stream));
+    temp = ws.temp.reserve_discard(std::max<std::size_t>(scan_bytes, 1), device);
+    WM_CUDA_TRY(
+        cub::DeviceScan::ExclusiveSum(temp, scan_bytes, chunks, chunk_begin, cells, stream));
+    // Level l makes at most bound_l rows; a grid-stride grid of resident blocks covers them.
+    std::size_t items = m, span = fan_in;
+    for (int l = 0; l < levels; ++l) {
+      const std::size_t rows = (items + fan_in - 1) / fan_in + m / (span + 1);
+      sum_chunks<<<resident_blocks(blocks_for_warps(rows), device, ws), block_threads, 0, stream>>>(
+          entries_of(a), partials, a.dim, long_state, chunks, chunk_begin, slots, l,
+          vec4 && aligned16(partials), a.gate);
+      WM_CUDA_CHECK_LAUNCH(stream);
+      items = rows;
+      span = span > m ? span : span * fan_in;
+    }
+    rt.chunks = chunks;
+    rt.chunk_begin = chunk_begin;
+    rt.partials = partials;
+  }
+
+  const unsigned blocks = resident_blocks(blocks_for_warps(m), device, ws);
+  update_rows_args args = a;
+  args.vec4 = vec4 && aligned16(a.weights) && (a.state0 == nullptr || aligned16(a.state0)) &&
               (a.state1 == nullptr || aligned16(a.state1)) &&
               (rt.partials == nullptr || aligned16(rt.partials));
   dispatch_float_type(table_type, "the table dtype", [&](auto tag) {

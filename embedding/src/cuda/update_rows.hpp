@@ -44,23 +44,27 @@ struct update_rows_args {
   bool vec4 = false;  ///< set by the launcher: float4 access is aligned for every array
   /// Set by the caller of the scaled form: every source row is 16-byte aligned.
   bool source_aligned16 = false;
+  /// A device word, or nullptr: while it is not ~0 (an index check failed on the device and
+  /// nobody waited for it: apply_options::deferred_check), the sums and the update do nothing.
+  const unsigned long long* gate = nullptr;
 };
 
 /// Scratch of the run finding and the tree reduction, kept across calls.
 struct runs_workspace {
   wholememory::device_buffer run_start;    // uint32 per run
   wholememory::device_buffer counters;     // uint32: runs, long runs
-  wholememory::device_buffer long_state;   // per long run: uint32 count, uint32 first item
+  wholememory::device_buffer long_state;   // per long run: uint32 length, uint32 first entry
   wholememory::device_buffer long_of_run;  // uint32 per run: its long-run slot (long runs only)
-  wholememory::device_buffer chunks;       // uint32 per long run: chunks at this level
-  wholememory::device_buffer chunk_begin;  // uint32 per long run: exclusive scan of chunks
+  wholememory::device_buffer chunks;       // uint32 per (level, slot): partial rows made there
+  wholememory::device_buffer chunk_begin;  // uint32 per (level, slot): exclusive scan of chunks
   wholememory::device_buffer partials;     // float32 rows: the tree's inner sums, by level
   wholememory::device_buffer temp;         // CUB temporary storage
+  int sm_count = 0;                        // the device's, read on first use
+  int blocks_per_sm = 0;
 };
 
 /// The whole owner side on `stream`: runs, the tree sums of runs longer than sum_fan_in, and
-/// the update of every touched row.  Waits for the stream once (the run counts, to size the
-/// launches); the update is left enqueued.
+/// the update of every touched row.  Enqueues only (launches sized by bounds on args.m).
 void launch_update_rows(wholememory::dtype table_type, optimizer_kind kind,
                         const update_rows_args& args, runs_workspace& ws, int device,
                         cudaStream_t stream);

@@ -314,6 +314,61 @@ TEST(GpuScaledApplyEdges, BadTargetOrSourceIndexNamesItAndChangesNothing) {
   });
 }
 
+TEST(GpuScaledApplyEdges, DeferredCheckMatchesTheCheckedCallAndKeepsABadSourceRowsPosition) {
+  SCALED_REQUIRE_GPU();
+  run_one_rank(true, [](gpu_rank& g) {
+    const std::size_t dim = 128;
+    const table source = make_source(g, dim, memory_type::chunked, memory_location::device, 5);
+    const table_options o = target_options(optimizer_kind::adam, dtype::float32, dim,
+                                           memory_type::chunked, memory_location::device, 6);
+    table by_rows = table::create(g.comm, o), tb = table::create(g.comm, o);
+    wholememory::device_buffer word(sizeof(unsigned long long), g.device);
+    auto* w = word.data_as<unsigned long long>();
+    WM_CUDA_TRY(cudaMemset(w, 0xff, sizeof(*w)));
+    auto read_word = [&] {
+      unsigned long long v = 0;
+      WM_CUDA_TRY(cudaMemcpy(&v, w, sizeof(v), cudaMemcpyDeviceToHost));
+      return v;
+    };
+    // Calls the deferred scaled form on tb (by_rows takes the materialized rows, checked).
+    auto apply = [&](const scaled_batch& b, bool materialized_too) {
+      const std::size_t n = b.index.size();
+      auto di = to_device(index_bytes(b.index.data(), n, dtype::int64), g.device);
+      auto ds = to_device(index_bytes(b.source.data(), b.source.size(), dtype::int32), g.device);
+      auto dc = to_device(float_bytes(b.coefs), g.device);
+      if (materialized_too) {
+        auto dg = to_device(float_bytes(materialize(b, source)), g.device);
+        by_rows.apply_gradients(wholememory::index_array{di.data(), dtype::int64, n},
+                                wholememory::dense_matrix{dg.data(), dtype::float32, n, dim, dim},
+                                learning_rate, g.stream);
+      }
+      scaled_rows sr;
+      sr.source = &source;
+      sr.source_rows = wholememory::index_array{ds.data(), dtype::int32, b.source.size()};
+      sr.group = b.group;
+      sr.coefs = dc.data_as<float>();
+      apply_options options;
+      options.deferred_check = w;
+      tb.apply_scaled_gradients(wholememory::index_array{di.data(), dtype::int64, n}, sr,
+                                learning_rate, g.stream, options);
+      WM_CUDA_TRY(cudaStreamSynchronize(g.stream));
+    };
+    // 3000 entries in groups of 6, hot rows included: the checked materialized call's bits.
+    for (int s = 0; s < 2; ++s) apply(make_batch(6, s, 500, 6), true);
+    EXPECT_EQ(read_word(), ~0ull);
+    expect_same(by_rows, tb, "deferred scaled form");
+    const own_content before = own_content_of(tb);
+    scaled_batch b = make_batch(6, 2, 500, 6);
+    b.source[29] = static_cast<std::int64_t>(source_rows_count);
+    apply(b, false);
+    EXPECT_EQ(read_word(), 29u);
+    own_content after = own_content_of(tb);
+    EXPECT_EQ(after.step, before.step + 1);
+    after.step = before.step;
+    EXPECT_TRUE(after == before) << "a bad source row changed the table";
+  });
+}
+
 TEST(GpuScaledApplyEdges, BadArgumentsAreRefusedBeforeTheDeviceIsTouched) {
   // No GPU needed: every case fails in the argument checks, before any CUDA call.
   run_one_rank(false, [](gpu_rank& g) {
