@@ -398,8 +398,10 @@ int run_train(int argc, char** argv) {
     if (s.use_gpu) {
       std::printf(
           "  gpu       rank 0's stream: %.2f s lookups, %.2f s loss+gradients, %.2f s input "
-          "update, %.2f s output update\n",
-          r.gpu_lookup_s, r.gpu_sgns_s, r.gpu_input_update_s, r.gpu_output_update_s);
+          "update%s, %.2f s output update\n",
+          r.gpu_lookup_s, r.gpu_sgns_s, r.gpu_input_update_s,
+          ranks == 1 ? " (after the output update, beside which most of it ran)" : "",
+          r.gpu_output_update_s);
     }
     std::printf(
         "summary: %d rank(s), %s, %s, %d epoch(s), ROC-AUC %.4f, Hits@%d %.4f, loss %.4f, "

@@ -224,7 +224,8 @@ class trainer {
       if (cudaStreamCreate(&stream_) != cudaSuccess) WM_FAIL(wm::cuda_error, "cudaStreamCreate");
       // Non-blocking: the walks of the next batch must not wait for the legacy stream's
       // implicit order with stream_ (assemble() enqueues only on this stream).
-      if (cudaStreamCreateWithFlags(&walk_stream_, cudaStreamNonBlocking) != cudaSuccess)
+      if (cudaStreamCreateWithFlags(&walk_stream_, cudaStreamNonBlocking) != cudaSuccess ||
+          cudaStreamCreateWithFlags(&input_stream_, cudaStreamNonBlocking) != cudaSuccess)
         WM_FAIL(wm::cuda_error, "cudaStreamCreateWithFlags");
 #endif
       // One GPU per rank: the tables' exchanges (apply_gradients sends every gradient row to
@@ -293,14 +294,18 @@ class trainer {
 #if defined(WHOLESTORE_HAS_CUDA)
     // A step that threw may have left work on either stream.
     if (walk_stream_) cudaStreamSynchronize(walk_stream_);
+    if (input_stream_) cudaStreamSynchronize(input_stream_);
     if (stream_) cudaStreamSynchronize(stream_);
     for (cudaEvent_t e : events_)
+      if (e) cudaEventDestroy(e);
+    for (cudaEvent_t e : {sgns_done_, output_done_, input_done_})
       if (e) cudaEventDestroy(e);
     for (int set = 0; set < 2; ++set) {
       if (pairs_ready_[set]) cudaEventDestroy(pairs_ready_[set]);
       if (pairs_free_[set]) cudaEventDestroy(pairs_free_[set]);
     }
     if (walk_stream_) cudaStreamDestroy(walk_stream_);
+    if (input_stream_) cudaStreamDestroy(input_stream_);
     if (stream_) cudaStreamDestroy(stream_);
 #endif
   }
@@ -621,6 +626,16 @@ class trainer {
     // once it is set, so nothing waits before the loss comes back.
     embedding::apply_options checked;
     checked.deferred_check = reinterpret_cast<unsigned long long*>(totals + 1);
+    // One rank: the input table's call runs on its own stream from here, beside the output
+    // table's; only its row writes wait for the output update (which reads the input rows by
+    // reference).  Several ranks keep one stream: both calls exchange over one communicator,
+    // and collectives on two streams could interleave differently on different ranks.
+    const bool side = bs_->size() == 1;
+    cudaStream_t input_stream = side ? input_stream_ : stream_;
+    if (side) {
+      record_event(sgns_done_, stream_);
+      wait_event(input_stream_, sgns_done_);
+    }
     if (by_reference) {
       embedding::scaled_rows by_center;
       by_center.source = &input_;
@@ -633,8 +648,17 @@ class trainer {
                               lr, stream_, checked);
     }
     mark(3);
+    embedding::apply_options after_output = checked;
+    if (side) {
+      record_event(output_done_, stream_);
+      after_output.update_after = output_done_;
+    }
     input_.apply_gradients({ci, wm::dtype::int64, n}, {cg, wm::dtype::float32, n, dim, dim}, lr,
-                           stream_, checked);
+                           input_stream, after_output);
+    if (side) {
+      record_event(input_done_, input_stream_);
+      wait_event(stream_, input_done_);
+    }
     mark(4);
     record_event(pairs_free_[use_], stream_);  // the next assemble into this set may write
     while_running();
@@ -912,6 +936,9 @@ class trainer {
   int device_ = -1;
   cudaStream_t stream_ = nullptr;
   cudaStream_t walk_stream_ = nullptr;  // assemble()'s GPU work (run_epoch overlaps it)
+  // One rank: the input table's update beside the output table's (step_gpu).
+  cudaStream_t input_stream_ = nullptr;
+  cudaEvent_t sgns_done_ = nullptr, output_done_ = nullptr, input_done_ = nullptr;
   // The stream assemble() enqueues on: walk_stream_, or stream_ for a distributed graph's
   // collective walks (not overlapped).
   cudaStream_t assembly_stream_ = nullptr;

@@ -128,7 +128,9 @@ struct train_result {
   double walk_s = 0, step_s = 0;
   /// Rank 0, GPU path: the step stream's time in the lookups (distributed tables only), the
   /// SGNS kernel and the two tables' updates, the output table's first (CUDA events around
-  /// each; host waits inside a phase count in it).  The next batch's walks run on the other
+  /// each; host waits inside a phase count in it).  With one rank the input table's update
+  /// runs on a second stream beside the output table's: its phase is what is left of it
+  /// once the output update is done.  The next batch's walks run on the other
   /// stream at the same time and share the GPU, so these include that contention; they do not
   /// include the walks themselves.
   double gpu_lookup_s = 0, gpu_sgns_s = 0, gpu_input_update_s = 0, gpu_output_update_s = 0;

@@ -10,6 +10,7 @@
 #   TRAIN_ROUNDS=3 ...                    # ours and torch alternating three times each
 #   TESTS=regex ...                       # only those GPU tests (no peer faults, no pytest)
 #   FB_DEVICES=gpu ...                    # ego-Facebook on these devices only ("" for none)
+#   VARIANT="NAME=1" ...                  # ours once more per round with that environment
 #   BASE_SRC=.device-base ...             # also an older source tree's binary, built here and
 #                                         # run before ours in each round (an A/B in one call)
 set -uo pipefail
@@ -119,6 +120,10 @@ for round in $(seq 1 "${TRAIN_ROUNDS:-1}"); do
   fi
   step "train products-shaped R-MAT, GPU (round $round)"
   products "$b" "train-products-$round"
+  if [ -n "${VARIANT:-}" ]; then  # VARIANT="NAME=value ...": ours again with that environment
+    step "train products-shaped R-MAT, GPU, $VARIANT (round $round)"
+    (export $VARIANT; products "$b" "train-products-variant-$round")
+  fi
   step "torch baseline (round $round)"
   timeout "${TORCH_TIMEOUT:-90}" "$py" scripts/bench-torch-train.py --walks 2048 \
     >"$out/torch-train-$round.log" 2>&1

@@ -171,6 +171,11 @@ struct apply_options {
   /// that carries it changes nothing.  Tables of several ranks wait for the per-owner counts
   /// anyway, and check and throw as without it.
   unsigned long long* deferred_check = nullptr;
+  /// An event, or nullptr: the kernel that writes the rows waits for it on the device
+  /// (cudaStreamWaitEvent just before it); routing, sorting and summing the gradients run
+  /// before it.  Lets a table's call overlap work on another stream that must finish before
+  /// this table changes, such as the other table's scaled update reading this table's rows.
+  cudaEvent_t update_after = nullptr;
 };
 
 /// A trainable embedding table.  Move-only owner of its weights and optimizer state.

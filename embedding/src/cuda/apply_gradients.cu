@@ -446,7 +446,8 @@ std::uint64_t* route(const table_impl& t, gpu_workspace& ws,
 /// rows are): local 32-bit rows, sorted stably, then every touched row's update.
 void update_received(table_impl& t, gpu_workspace& ws, const std::uint64_t* recv_keys,
                      std::size_t m, update_rows_args args, float lr, int device,
-                     cudaStream_t stream, const unsigned long long* gate) {
+                     cudaStream_t stream, const unsigned long long* gate,
+                     cudaEvent_t update_after) {
   if (m == 0) return;
   const row_range own = t.own();
   auto* local_rows = reserve<std::uint32_t>(ws.local_rows, m, device);
@@ -469,6 +470,7 @@ void update_received(table_impl& t, gpu_workspace& ws, const std::uint64_t* recv
   args.state1 = t.state.size() > 1 ? static_cast<float*>(t.state[1].local_part().ptr) : nullptr;
   args.params = make_update_params(t.options.optimizer, lr, t.step);
   args.gate = gate;
+  args.update_after = update_after;
   launch_update_rows(t.options.dtype, t.options.optimizer.kind, args, ws.runs, device, stream);
 }
 
@@ -559,7 +561,8 @@ void table::apply_gradients(const wholememory::index_array& indices,
   detail::update_rows_args args;
   args.grads = recv_grads;
   args.grad_stride = grad_stride;
-  detail::update_received(t, ws, recv_keys, m, args, lr, device, stream, deferred);
+  detail::update_received(t, ws, recv_keys, m, args, lr, device, stream, deferred,
+                          options.update_after);
 }
 
 void table::apply_scaled_gradients(const wholememory::index_array& indices,
@@ -624,7 +627,8 @@ void table::apply_scaled_gradients(const wholememory::index_array& indices,
   args.scaled.source_rows = sources.out;
   args.scaled.source = source_view;
   args.source_aligned16 = source_aligned16;
-  detail::update_received(t, *t.gpu, keys, n, args, lr, device, stream, deferred);
+  detail::update_received(t, *t.gpu, keys, n, args, lr, device, stream, deferred,
+                          options.update_after);
 }
 
 }  // namespace wholestore::embedding

@@ -537,6 +537,7 @@ void launch_update_rows(wholememory::dtype table_type, optimizer_kind kind,
   args.vec4 = vec4 && aligned16(a.weights) && (a.state0 == nullptr || aligned16(a.state0)) &&
               (a.state1 == nullptr || aligned16(a.state1)) &&
               (rt.partials == nullptr || aligned16(rt.partials));
+  if (a.update_after != nullptr) WM_CUDA_TRY(cudaStreamWaitEvent(stream, a.update_after, 0));
   dispatch_float_type(table_type, "the table dtype", [&](auto tag) {
     using T = decltype(tag);
     dispatch_optimizer(kind, [&](auto k) {

@@ -47,6 +47,8 @@ struct update_rows_args {
   /// A device word, or nullptr: while it is not ~0 (an index check failed on the device and
   /// nobody waited for it: apply_options::deferred_check), the sums and the update do nothing.
   const unsigned long long* gate = nullptr;
+  /// An event, or nullptr: the update kernel waits for it (apply_options::update_after).
+  cudaEvent_t update_after = nullptr;
 };
 
 /// Scratch of the run finding and the tree reduction, kept across calls.

@@ -21,8 +21,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <tuple>
 
 namespace wholestore_test::embed {
@@ -433,6 +436,59 @@ TEST(GpuApply, DeferredCheckGivesTheCheckedBitsAndABadIndexStopsEveryUpdateOnThe
       EXPECT_EQ(word.read(), ~0ull);
       EXPECT_TRUE(own_content_of(tb) == own_content_of(checked))
           << what << ": after the reset the deferred table differs from the checked one";
+    }
+  });
+}
+
+TEST(GpuApply, UpdateAfterHoldsTheRowWritesUntilTheEventAndNotTheRouting) {
+  EMBED_REQUIRE_GPUS(1);
+  run_gpu_ranks(1, rank_setup::shared_gpu_host, [](gpu_rank& g) {
+    check_word word(g.device);
+    for (bool deferred : {false, true}) {
+      const table_options o = options_for(optimizer_kind::adam, dtype::float32, 128,
+                                          memory_type::chunked, memory_location::device, 31);
+      table tb = table::create(g.comm, o), checked = table::create(g.comm, o);
+      const batch b = global_batch(31, 0, batch_entries, test_rows, 128);
+      apply_slice_gpu(checked, b, 0, batch_entries, dtype::int64, dtype::float32, learning_rate, g);
+      const own_content before = own_content_of(tb);
+      // Another stream held by a host function until the test releases it; the event after it
+      // is what the update waits for.
+      cudaStream_t other = nullptr;
+      cudaEvent_t gate = nullptr;
+      WM_CUDA_TRY(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+      WM_CUDA_TRY(cudaEventCreateWithFlags(&gate, cudaEventDisableTiming));
+      std::atomic<bool> release{false};
+      WM_CUDA_TRY(cudaLaunchHostFunc(
+          other,
+          [](void* p) {
+            auto* r = static_cast<std::atomic<bool>*>(p);
+            while (!r->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          },
+          &release));
+      WM_CUDA_TRY(cudaEventRecord(gate, other));
+      const std::size_t n = batch_entries, stride = 128 + 2;
+      auto di = to_device(index_bytes(b.index.data(), n, dtype::int64), g.device);
+      auto dg = to_device(encode_floats(b.grads.data(), n, 128, stride, dtype::float32), g.device);
+      apply_options options;
+      options.update_after = gate;
+      options.deferred_check = deferred ? word.get() : nullptr;
+      tb.apply_gradients(wholememory::index_array{di.data(), dtype::int64, n},
+                         wholememory::dense_matrix{dg.data(), dtype::float32, n, 128, stride},
+                         learning_rate, g.stream, options);
+      // The call has returned (its routing ran, or is queued); the rows must still wait.
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      own_content held = own_content_of(tb);  // copies on the legacy stream, not waiting
+      EXPECT_EQ(cudaStreamQuery(g.stream), cudaErrorNotReady) << "the update did not wait";
+      held.step = before.step;
+      EXPECT_TRUE(held == before) << "rows changed before the event (deferred " << deferred << ")";
+      release = true;
+      WM_CUDA_TRY(cudaStreamSynchronize(g.stream));
+      EXPECT_TRUE(own_content_of(tb) == own_content_of(checked))
+          << "after the event the table differs from the checked call's (deferred " << deferred
+          << ")";
+      WM_CUDA_TRY(cudaStreamSynchronize(other));
+      WM_CUDA_TRY(cudaEventDestroy(gate));
+      WM_CUDA_TRY(cudaStreamDestroy(other));
     }
   });
 }
