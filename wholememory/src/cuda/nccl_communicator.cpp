@@ -131,15 +131,20 @@ wire_format nccl_move_format(dtype t, std::size_t count) {
 }
 
 /// Short sleeps that grow: first yields, then 20 us, then 200 us.
-void backoff(int& spins) {
-  if (spins < 64) {
+/// The pause between two polls of a wait that began at `since`: yields for its first 500 µs,
+/// then sleeps 20 µs at a time, and 200 µs once it has lasted 50 ms.  Most waits (a stream
+/// reaching a count exchange, NCCL enqueueing a group) end within tens of microseconds; a
+/// sleep there would cost its timer slack (~50 µs on Linux) on every wait, and the waits of
+/// a distributed sampler or walker come several to a batch.
+void backoff(clock_type::time_point since) {
+  const auto waited = clock_type::now() - since;
+  if (waited < std::chrono::microseconds(500)) {
     std::this_thread::yield();
-  } else if (spins < 1000) {
+  } else if (waited < std::chrono::milliseconds(50)) {
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   } else {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  ++spins;
 }
 
 class nccl_communicator final : public communicator {
@@ -265,7 +270,7 @@ class nccl_communicator final : public communicator {
     expect_alive();
     device_guard guard(device_);
     const auto deadline = clock_type::now() + timeout();
-    for (int spins = 0;; backoff(spins)) {
+    for (const auto since = clock_type::now();; backoff(since)) {
       cudaError_t query = cudaStreamQuery(stream);
       throw_on_async_error("synchronize");
       if (query == cudaSuccess) return;
@@ -400,7 +405,7 @@ class nccl_communicator final : public communicator {
   /// when the bootstrap's timeout passes.
   void wait_ready(const char* call) {
     const auto deadline = clock_type::now() + timeout();
-    for (int spins = 0;; backoff(spins)) {
+    for (const auto since = clock_type::now();; backoff(since)) {
       ncclResult_t state = ncclInProgress;
       ncclResult_t res = ncclCommGetAsyncError(comm_, &state);
       if (res != ncclSuccess) {
@@ -479,7 +484,7 @@ class nccl_communicator final : public communicator {
     if (res == ncclSuccess || res == ncclInProgress) {
       const auto deadline = clock_type::now() + timeout();
       ncclResult_t state = ncclInProgress;
-      for (int spins = 0;; backoff(spins)) {
+      for (const auto since = clock_type::now();; backoff(since)) {
         if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
         if (state != ncclInProgress || clock_type::now() > deadline) break;
       }
