@@ -443,11 +443,11 @@ std::uint64_t* route(const table_impl& t, gpu_workspace& ws,
 }
 
 /// Step 5 on the m received entries (global rows recv_keys; `args` says where their gradient
-/// rows are): local 32-bit rows, sorted stably, then every touched row's update.
+/// rows are, and carries the caller's gate and event): local 32-bit rows, sorted stably, then
+/// every touched row's update.
 void update_received(table_impl& t, gpu_workspace& ws, const std::uint64_t* recv_keys,
                      std::size_t m, update_rows_args args, float lr, int device,
-                     cudaStream_t stream, const unsigned long long* gate,
-                     cudaEvent_t update_after) {
+                     cudaStream_t stream) {
   if (m == 0) return;
   const row_range own = t.own();
   auto* local_rows = reserve<std::uint32_t>(ws.local_rows, m, device);
@@ -469,8 +469,6 @@ void update_received(table_impl& t, gpu_workspace& ws, const std::uint64_t* recv
   args.state0 = t.state.size() > 0 ? static_cast<float*>(t.state[0].local_part().ptr) : nullptr;
   args.state1 = t.state.size() > 1 ? static_cast<float*>(t.state[1].local_part().ptr) : nullptr;
   args.params = make_update_params(t.options.optimizer, lr, t.step);
-  args.gate = gate;
-  args.update_after = update_after;
   launch_update_rows(t.options.dtype, t.options.optimizer.kind, args, ws.runs, device, stream);
 }
 
@@ -561,8 +559,9 @@ void table::apply_gradients(const wholememory::index_array& indices,
   detail::update_rows_args args;
   args.grads = recv_grads;
   args.grad_stride = grad_stride;
-  detail::update_received(t, ws, recv_keys, m, args, lr, device, stream, deferred,
-                          options.update_after);
+  args.gate = deferred;
+  args.update_after = options.update_after;
+  detail::update_received(t, ws, recv_keys, m, args, lr, device, stream);
 }
 
 void table::apply_scaled_gradients(const wholememory::index_array& indices,
@@ -627,8 +626,9 @@ void table::apply_scaled_gradients(const wholememory::index_array& indices,
   args.scaled.source_rows = sources.out;
   args.scaled.source = source_view;
   args.source_aligned16 = source_aligned16;
-  detail::update_received(t, *t.gpu, keys, n, args, lr, device, stream, deferred,
-                          options.update_after);
+  args.gate = deferred;
+  args.update_after = options.update_after;
+  detail::update_received(t, *t.gpu, keys, n, args, lr, device, stream);
 }
 
 }  // namespace wholestore::embedding

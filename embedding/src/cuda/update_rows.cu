@@ -428,25 +428,19 @@ __global__ void __launch_bounds__(block_threads)
   }
 }
 
-/// Tree levels a run of every one of m entries would need: no run needs more.
-int levels_for(std::size_t m) {
-  int levels = 0;
-  for (std::size_t items = m; items > fan_in; items = (items + fan_in - 1) / fan_in) ++levels;
-  return levels;
-}
-
-/// Partial rows the tree may need at most over m entries: at level l, a run has more than
-/// fan_in items only if it is longer than fan_in^(l + 1), and makes at most items / fan_in + 1
-/// rows (at most m / (fan_in^(l + 1) + 1) such runs); the levels' items shrink by fan_in.
-std::size_t partial_rows_bound(std::size_t m, int levels) {
-  std::size_t total = 0, items = m, span = fan_in;
-  for (int l = 0; l < levels; ++l) {
-    const std::size_t rows = (items + fan_in - 1) / fan_in + m / (span + 1);
-    total += rows;
-    items = rows;
+/// The most partial rows each tree level can make over m entries, one bound per level that a
+/// run of all m entries would need (no run needs more levels): at level l a run has more than
+/// fan_in items only if it is longer than fan_in^(l + 1) (at most m / (fan_in^(l + 1) + 1)
+/// such runs), and makes at most items / fan_in + 1 rows from the level's items.
+std::vector<std::size_t> level_row_bounds(std::size_t m) {
+  std::vector<std::size_t> bounds;
+  std::size_t items = m, span = fan_in;
+  for (std::size_t longest = m; longest > fan_in; longest = (longest + fan_in - 1) / fan_in) {
+    bounds.push_back((items + fan_in - 1) / fan_in + m / (span + 1));
+    items = bounds.back();
     span = span > m ? span : span * fan_in;
   }
-  return total;
+  return bounds;
 }
 
 /// Blocks that keep every SM busy for a grid-stride kernel (one block of block_threads per
@@ -499,9 +493,11 @@ void launch_update_rows(wholememory::dtype table_type, optimizer_kind kind,
     find_long_runs<<<blocks_for_threads(m), block_threads, 0, stream>>>(run_start, m, counters,
                                                                         long_state, long_of_run);
     WM_CUDA_CHECK_LAUNCH(stream);
-    const int levels = levels_for(m);
-    const std::size_t cells = slots * static_cast<std::size_t>(levels);
-    const std::size_t bound = partial_rows_bound(m, levels);
+    const std::vector<std::size_t> level_rows = level_row_bounds(m);
+    const int levels = static_cast<int>(level_rows.size());
+    const std::size_t cells = slots * level_rows.size();
+    std::size_t bound = 0;
+    for (std::size_t rows : level_rows) bound += rows;
     WM_EXPECTS(bound <= std::numeric_limits<std::uint32_t>::max() / 2,
                "apply_gradients: " << m << " entries need too many partial rows");
     auto* partials = reserve<float>(ws.partials, bound * a.dim, device);
@@ -516,16 +512,13 @@ void launch_update_rows(wholememory::dtype table_type, optimizer_kind kind,
     temp = ws.temp.reserve_discard(std::max<std::size_t>(scan_bytes, 1), device);
     WM_CUDA_TRY(
         cub::DeviceScan::ExclusiveSum(temp, scan_bytes, chunks, chunk_begin, cells, stream));
-    // Level l makes at most bound_l rows; a grid-stride grid of resident blocks covers them.
-    std::size_t items = m, span = fan_in;
+    // Level l makes at most level_rows[l] rows; a grid-stride grid of resident blocks covers
+    // them.
     for (int l = 0; l < levels; ++l) {
-      const std::size_t rows = (items + fan_in - 1) / fan_in + m / (span + 1);
-      sum_chunks<<<resident_blocks(blocks_for_warps(rows), device, ws), block_threads, 0, stream>>>(
-          entries_of(a), partials, a.dim, long_state, chunks, chunk_begin, slots, l,
-          vec4 && aligned16(partials), a.gate);
+      sum_chunks<<<resident_blocks(blocks_for_warps(level_rows[l]), device, ws), block_threads, 0,
+                   stream>>>(entries_of(a), partials, a.dim, long_state, chunks, chunk_begin, slots,
+                             l, vec4 && aligned16(partials), a.gate);
       WM_CUDA_CHECK_LAUNCH(stream);
-      items = rows;
-      span = span > m ? span : span * fan_in;
     }
     rt.chunks = chunks;
     rt.chunk_begin = chunk_begin;

@@ -130,7 +130,6 @@ wire_format nccl_move_format(dtype t, std::size_t count) {
   return {nccl_arith_type(t), count};
 }
 
-/// Short sleeps that grow: first yields, then 20 us, then 200 us.
 /// The pause between two polls of a wait that began at `since`: yields for its first 500 µs,
 /// then sleeps 20 µs at a time, and 200 µs once it has lasted 50 ms.  Most waits (a stream
 /// reaching a count exchange, NCCL enqueueing a group) end within tens of microseconds; a
