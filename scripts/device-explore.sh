@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Exploration on the GPU machine, several steps in one call; logs under $OUT.
 #   EXPLORE="variants gather sample" scripts/device-explore.sh      (the default steps)
-# Steps: variants (the kernels of scripts/experiments/gather_variants.cu side by side),
+# Steps: variants (the kernels of scripts/experiments/gather_variants.cu side by side), alloc
+# (scripts/experiments/gather_alloc.cu: the same kernel on tables allocated several ways),
 # peervariants (scripts/experiments/peer_gather_variants.cu, two GPUs gathering at once), build,
 # gather (the gather bench at every row size), sample (the sampling bench), tests (GPU gather
 # and embedding tests; TESTS_FILTER narrows the first), chunkdebug (two-rank chunked tables
 # with the row copies logged), ncu and ncufill (Nsight Compute on weighted sampling), profile
 # (nsys, where present), compare (before/after in one call: .device-base/base.tgz holds an
 # earlier tree, packed from a git worktree and carried; COMPARE="small big sample walks train
-# tables" picks the benches run with both builds, alternating).
+# tables pair" picks the benches run with both builds, alternating; pair needs two GPUs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 WHOLESTORE_EXPECT_GPU=1
@@ -23,6 +24,11 @@ if want variants; then
   nvcc -O3 -std=c++17 -arch=sm_90 scripts/experiments/gather_variants.cu -o /tmp/gv &&
     /tmp/gv 8 4194304 2>&1 | tee "$final/variants.txt"
 fi
+if want alloc; then
+  echo "==== table allocation and small-row gathers ($(date +%T))"
+  nvcc -O3 -std=c++17 -arch=sm_90 scripts/experiments/gather_alloc.cu -lcuda -o /tmp/galloc &&
+    /tmp/galloc 4194304 2>&1 | tee "$final/alloc.txt"
+fi
 if want peervariants; then
   echo "==== peer variants, two GPUs ($(date +%T))"
   nvcc -O3 -std=c++17 -arch=sm_90 scripts/experiments/peer_gather_variants.cu -o /tmp/pgv &&
@@ -31,7 +37,7 @@ fi
 if want build || want gather || want sample || want tests || want chunkdebug; then
   echo "==== build ($(date +%T))"
   targets="--target wholestore"
-  want tests && targets=""
+  want tests && targets="--target wholestore wholememory_gpu_tests embedding_gpu_tests"
   { cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release &&
     cmake --build build -j "$(nproc)" $targets; } >"$final/build.log" 2>&1 ||
     { tail -n 30 "$final/build.log"; exit 1; }
@@ -123,8 +129,16 @@ if want compare; then
       --set samplers=gpu --set walk_calls=3 --set locations=device --set types=continuous,chunked 2>&1 |
       grep -E "^gpu .*(deepwalk|node2vec)" | awk '{print $2, $4, $6}'
   }
+  pair_rows() {
+    WHOLESTORE_CHECK_COLLECTIVES=0 timeout 200 "$1" launch -n 2 -- "$1" bench \
+      configs/bench_gather.yaml --set types=continuous,chunked --set locations=device \
+      --set row_bytes=64,128,256,512 --set ops=gather --set kernel_only=true --set pipelined=true \
+      --set repeats=15 2>&1 | tee "$final/compare-pair-$2.txt" | grep -E "^\[rank 0\] gather" |
+      awk '{print $4, $6, $7, $9, $10, $11}'
+  }
   each_build 2 small "small batches" small_batches
   each_build 2 big "4M lookups, narrow rows" narrow_rows
+  each_build 2 pair "two ranks (GPUs 0 and 1), 4M lookups, narrow rows" pair_rows
   each_build 2 sample "sampling, device graph" sampling
   each_build 2 walks "random walks, device graph" walking
   each_build 2 train "train, R-MAT 500k nodes / 12M edges, products batch" training

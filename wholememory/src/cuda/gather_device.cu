@@ -238,12 +238,13 @@ rows_ref table_rows(const wm_tensor& t, const gather_geometry& g) {
   return r;
 }
 
-/// The calling thread's pinned host word for the index check's result on the current device,
-/// and the event that marks the result's arrival: allocated once, kept for the thread's life
-/// (like side_stream), so a check costs no host allocation and its copy back is a plain DMA.
-/// One thread waits for one check at a time, so one word and one event serve all its checks.
+/// The calling thread's pinned, device-mapped host word for the index check's result on the
+/// current device, and the event that marks the check's end: allocated once, kept for the
+/// thread's life (like side_stream), so a check costs no host allocation.  One thread waits for
+/// one check at a time, so one word and one event serve all its checks.
 struct check_slot {
   unsigned long long* host = nullptr;
+  unsigned long long* mapped = nullptr;  // the same word as the device addresses it
   cudaEvent_t done = nullptr;
 };
 check_slot& thread_check_slot() {
@@ -254,35 +255,63 @@ check_slot& thread_check_slot() {
   check_slot& s = slots[device];
   if (s.host == nullptr) {
     void* h = nullptr;
-    WM_CUDA_TRY(cudaHostAlloc(&h, sizeof(unsigned long long), cudaHostAllocDefault));
-    s.host = static_cast<unsigned long long*>(h);
+    WM_CUDA_TRY(cudaHostAlloc(&h, sizeof(unsigned long long), cudaHostAllocMapped));
+    void* d = nullptr;
+    const cudaError_t err = cudaHostGetDevicePointer(&d, h, 0);
+    if (err != cudaSuccess) {
+      WM_CUDA_WARN(cudaFreeHost(h));
+      WM_CUDA_TRY(err);
+    }
     WM_CUDA_TRY(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+    s.host = static_cast<unsigned long long*>(h);
+    s.mapped = static_cast<unsigned long long*>(d);
   }
   return s;
+}
+
+/// The index check, and the last of its blocks to finish copies the verdict (result[0]) to the
+/// caller's mapped host word: the check's result reaches the host without a copy in the stream
+/// between the check and the row copy.  result[1] counts finished blocks from all ones (the one
+/// memset sets both words), so the last block's ticket is gridDim.x - 2, modulo 2^64.
+template <typename IndexT>
+__global__ void check_and_publish_kernel(const IndexT* __restrict__ idx, std::int64_t n,
+                                         std::int64_t rows, unsigned long long* result,
+                                         unsigned long long* host_word) {
+  scan_for_bad_index(idx, n, rows, result);
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  __threadfence();  // this block's atomicMin lands before its ticket
+  if (atomicAdd(result + 1, 1ull) + 2 != gridDim.x) return;
+  __threadfence();
+  *static_cast<volatile unsigned long long*>(host_word) =
+      *static_cast<volatile unsigned long long*>(result);
+  __threadfence_system();
 }
 
 /// The index check of a continuous or chunked gather or scatter, enqueued ahead of the copy it
 /// guards.  The check kernel writes the first bad position into a device word of this call's
 /// own (stream-ordered, so calls on other streams never share it); the copy kernels read the
-/// word (rows_ref::skip_word) and copy nothing when it names a position.  The host waits only
-/// for the check's 8-byte result, after the copy is enqueued: the GPU runs check and copy back
-/// to back, and the caller's stream goes on while the host reads the result.  A bad index
-/// costs a stream synchronization (the skipped copy ends first) and one more copy, of its value.
+/// word (rows_ref::skip_word) and copy nothing when it names a position.  The kernel's last
+/// block also writes the verdict to the thread's mapped host word, and the host waits for the
+/// event behind the check only: the GPU runs check and copy back to back, and the caller's
+/// stream goes on while the host reads the result.  A bad index costs a stream synchronization
+/// (the skipped copy ends first) and one more copy, of its value.
 template <typename IndexT>
 class index_check {
  public:
   index_check(const IndexT* idx, std::size_t n, std::size_t rows, cudaStream_t stream)
-      : idx_(idx), n_(n), stream_(stream), word_(n > 0 ? sizeof(unsigned long long) : 0, stream) {
+      : idx_(idx),
+        n_(n),
+        stream_(stream),
+        word_(n > 0 ? 2 * sizeof(unsigned long long) : 0, stream) {
     if (n == 0) return;
     slot_ = &thread_check_slot();
-    WM_CUDA_TRY(
-        cudaMemsetAsync(word_.as<unsigned long long>(), 0xff, sizeof(unsigned long long), stream));
+    WM_CUDA_TRY(cudaMemsetAsync(word_.as<unsigned long long>(), 0xff,
+                                2 * sizeof(unsigned long long), stream));
     const auto sn = static_cast<std::int64_t>(n);
-    find_bad_index_kernel<<<blocks_for_items(sn), block_threads, 0, stream>>>(
-        idx, sn, static_cast<std::int64_t>(rows), word_.as<unsigned long long>());
+    check_and_publish_kernel<<<blocks_for_items(sn), block_threads, 0, stream>>>(
+        idx, sn, static_cast<std::int64_t>(rows), word_.as<unsigned long long>(), slot_->mapped);
     WM_CUDA_CHECK_LAUNCH(stream);
-    WM_CUDA_TRY(cudaMemcpyAsync(slot_->host, word_.as<unsigned long long>(),
-                                sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
     WM_CUDA_TRY(cudaEventRecord(slot_->done, stream));
   }
 
@@ -293,8 +322,9 @@ class index_check {
   bad_index result() {
     if (n_ == 0) return {};
     WM_CUDA_TRY(cudaEventSynchronize(slot_->done));
-    if (*slot_->host == ~0ull) return {};
-    const auto position = static_cast<std::int64_t>(*slot_->host);
+    const unsigned long long verdict = *static_cast<volatile unsigned long long*>(slot_->host);
+    if (verdict == ~0ull) return {};
+    const auto position = static_cast<std::int64_t>(verdict);
     IndexT value = 0;
     WM_CUDA_TRY(cudaMemcpyAsync(&value, idx_ + position, sizeof value, cudaMemcpyDefault, stream_));
     WM_CUDA_TRY(cudaStreamSynchronize(stream_));

@@ -62,8 +62,8 @@ namespace {
 // (a thread's entries i, i + stride, ... in increasing order, so its first bad one is its
 // smallest).
 template <typename IndexT>
-__global__ void find_bad_index_kernel(const IndexT* __restrict__ idx, std::int64_t n,
-                                      std::int64_t rows, unsigned long long* result) {
+__device__ __forceinline__ void scan_for_bad_index(const IndexT* __restrict__ idx, std::int64_t n,
+                                                   std::int64_t rows, unsigned long long* result) {
   constexpr int unroll = 4;
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
@@ -82,6 +82,12 @@ __global__ void find_bad_index_kernel(const IndexT* __restrict__ idx, std::int64
       }
     }
   }
+}
+
+template <typename IndexT>
+__global__ void find_bad_index_kernel(const IndexT* __restrict__ idx, std::int64_t n,
+                                      std::int64_t rows, unsigned long long* result) {
+  scan_for_bad_index(idx, n, rows, result);
 }
 
 /// result[1] = the index at position result[0], when that names one (distributed memory).
