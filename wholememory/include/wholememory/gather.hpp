@@ -94,8 +94,9 @@ inline unsigned default_host_threads() {
 /// memory needs an NCCL communicator (collective over it).  Continuous and chunked memory: the
 /// copy is enqueued behind the index check and skips itself on a bad index; the call then
 /// waits for the check's 8-byte result only, so the copy may still run when it returns.
-/// Distributed memory: the call synchronizes `stream` after the check and once more for the
-/// exchanged counts.  The copies themselves are asynchronous.
+/// Distributed memory: the call waits once, for the exchanged counts (each rank's check
+/// verdict travels with them; the bucketing by owner runs on a side stream meanwhile).  The
+/// copies themselves are asynchronous.
 /// Throws logic_error for bad shapes, dtype pairs, out-of-range indices (nothing written),
 /// a build without CUDA, and a host communicator on distributed memory; cuda_error,
 /// nccl_error.

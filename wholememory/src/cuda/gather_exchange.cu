@@ -126,6 +126,28 @@ struct device_exchange {
   std::size_t slices = 1;
 };
 
+/// The calling thread's pinned host words on the current device (at least `count`), kept for
+/// the thread's life: the exchanged counts come back into them by an asynchronous copy.
+std::int64_t* pinned_words(std::size_t count) {
+  struct slot {
+    std::int64_t* words = nullptr;
+    std::size_t count = 0;
+  };
+  thread_local std::vector<slot> slots;
+  int device = 0;
+  WM_CUDA_TRY(cudaGetDevice(&device));
+  if (static_cast<int>(slots.size()) <= device) slots.resize(device + 1);
+  slot& s = slots[device];
+  if (s.count < count) {
+    void* p = nullptr;
+    WM_CUDA_TRY(cudaHostAlloc(&p, count * sizeof(std::int64_t), cudaHostAllocDefault));
+    if (s.words != nullptr) WM_CUDA_WARN(cudaFreeHost(s.words));
+    s.words = static_cast<std::int64_t*>(p);
+    s.count = count;
+  }
+  return s.words;
+}
+
 communicator& nccl_comm_of(const allocation& wm, const char* op) {
   communicator& comm = wm.comm();
   WM_EXPECTS(comm.get_backend() == backend::nccl,
@@ -175,17 +197,44 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
                    stream>>>(idx, sn, row_begin, ranks, owner.as<int>(), counts);
     WM_CUDA_CHECK_LAUNCH(stream);
   }
+  // Bucketing by owner (a stable sort) and every entry's owner-local row need no counts: they
+  // run on a side stream while the counts cross and the host waits for them.  The guard makes
+  // the caller's stream wait for it on every exit, before the buffers are freed there.
+  device_exchange x;
+  x.positions = std::make_unique<stream_buffer>(n * 8, stream);
+  x.send_rows = std::make_unique<stream_buffer>(n * 8, stream);
+  const cudaStream_t bucket = side_stream(0);
+  stream_wait(bucket, stream);
+  struct join_on_exit {
+    cudaStream_t stream, side;
+    ~join_on_exit() {
+      try {
+        stream_wait(stream, side);
+      } catch (const std::exception&) {
+      }
+    }
+  } join{stream, bucket};
+  if (n > 0) {
+    stream_buffer owner_sorted(n * sizeof(int), bucket);
+    sort_by_key(owner.as<int>(), owner_sorted.as<int>(), x.positions->as<std::int64_t>(), sn,
+                static_cast<std::uint64_t>(ranks - 1), bucket);
+    local_rows_kernel<<<blocks_for_items(sn), block_threads, 0, bucket>>>(
+        idx, x.positions->as<std::int64_t>(), owner_sorted.as<int>(), row_begin, sn,
+        x.send_rows->as<std::int64_t>());
+    WM_CUDA_CHECK_LAUNCH(bucket);
+  }
   meta_kernel<<<1, 128, 0, stream>>>(counts, result, ranks, slices, meta_send);
   WM_CUDA_CHECK_LAUNCH(stream);
   std::vector<std::size_t> each(ranks, mw), displs(ranks);
   for (int r = 0; r < ranks; ++r) displs[r] = static_cast<std::size_t>(mw) * r;
   comm.alltoallv(meta_send, each.data(), displs.data(), meta_recv, each.data(), displs.data(),
                  dtype::int64, stream);
-  std::vector<std::int64_t> host(2 + 2 * static_cast<std::size_t>(mw) * ranks);
-  WM_CUDA_TRY(cudaMemcpyAsync(host.data(), ctl.as<void>(), host.size() * 8, cudaMemcpyDeviceToHost,
-                              stream));
+  // Into pinned memory, so the copy is asynchronous and synchronize() keeps its timeout.
+  const std::size_t host_words = 2 + 2 * static_cast<std::size_t>(mw) * ranks;
+  std::int64_t* host = pinned_words(host_words);
+  WM_CUDA_TRY(
+      cudaMemcpyAsync(host, ctl.as<void>(), host_words * 8, cudaMemcpyDeviceToHost, stream));
   comm.synchronize(stream);
-  WM_CUDA_TRY(cudaStreamSynchronize(stream));
 
   std::vector<std::int64_t> flags(ranks);
   for (int r = 0; r < ranks; ++r) flags[r] = host[2 + mw * r + 1];
@@ -202,7 +251,6 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
                << (text != nullptr ? std::string(" (here: '") + text + "')" : std::string()));
   }
 
-  device_exchange x;
   x.send_counts.resize(ranks);
   x.send_displs.assign(ranks, 0);
   x.recv_counts.resize(ranks);
@@ -225,21 +273,9 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
   for (int r = 1; r < ranks; ++r) x.recv_displs[r] = x.recv_displs[r - 1] + x.recv_counts[r - 1];
   x.recv_total = x.recv_displs[ranks - 1] + x.recv_counts[ranks - 1];
 
-  // Bucket by owner (stable), then the rows local to each owner.
-  x.positions = std::make_unique<stream_buffer>(n * 8, stream);
-  x.send_rows = std::make_unique<stream_buffer>(n * 8, stream);
-  stream_buffer& send_rows = *x.send_rows;
-  if (n > 0) {
-    stream_buffer owner_sorted(n * sizeof(int), stream);
-    sort_by_key(owner.as<int>(), owner_sorted.as<int>(), x.positions->as<std::int64_t>(), sn,
-                static_cast<std::uint64_t>(ranks - 1), stream);
-    local_rows_kernel<<<blocks_for_items(sn), block_threads, 0, stream>>>(
-        idx, x.positions->as<std::int64_t>(), owner_sorted.as<int>(), row_begin, sn,
-        send_rows.as<std::int64_t>());
-    WM_CUDA_CHECK_LAUNCH(stream);
-  }
+  stream_wait(stream, bucket);
   x.local_rows = std::make_unique<stream_buffer>(x.recv_total * 8, stream);
-  comm.alltoallv(send_rows.as<std::int64_t>(), x.send_counts.data(), x.send_displs.data(),
+  comm.alltoallv(x.send_rows->as<std::int64_t>(), x.send_counts.data(), x.send_displs.data(),
                  x.local_rows->as<std::int64_t>(), x.recv_counts.data(), x.recv_displs.data(),
                  dtype::int64, stream);
   return x;
