@@ -61,6 +61,10 @@ const std::vector<std::pair<std::string, std::string>> environment = {
      "other value (empty, 0, negative, nan, inf, text) is an error naming the variable"},
     {"`WHOLESTORE_CHECK_COLLECTIVES`",
      "`0` turns off the NCCL backend's per-call argument agreement check"},
+    {"`WHOLESTORE_NCCL_NONBLOCKING`",
+     "`1` keeps every NCCL collective on the non-blocking communicator, each enqueue polled "
+     "(NCCL then launches every collective from a thread of its own: slower); unset or `0`: "
+     "collectives run on a blocking child under a watchdog. Must be the same on every rank"},
     {"`WHOLESTORE_SAMPLE_BY_OWNER`",
      "`1`: the sampler sends each node of a distributed graph to its owner, which samples it from "
      "its own memory (one exchange of requests and one of replies per hop); `0`: rows and "

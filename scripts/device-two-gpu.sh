@@ -6,8 +6,9 @@
 #   scripts/device-two-gpu.sh                     # every step, ctest -L gpu
 #   TESTS='Sgns|FileIoGpu' REPEAT=3 scripts/device-two-gpu.sh   # those tests, each 3 times
 #   STEPS='build pytest tests' scripts/device-two-gpu.sh         # only these steps
-# Steps: build pytest tests run train symmetric embedding chunked owners walks faults graphsage
-# sanitize (the last six not by default; owners: the served hops' tests, and the sample bench
+# Steps: build pytest tests run train symmetric embedding chunked owners walks ncclmode faults
+# graphsage sanitize (the last seven not by default; ncclmode: the blocking NCCL communicator
+# against WHOLESTORE_NCCL_NONBLOCKING=1 on distributed sampling, walks and gathers; owners: the served hops' tests, and the sample bench
 # with padded hops off and on, needs two GPUs; walks: the distributed walkers' tests and the
 # walk bench on distributed and continuous graphs, needs two GPUs)
 set -uo pipefail
@@ -149,6 +150,35 @@ if want walks && [ "$gpus" -ge 2 ]; then
     >"$out/walks-bench.txt" 2>&1
   echo "rc=$?"; grep -E '^\[rank 0\] (walk|gpu .*(deepwalk|node2vec))' "$out/walks-bench.txt"
   cp "$out/walks-bench.txt" "$final/"
+fi
+if want ncclmode && [ "$gpus" -ge 2 ]; then
+  # The blocking NCCL communicator against WHOLESTORE_NCCL_NONBLOCKING=1 (every collective on
+  # the non-blocking one, NCCL launching each group from a thread of its own), alternating,
+  # NCCLMODE_ROUNDS rounds (2): distributed sampling and DeepWalk, then distributed gathers.
+  for round in $(seq "${NCCLMODE_ROUNDS:-2}"); do
+    for mode in nonblocking blocking; do
+      nb=0; [ $mode = nonblocking ] && nb=1
+      step "NCCL $mode, round $round"
+      WHOLESTORE_NCCL_NONBLOCKING=$nb WHOLESTORE_CHECK_COLLECTIVES=0 timeout 200 $b launch -n 2 -- \
+        $b bench configs/bench_sample.yaml --set samplers=gpu --set types=distributed \
+        --set locations=device --set 'fanouts=15,10,5;30,30,30' --set methods=uniform,weighted \
+        --set walks=deepwalk 2>&1 | tee "$out/ncclmode-sample-$mode-$round.txt" |
+        grep -E '^\[rank 0\] gpu' | cut -c1-120
+      WHOLESTORE_NCCL_NONBLOCKING=$nb WHOLESTORE_CHECK_COLLECTIVES=0 timeout 200 $b launch -n 2 -- \
+        $b bench configs/bench_gather.yaml --set types=distributed --set locations=device \
+        --set row_bytes=64,512,4096 --set ops=gather,scatter 2>&1 |
+        tee "$out/ncclmode-gather-$mode-$round.txt" | grep -E '^\[rank 0\] (gather|scatter)' |
+        awk '{print $3, $4, $6, $7, $9, $11, $14}'
+    done
+  done
+  step "continuous gathers and sampling, same machine"
+  WHOLESTORE_CHECK_COLLECTIVES=0 timeout 200 $b launch -n 2 -- $b bench configs/bench_gather.yaml \
+    --set types=continuous --set locations=device --set row_bytes=64,512,4096 --set ops=gather 2>&1 |
+    grep -E '^\[rank 0\] gather' | awk '{print $3, $4, $6, $7, $9, $11, $14}'
+  WHOLESTORE_CHECK_COLLECTIVES=0 timeout 200 $b launch -n 2 -- $b bench configs/bench_sample.yaml \
+    --set samplers=gpu --set types=continuous --set locations=device \
+    --set 'fanouts=15,10,5;30,30,30' --set methods=uniform,weighted --set walks=deepwalk 2>&1 |
+    grep -E '^\[rank 0\] gpu' | cut -c1-120
 fi
 if want faults; then
   # The fault injector on the GPU path (sampler=gpu on device graphs, demo on device memory),

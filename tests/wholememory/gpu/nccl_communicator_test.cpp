@@ -405,6 +405,38 @@ TEST(NcclCommunicator, CollectivesTwoProcesses) {
   EXPECT_TRUE(result.all_ok()) << "rank statuses " << result.status[0] << ", " << result.status[1];
 }
 
+// WHOLESTORE_NCCL_NONBLOCKING=1 keeps every collective on the non-blocking communicator (each
+// enqueue polled); the collectives give the same results there.
+TEST(NcclCommunicator, CollectivesOnTheNonblockingCommunicator) {
+  WHOLESTORE_REQUIRE_GPUS(2);
+  fork_result result = fork_ranks(2, [](std::shared_ptr<bootstrap> bs) {
+    ::setenv("WHOLESTORE_NCCL_NONBLOCKING", "1", 1);
+    collectives_body(std::move(bs));
+  });
+  EXPECT_TRUE(result.all_ok()) << "rank statuses " << result.status[0] << ", " << result.status[1];
+}
+
+// Ranks that disagree on the setting would enqueue on different communicators and hang: the
+// creation refuses it on every rank, naming the variable.
+TEST(NcclCommunicator, NonblockingSettingMustMatchOnEveryRank) {
+  WHOLESTORE_REQUIRE_GPUS(2);
+  fork_result result = fork_ranks(2, [](std::shared_ptr<bootstrap> bs) {
+    if (bs->rank() == 1) {
+      ::setenv("WHOLESTORE_NCCL_NONBLOCKING", "1", 1);
+    } else {
+      ::unsetenv("WHOLESTORE_NCCL_NONBLOCKING");
+    }
+    try {
+      make_rank(std::move(bs));
+      ADD_FAILURE() << "ranks with different WHOLESTORE_NCCL_NONBLOCKING made a communicator";
+    } catch (const wholememory::mismatch_error& e) {
+      EXPECT_NE(std::string(e.what()).find("WHOLESTORE_NCCL_NONBLOCKING"), std::string::npos)
+          << e.what();
+    }
+  });
+  EXPECT_TRUE(result.all_ok()) << "rank statuses " << result.status[0] << ", " << result.status[1];
+}
+
 TEST(NcclCommunicator, SplitOneProcess) {
   WHOLESTORE_REQUIRE_GPUS(1);
   EXPECT_TRUE(fork_ranks(1, split_body).all_ok());

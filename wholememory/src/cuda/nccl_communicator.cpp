@@ -1,10 +1,20 @@
 /*
  * The NCCL backend of communicator.
  *
- * The NCCL communicator is non-blocking (config.blocking = 0): every NCCL call may return
- * ncclInProgress, after which ncclCommGetAsyncError is polled until the call has been enqueued,
- * with the bootstrap's timeout.  That is what lets a dead or absent peer end in timeout_error
- * (and an aborted communicator) instead of a hang, in creation, enqueueing and synchronize().
+ * Creation is non-blocking (config.blocking = 0): ncclCommInitRankConfig returns
+ * ncclInProgress and ncclCommGetAsyncError is polled with the bootstrap's timeout, so a dead or
+ * absent peer ends in timeout_error (and an aborted communicator) instead of a hang.
+ *
+ * Collectives then run on a blocking child of that communicator (ncclCommSplit with
+ * config.blocking = 1, polled the same way).  NCCL launches every group of a non-blocking
+ * communicator from a thread it creates for that group, which cost 60-140 us of host time per
+ * collective on two H200s; a distributed sampler or walker enqueues several a batch.  A
+ * blocking enqueue waits for no peer once the connections exist (NCCL makes them at a pair's
+ * first collective), and synchronize() still polls the stream with the timeout and aborts.
+ * What could block inside NCCL (a first connection, finalize) runs under a watchdog: past the
+ * timeout it reports the call and rank on stderr and ends the process, since a thread stuck in
+ * NCCL cannot be unwound.  WHOLESTORE_NCCL_NONBLOCKING=1 (the same on every rank) keeps the
+ * non-blocking communicator for everything, each enqueue polled as creation is.
  *
  * Argument checks: before each collective (unless WHOLESTORE_CHECK_COLLECTIVES=0, which every
  * rank must agree on) the ranks allgather a small descriptor of the call over the bootstrap
@@ -26,13 +36,17 @@
 #include <wholememory/log.hpp>
 
 #include <nccl.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -85,6 +99,11 @@ std::string describe(const call_descriptor& d) {
   if (d.root >= 0) os << ", root=" << d.root;
   os << ")";
   return os.str();
+}
+
+bool nonblocking_from_env() {
+  const char* value = std::getenv("WHOLESTORE_NCCL_NONBLOCKING");
+  return value != nullptr && std::strcmp(value, "0") != 0;
 }
 
 bool checks_from_env() {
@@ -148,10 +167,17 @@ void backoff(clock_type::time_point since) {
 
 class nccl_communicator final : public communicator {
  public:
-  nccl_communicator(std::shared_ptr<bootstrap> bs, rank_topology topology, int device, bool checks)
-      : communicator(std::move(bs), std::move(topology)), device_(device), checks_(checks) {}
+  nccl_communicator(std::shared_ptr<bootstrap> bs, rank_topology topology, int device, bool checks,
+                    bool blocking)
+      : communicator(std::move(bs), std::move(topology)),
+        device_(device),
+        checks_(checks),
+        blocking_(blocking) {}
 
-  ~nccl_communicator() override { destroy(); }
+  ~nccl_communicator() override {
+    destroy();
+    stop_watchdog();
+  }
 
   bool broken() const override {
     return aborted_.load(std::memory_order_acquire) || bootstrap_->broken();
@@ -185,7 +211,11 @@ class nccl_communicator final : public communicator {
     check_call(op_code::barrier, -1, 0, -1);
     device_guard guard(device_);
     // A max-reduction of one element: the value never grows, and every rank waits for all.
-    enqueued(ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclMax, comm_, stream),
+    enqueued(watched("ncclAllReduce (barrier)",
+                     [&] {
+                       return ncclAllReduce(barrier_buf_, barrier_buf_, 1, ncclInt32, ncclMax,
+                                            comm_, stream);
+                     }),
              "ncclAllReduce (barrier)");
   }
 
@@ -198,7 +228,11 @@ class nccl_communicator final : public communicator {
     WM_EXPECTS(buffer != nullptr, "broadcast of " << count << " elements needs a buffer");
     wire_format wire = nccl_move_format(type, count);
     device_guard guard(device_);
-    enqueued(ncclBroadcast(buffer, buffer, wire.count, wire.type, root, comm_, stream),
+    enqueued(watched("ncclBroadcast",
+                     [&] {
+                       return ncclBroadcast(buffer, buffer, wire.count, wire.type, root, comm_,
+                                            stream);
+                     }),
              "ncclBroadcast");
   }
 
@@ -210,7 +244,10 @@ class nccl_communicator final : public communicator {
                "allgather of " << count << " elements needs send and receive buffers");
     wire_format wire = nccl_move_format(type, count);
     device_guard guard(device_);
-    enqueued(ncclAllGather(send, recv, wire.count, wire.type, comm_, stream), "ncclAllGather");
+    enqueued(
+        watched("ncclAllGather",
+                [&] { return ncclAllGather(send, recv, wire.count, wire.type, comm_, stream); }),
+        "ncclAllGather");
   }
 
   void alltoallv(const void* send, const std::size_t* send_counts, const std::size_t* send_displs,
@@ -249,7 +286,7 @@ class nccl_communicator final : public communicator {
         failed_call = "ncclRecv";
       }
     }
-    ncclResult_t end = ncclGroupEnd();
+    ncclResult_t end = watched("ncclGroupEnd (alltoallv)", [] { return ncclGroupEnd(); });
     if (first_error != ncclSuccess) enqueued(first_error, failed_call);
     enqueued(end, "ncclGroupEnd (alltoallv)");
   }
@@ -262,7 +299,11 @@ class nccl_communicator final : public communicator {
     WM_EXPECTS(send != nullptr && recv != nullptr,
                "allreduce of " << count << " elements needs send and receive buffers");
     device_guard guard(device_);
-    enqueued(ncclAllReduce(send, recv, count, nccl_type, ncclSum, comm_, stream), "ncclAllReduce");
+    enqueued(watched("ncclAllReduce",
+                     [&] {
+                       return ncclAllReduce(send, recv, count, nccl_type, ncclSum, comm_, stream);
+                     }),
+             "ncclAllReduce");
   }
 
   void synchronize(cudaStream_t stream) override {
@@ -321,6 +362,132 @@ class nccl_communicator final : public communicator {
       }
       wait_ready("ncclCommInitRankConfig");
     });
+    if (!blocking_) return;
+    ncclComm_t child = nullptr;
+    detail::collective_step(*bootstrap_, what, [&] {
+      device_guard guard(device_);
+      child = split_blocking_child();
+    });
+    // Every rank uses the child or none does (collectives must meet on one communicator).
+    const int mine = child != nullptr ? 1 : 0;
+    std::vector<int> all(size());
+    bootstrap_->allgather(&mine, all.data(), sizeof(int));
+    const bool everyone = std::find(all.begin(), all.end(), 0) == all.end();
+    if (!everyone) {
+      if (child != nullptr) ncclCommAbort(child);
+      blocking_ = false;
+      WM_LOG(log_level::warn,
+             "the blocking NCCL communicator could not be made on every rank; "
+             "collectives stay on the non-blocking one (slower enqueues)");
+      return;
+    }
+    ncclComm_t parent = comm_;
+    comm_ = child;
+    retire(parent, false);
+    start_watchdog();
+  }
+
+  /// A blocking child of the (non-blocking) communicator over all its ranks, the split polled
+  /// with the timeout; nullptr when NCCL finished the split without giving one.  Collective.
+  ncclComm_t split_blocking_child() {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 1;
+    ncclComm_t child = nullptr;
+    const ncclResult_t res = ncclCommSplit(comm_, 0, rank(), &child, &config);
+    if (res != ncclSuccess && res != ncclInProgress) {
+      // Refused outright: the parent serves on (init_rank falls back on every rank).
+      WM_LOG(log_level::warn, "ncclCommSplit (blocking communicator) on rank "
+                                  << rank() << " failed: " << ncclGetErrorString(res));
+      throw_on_async_error("ncclCommSplit (blocking communicator)");
+      if (child != nullptr) ncclCommAbort(child);
+      return nullptr;
+    }
+    // A non-blocking parent splits in the background and stores the child only when the split
+    // is complete: poll the parent, then the child, until neither is in progress, with the
+    // bootstrap's timeout.
+    const auto deadline = clock_type::now() + timeout();
+    clock_type::time_point parent_done_at{};
+    for (const auto since = clock_type::now();; backoff(since)) {
+      ncclResult_t parent_state = ncclSuccess, child_state = ncclInProgress;
+      ncclCommGetAsyncError(comm_, &parent_state);
+      const ncclComm_t made = __atomic_load_n(&child, __ATOMIC_ACQUIRE);
+      if (made != nullptr) ncclCommGetAsyncError(made, &child_state);
+      if (parent_state == ncclSuccess && child_state == ncclSuccess) return made;
+      // The parent done for a second and still no child: NCCL gave none.
+      if (parent_state == ncclSuccess && made == nullptr) {
+        if (parent_done_at == clock_type::time_point{}) parent_done_at = clock_type::now();
+        if (clock_type::now() - parent_done_at > std::chrono::seconds(1)) return nullptr;
+      }
+      auto failed_state = [](ncclResult_t r) { return r != ncclSuccess && r != ncclInProgress; };
+      if (!failed_state(parent_state) && failed_state(child_state)) {
+        WM_LOG(log_level::warn, "the blocking NCCL communicator failed on rank "
+                                    << rank() << ": " << ncclGetErrorString(child_state));
+        ncclCommAbort(made);
+        return nullptr;
+      }
+      const ncclResult_t failed = failed_state(parent_state) ? parent_state : ncclSuccess;
+      const bool late = clock_type::now() > deadline;
+      const bool interrupted = interrupt_requested();
+      if (failed == ncclSuccess && !late && !interrupted) continue;
+      if (made != nullptr) ncclCommAbort(made);
+      abort_comm();
+      if (failed != ncclSuccess) {
+        WM_FAIL(nccl_error,
+                "ncclCommSplit (blocking communicator) failed: " << ncclGetErrorString(failed));
+      }
+      if (interrupted) {
+        WM_FAIL(interrupted_error, "creating the NCCL communicator on rank "
+                                       << rank() << " was interrupted; it was aborted");
+      }
+      WM_FAIL(timeout_error, "ncclCommSplit (blocking communicator) on rank "
+                                 << rank() << " did not finish within " << timeout().count()
+                                 << " ms: a peer died or did not take part (WHOLESTORE_TIMEOUT "
+                                    "sets the limit); the NCCL communicator was aborted");
+    }
+  }
+
+  /// Runs an NCCL call that may block under the watchdog (blocking communicator only).
+  template <typename Call>
+  ncclResult_t watched(const char* what, Call call) {
+    if (!blocking_) return call();
+    watch_what_.store(what, std::memory_order_relaxed);
+    watch_since_.store(clock_type::now().time_since_epoch().count(), std::memory_order_release);
+    const ncclResult_t res = call();
+    watch_since_.store(0, std::memory_order_release);
+    return res;
+  }
+
+  /// The watchdog thread: wakes every 50 ms; a watched call older than the timeout ends the
+  /// process with a message naming it.
+  void start_watchdog() {
+    watchdog_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(watchdog_mutex_);
+      while (!watchdog_stop_) {
+        watchdog_cv_.wait_for(lock, std::chrono::milliseconds(50));
+        const auto since = watch_since_.load(std::memory_order_acquire);
+        if (since == 0) continue;
+        const auto started = clock_type::time_point(clock_type::duration(since));
+        if (clock_type::now() - started <= timeout()) continue;
+        std::fprintf(stderr,
+                     "wholestore: %s on rank %d has not returned within %lld ms: a peer stopped "
+                     "or died while NCCL waited for it (WHOLESTORE_TIMEOUT sets the limit); a "
+                     "thread blocked in NCCL cannot be unwound, so this process exits\n",
+                     watch_what_.load(std::memory_order_relaxed), rank(),
+                     static_cast<long long>(timeout().count()));
+        std::fflush(stderr);
+        ::_exit(124);
+      }
+    });
+  }
+
+  void stop_watchdog() noexcept {
+    if (!watchdog_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(watchdog_mutex_);
+      watchdog_stop_ = true;
+    }
+    watchdog_cv_.notify_all();
+    watchdog_.join();
   }
 
   void expect_alive() const {
@@ -472,19 +639,34 @@ class nccl_communicator final : public communicator {
     cudaGetLastError();
   }
 
-  /// Finalizes (bounded wait) and destroys the communicator; aborts it when that fails.
+  /// Finalizes and destroys the communicator; aborts it when that fails.  The blocking one is
+  /// aborted at once when the bootstrap saw a peer fail (finalizing would wait for it).
   void destroy() noexcept {
     if (comm_ == nullptr) return;
+    if (blocking_ && bootstrap_->broken()) {
+      abort_comm();
+      return;
+    }
+    ncclComm_t c = comm_;
+    comm_ = nullptr;
+    if (!retire(c, blocking_)) aborted_.store(true, std::memory_order_release);
+  }
+
+  /// Finalizes (the non-blocking one polled with the timeout, the blocking one under the
+  /// watchdog) and destroys `c`, or aborts it when that fails.  Whether it ended cleanly.
+  bool retire(ncclComm_t c, bool blocking_comm) noexcept {
     int previous = -1;
     if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
     cudaSetDevice(device_);
     bool clean = false;
-    ncclResult_t res = ncclCommFinalize(comm_);
+    ncclResult_t res = blocking_comm
+                           ? watched("ncclCommFinalize", [c] { return ncclCommFinalize(c); })
+                           : ncclCommFinalize(c);
     if (res == ncclSuccess || res == ncclInProgress) {
       const auto deadline = clock_type::now() + timeout();
       ncclResult_t state = ncclInProgress;
       for (const auto since = clock_type::now();; backoff(since)) {
-        if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) break;
+        if (ncclCommGetAsyncError(c, &state) != ncclSuccess) break;
         if (state != ncclInProgress || clock_type::now() > deadline) break;
       }
       clean = state == ncclSuccess;
@@ -500,20 +682,31 @@ class nccl_communicator final : public communicator {
                                                           << "; aborting the communicator");
     }
     if (clean) {
-      res = ncclCommDestroy(comm_);
+      res = ncclCommDestroy(c);
       if (res != ncclSuccess) {
         WM_LOG(log_level::warn, "ncclCommDestroy failed: " << ncclGetErrorString(res));
       }
-      comm_ = nullptr;
     } else {
-      abort_comm();
+      res = ncclCommAbort(c);
+      if (res != ncclSuccess) {
+        WM_LOG(log_level::warn, "ncclCommAbort failed: " << ncclGetErrorString(res));
+      }
     }
     if (previous >= 0) cudaSetDevice(previous);
     cudaGetLastError();
+    return clean;
   }
 
   int device_;
   bool checks_;
+  bool blocking_;  // collectives run on a blocking communicator (make_blocking_child)
+  // The watchdog: the NCCL call in progress (watched) and since when (clock ticks, 0: none).
+  std::atomic<const char*> watch_what_{""};
+  std::atomic<clock_type::rep> watch_since_{0};
+  std::thread watchdog_;
+  std::mutex watchdog_mutex_;
+  std::condition_variable watchdog_cv_;
+  bool watchdog_stop_ = false;
   std::uint64_t seq_ = 0;
   std::unique_ptr<detail::resource> barrier_owner_;
   void* barrier_buf_ = nullptr;
@@ -556,8 +749,19 @@ std::shared_ptr<communicator> make_nccl_communicator(std::shared_ptr<bootstrap> 
                                   << "); every rank must use the same setting");
     }
   }
-  auto comm =
-      std::make_shared<nccl_communicator>(std::move(bs), std::move(topology), device, checks != 0);
+  const int nonblocking = nonblocking_from_env() ? 1 : 0;
+  std::vector<int> all_nonblocking(bs->size());
+  bs->allgather(&nonblocking, all_nonblocking.data(), sizeof(int));
+  for (int r = 0; r < bs->size(); ++r) {
+    if (all_nonblocking[r] != all_nonblocking[0]) {
+      WM_FAIL(mismatch_error, "WHOLESTORE_NCCL_NONBLOCKING differs between ranks (rank 0: "
+                                  << all_nonblocking[0] << ", rank " << r << ": "
+                                  << all_nonblocking[r]
+                                  << "); every rank must use the same setting");
+    }
+  }
+  auto comm = std::make_shared<nccl_communicator>(std::move(bs), std::move(topology), device,
+                                                  checks != 0, nonblocking == 0);
   comm->init();
   return comm;
 }
