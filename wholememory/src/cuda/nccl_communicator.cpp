@@ -699,7 +699,7 @@ class nccl_communicator final : public communicator {
 
   int device_;
   bool checks_;
-  bool blocking_;  // collectives run on a blocking communicator (make_blocking_child)
+  bool blocking_;  // collectives run on a blocking child (split_blocking_child)
   // The watchdog: the NCCL call in progress (watched) and since when (clock ticks, 0: none).
   std::atomic<const char*> watch_what_{""};
   std::atomic<clock_type::rep> watch_since_{0};
@@ -738,30 +738,32 @@ std::shared_ptr<communicator> make_nccl_communicator(std::shared_ptr<bootstrap> 
                    "(CUDA_VISIBLE_DEVICES), or use the host communicator, which serves ranks "
                    "that share a GPU (continuous and chunked memory need nothing else)");
   }
-  const int checks = checks_from_env() ? 1 : 0;
-  std::vector<int> all_checks(bs->size());
-  bs->allgather(&checks, all_checks.data(), sizeof(int));
+  // Settings every rank must share: the argument checks (a bootstrap round per collective)
+  // and the kind of communicator the collectives run on.
+  struct settings {
+    int checks;
+    int nonblocking;
+  };
+  const settings mine{checks_from_env() ? 1 : 0, nonblocking_from_env() ? 1 : 0};
+  std::vector<settings> all(bs->size());
+  bs->allgather(&mine, all.data(), sizeof(settings));
+  auto on_off = [](int v) { return v != 0 ? "on" : "off"; };
   for (int r = 0; r < bs->size(); ++r) {
-    if (all_checks[r] != all_checks[0]) {
+    if (all[r].checks != all[0].checks) {
       WM_FAIL(mismatch_error, "WHOLESTORE_CHECK_COLLECTIVES differs between ranks (rank 0: "
-                                  << (all_checks[0] ? "on" : "off") << ", rank " << r << ": "
-                                  << (all_checks[r] ? "on" : "off")
+                                  << on_off(all[0].checks) << ", rank " << r << ": "
+                                  << on_off(all[r].checks)
                                   << "); every rank must use the same setting");
     }
-  }
-  const int nonblocking = nonblocking_from_env() ? 1 : 0;
-  std::vector<int> all_nonblocking(bs->size());
-  bs->allgather(&nonblocking, all_nonblocking.data(), sizeof(int));
-  for (int r = 0; r < bs->size(); ++r) {
-    if (all_nonblocking[r] != all_nonblocking[0]) {
+    if (all[r].nonblocking != all[0].nonblocking) {
       WM_FAIL(mismatch_error, "WHOLESTORE_NCCL_NONBLOCKING differs between ranks (rank 0: "
-                                  << all_nonblocking[0] << ", rank " << r << ": "
-                                  << all_nonblocking[r]
+                                  << on_off(all[0].nonblocking) << ", rank " << r << ": "
+                                  << on_off(all[r].nonblocking)
                                   << "); every rank must use the same setting");
     }
   }
   auto comm = std::make_shared<nccl_communicator>(std::move(bs), std::move(topology), device,
-                                                  checks != 0, nonblocking == 0);
+                                                  mine.checks != 0, mine.nonblocking == 0);
   comm->init();
   return comm;
 }
