@@ -6,6 +6,8 @@
 // tables show the cost of address translation by its absence.  Standalone:
 //   nvcc -O3 -std=c++17 -arch=sm_90 scripts/experiments/gather_alloc.cu -lcuda -o gather_alloc
 //   ./gather_alloc [lookups]
+#include "experiment_common.cuh"
+
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -15,14 +17,6 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
 #define CU(x)                                                                        \
   do {                                                                               \
     CUresult r_ = (x);                                                               \
@@ -62,44 +56,6 @@ __global__ void __launch_bounds__(threads_per_block)
     for (int k = 0; k < in_flight; ++k)
       if (d[k] != nullptr) *d[k] = v[k];
   }
-}
-
-__global__ void random_indices(std::int64_t* idx, std::int64_t n, std::int64_t rows,
-                               unsigned long long seed) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
-    unsigned long long x = seed ^ (static_cast<unsigned long long>(i) * 0x9E3779B97F4A7C15ull);
-    x ^= x >> 30;
-    x *= 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 27;
-    x *= 0x94D049BB133111EBull;
-    x ^= x >> 31;
-    idx[i] = static_cast<std::int64_t>(x % static_cast<unsigned long long>(rows));
-  }
-}
-
-template <typename F>
-double median_ms(F f, int reps = 15) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  f();
-  f();
-  std::vector<float> t;
-  for (int r = 0; r < reps; ++r) {
-    CK(cudaEventRecord(a));
-    f();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
 }
 
 struct table_alloc {

@@ -3,6 +3,8 @@
 // and run ./gather_variants [table_gib] [lookups].  Prints GB/s of rows gathered for each
 // variant and row size, with the device copy rate measured in the same run.  The library's
 // kernel (wholememory/src/cuda/gather_kernels.cuh) took the winner; this file records how.
+#include "experiment_common.cuh"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -10,15 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
 
 constexpr int kThreads = 256;
 
@@ -76,8 +69,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-__global__ void check_kernel(const std::int64_t* __restrict__ idx, std::int64_t n, std::int64_t rows,
-                             unsigned long long* result) {
+__global__ void check_kernel(const std::int64_t* __restrict__ idx, std::int64_t n,
+                             std::int64_t rows, unsigned long long* result) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
@@ -89,43 +82,11 @@ __global__ void check_kernel(const std::int64_t* __restrict__ idx, std::int64_t 
   }
 }
 
-__global__ void random_indices(std::int64_t* idx, std::int64_t n, std::int64_t rows,
-                               unsigned long long seed) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
-    unsigned long long x = seed ^ (static_cast<unsigned long long>(i) * 0x9E3779B97F4A7C15ull);
-    x ^= x >> 30;
-    x *= 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 27;
-    x *= 0x94D049BB133111EBull;
-    x ^= x >> 31;
-    idx[i] = static_cast<std::int64_t>(x % static_cast<unsigned long long>(rows));
-  }
-}
-
+// The median of a call, as the variants below time it.
 struct timer {
-  cudaEvent_t a, b;
-  timer() {
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-  }
   template <typename F>
   double median_ms(F f, int reps = 15) {
-    f();
-    f();
-    std::vector<float> t;
-    for (int r = 0; r < reps; ++r) {
-      CK(cudaEventRecord(a));
-      f();
-      CK(cudaEventRecord(b));
-      CK(cudaEventSynchronize(b));
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, a, b));
-      t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
+    return ::median_ms(f, reps);
   }
 };
 
@@ -142,7 +103,8 @@ double run(const char* table, const std::int64_t* idx, char* out, std::int64_t n
   const int per_sm = blocks_per_sm > 0 ? blocks_per_sm : occ;
   const std::int64_t groups_needed = (n + F - 1) / F;
   const std::int64_t blocks_needed = (groups_needed * (1 << shift) + kThreads - 1) / kThreads;
-  const int blocks = static_cast<int>(std::min<std::int64_t>(blocks_needed, std::int64_t(sms) * per_sm));
+  const int blocks =
+      static_cast<int>(std::min<std::int64_t>(blocks_needed, std::int64_t(sms) * per_sm));
   return t.median_ms([&] {
     kernel<<<blocks, kThreads>>>(table, idx, out, n, W, shift, rows, flag);
     CK(cudaGetLastError());
@@ -168,9 +130,8 @@ int main(int argc, char** argv) {
   CK(cudaMemset(flag, 0xff, 8));
   timer t;
   const std::size_t copy_bytes = std::size_t(1) << 30;
-  const double copy_ms = t.median_ms([&] {
-    CK(cudaMemcpyAsync(out, table, copy_bytes, cudaMemcpyDeviceToDevice));
-  });
+  const double copy_ms =
+      t.median_ms([&] { CK(cudaMemcpyAsync(out, table, copy_bytes, cudaMemcpyDeviceToDevice)); });
   const double d2d = 2.0 * copy_bytes / copy_ms / 1e6;
   std::printf("device %s, %d SMs; D2D copy %.1f GB/s (read+write), half %.1f\n", prop.name, sms,
               d2d, d2d / 2);

@@ -7,6 +7,8 @@
 // each from random rows of the whole table, so half of each GPU's rows cross NVLink in each
 // direction.  Prints the slower GPU's GB/s of rows gathered for each variant and row size,
 // next to the peer copy rate measured in the same run (both directions at once).
+#include "experiment_common.cuh"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,15 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 constexpr int kThreads = 256;
 
@@ -84,22 +77,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-__global__ void random_indices(std::int64_t* idx, std::int64_t n, std::int64_t rows,
-                               unsigned long long seed) {
-  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
-    unsigned long long x = seed ^ (static_cast<unsigned long long>(i) * 0x9E3779B97F4A7C15ull);
-    x ^= x >> 30;
-    x *= 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 27;
-    x *= 0x94D049BB133111EBull;
-    x ^= x >> 31;
-    idx[i] = static_cast<std::int64_t>(x % static_cast<unsigned long long>(rows));
-  }
-}
-
-// The positions of the local rows, then of the remote ones (order kept), and their counts.
 __global__ void split_kernel(const std::int64_t* idx, std::int64_t n, std::int64_t lo,
                              std::int64_t hi, std::int64_t* local, std::int64_t* remote,
                              unsigned long long* counts) {
