@@ -64,7 +64,8 @@ const std::vector<std::pair<std::string, std::string>> environment = {
     {"`WHOLESTORE_NCCL_NONBLOCKING`",
      "`1` keeps every NCCL collective on the non-blocking communicator, each enqueue polled "
      "(NCCL then launches every collective from a thread of its own: slower); unset or `0`: "
-     "collectives run on a blocking child under a watchdog. Must be the same on every rank"},
+     "collectives run on a blocking child under a watchdog. Must be the same on every rank; any "
+     "other value fails every rank"},
     {"`WHOLESTORE_SAMPLE_BY_OWNER`",
      "`1`: the sampler sends each node of a distributed graph to its owner, which samples it from "
      "its own memory (one exchange of requests and one of replies per hop); `0`: rows and "

@@ -437,6 +437,32 @@ TEST(NcclCommunicator, NonblockingSettingMustMatchOnEveryRank) {
   EXPECT_TRUE(result.all_ok()) << "rank statuses " << result.status[0] << ", " << result.status[1];
 }
 
+// A value other than 0 or 1 ("false", "yes") fails on every rank, naming the variable, instead
+// of being read as one of them.
+TEST(NcclCommunicator, NonblockingSettingOtherThan0Or1FailsOnEveryRank) {
+  WHOLESTORE_REQUIRE_GPUS(2);
+  fork_result result = fork_ranks(2, [](std::shared_ptr<bootstrap> bs) {
+    const int me = bs->rank();
+    if (me == 1) {
+      ::setenv("WHOLESTORE_NCCL_NONBLOCKING", "false", 1);
+    } else {
+      ::unsetenv("WHOLESTORE_NCCL_NONBLOCKING");
+    }
+    try {
+      make_rank(std::move(bs));
+      ADD_FAILURE() << "WHOLESTORE_NCCL_NONBLOCKING=false on rank 1 made a communicator";
+    } catch (const wholememory::logic_error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("WHOLESTORE_NCCL_NONBLOCKING must be 0 or 1"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+      if (me == 1) {
+        EXPECT_NE(msg.find("'false'"), std::string::npos) << msg;
+      }
+    }
+  });
+  EXPECT_TRUE(result.all_ok()) << "rank statuses " << result.status[0] << ", " << result.status[1];
+}
+
 TEST(NcclCommunicator, SplitOneProcess) {
   WHOLESTORE_REQUIRE_GPUS(1);
   EXPECT_TRUE(fork_ranks(1, split_body).all_ok());

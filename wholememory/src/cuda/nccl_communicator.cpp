@@ -101,9 +101,12 @@ std::string describe(const call_descriptor& d) {
   return os.str();
 }
 
-bool nonblocking_from_env() {
+/// WHOLESTORE_NCCL_NONBLOCKING: 0 when unset or "0", 1 for "1", -1 for any other value (which
+/// travels with the settings so that every rank throws, naming it).
+int nonblocking_from_env() {
   const char* value = std::getenv("WHOLESTORE_NCCL_NONBLOCKING");
-  return value != nullptr && std::strcmp(value, "0") != 0;
+  if (value == nullptr || std::strcmp(value, "0") == 0) return 0;
+  return std::strcmp(value, "1") == 0 ? 1 : -1;
 }
 
 bool checks_from_env() {
@@ -744,10 +747,20 @@ std::shared_ptr<communicator> make_nccl_communicator(std::shared_ptr<bootstrap> 
     int checks;
     int nonblocking;
   };
-  const settings mine{checks_from_env() ? 1 : 0, nonblocking_from_env() ? 1 : 0};
+  const settings mine{checks_from_env() ? 1 : 0, nonblocking_from_env()};
   std::vector<settings> all(bs->size());
   bs->allgather(&mine, all.data(), sizeof(settings));
   auto on_off = [](int v) { return v != 0 ? "on" : "off"; };
+  for (int r = 0; r < bs->size(); ++r) {
+    if (all[r].nonblocking < 0) {
+      const char* text =
+          mine.nonblocking < 0 ? std::getenv("WHOLESTORE_NCCL_NONBLOCKING") : nullptr;
+      WM_FAIL(logic_error,
+              "WHOLESTORE_NCCL_NONBLOCKING must be 0 or 1 (or unset); rank "
+                  << r << " has another value"
+                  << (text != nullptr ? std::string(" (here: '") + text + "')" : std::string()));
+    }
+  }
   for (int r = 0; r < bs->size(); ++r) {
     if (all[r].checks != all[0].checks) {
       WM_FAIL(mismatch_error, "WHOLESTORE_CHECK_COLLECTIVES differs between ranks (rank 0: "
