@@ -7,7 +7,7 @@
  *
  * Collectives then run on a blocking child of that communicator (ncclCommSplit with
  * config.blocking = 1, polled the same way).  NCCL launches every group of a non-blocking
- * communicator from a thread it creates for that group, which cost 60-140 us of host time per
+ * communicator from a thread it creates for that group, which cost about 50-150 us of host time per
  * collective on two H200s; a distributed sampler or walker enqueues several a batch.  A
  * blocking enqueue waits for no peer once the connections exist (NCCL makes them at a pair's
  * first collective), and synchronize() still polls the stream with the timeout and aborts.
