@@ -6,8 +6,9 @@
 #   scripts/device-two-gpu.sh                     # every step, ctest -L gpu
 #   TESTS='Sgns|FileIoGpu' REPEAT=3 scripts/device-two-gpu.sh   # those tests, each 3 times
 #   STEPS='build pytest tests' scripts/device-two-gpu.sh         # only these steps
-# Steps: build pytest tests run train symmetric embedding chunked owners walks ncclmode faults
-# graphsage sanitize (the last seven not by default; ncclmode: the blocking NCCL communicator
+# Steps: build pytest tests run train symmetric embedding chunked owners walks ncclmode peer faults
+# graphsage sanitize (the last eight not by default; peer: distributed gathers with owners
+# writing into peers' buffers against NCCL's exchange of rows; ncclmode: the blocking NCCL communicator
 # against WHOLESTORE_NCCL_NONBLOCKING=1 on distributed sampling, walks and gathers; owners: the served hops' tests, and the sample bench
 # with padded hops off and on, needs two GPUs; walks: the distributed walkers' tests and the
 # walk bench on distributed and continuous graphs, needs two GPUs)
@@ -179,6 +180,25 @@ if want ncclmode && [ "$gpus" -ge 2 ]; then
     --set samplers=gpu --set types=continuous --set locations=device \
     --set 'fanouts=15,10,5;30,30,30' --set methods=uniform,weighted --set walks=deepwalk 2>&1 |
     grep -E '^\[rank 0\] gpu' | cut -c1-120
+fi
+if want peer && [ "$gpus" -ge 2 ]; then
+  # Distributed gathers with owners writing rows into the asking rank's buffer
+  # (WHOLESTORE_GATHER_PEER=1, the default) against NCCL's exchange of rows (0), alternating,
+  # PEER_ROUNDS rounds (2), then continuous memory on the same machine.
+  for round in $(seq "${PEER_ROUNDS:-2}"); do
+    for setting in 0 1; do
+      step "WHOLESTORE_GATHER_PEER=$setting, round $round"
+      WHOLESTORE_GATHER_PEER=$setting WHOLESTORE_CHECK_COLLECTIVES=0 timeout 200 $b launch -n 2 -- \
+        $b bench configs/bench_gather.yaml --set types=distributed --set locations=device,host \
+        --set row_bytes=64,128,512,4096 --set ops=gather 2>&1 |
+        tee "$out/peer-gather-$setting-$round.txt" | grep -E '^\[rank 0\] gather' |
+        awk '{print $3, $4, $5, $6, $7, $9, $11, $14}'
+    done
+  done
+  step "continuous gathers, same machine"
+  WHOLESTORE_CHECK_COLLECTIVES=0 timeout 200 $b launch -n 2 -- $b bench configs/bench_gather.yaml \
+    --set types=continuous --set locations=device,host --set row_bytes=64,128,512,4096 \
+    --set ops=gather 2>&1 | grep -E '^\[rank 0\] gather' | awk '{print $3, $4, $5, $6, $7, $9, $11, $14}'
 fi
 if want faults; then
   # The fault injector on the GPU path (sampler=gpu on device graphs, demo on device memory),

@@ -1,5 +1,6 @@
 // WholeMemory handles: argument agreement across ranks, the partition, host segments, and the
 // hand-off to the CUDA module for device memory.
+#include "allocation_access.hpp"
 #include "cuda_memory.hpp"
 #include "fd_exchange.hpp"
 #include "posix.hpp"
@@ -71,8 +72,11 @@ class memory_impl {
   std::unique_ptr<resource> device_memory;
   mutable std::mutex views_mutex;
   mutable std::map<int, std::pair<std::unique_ptr<resource>, const chunked_view*>> device_views;
+  /// State a module keeps with this allocation (allocation_access.hpp): released first.
+  std::shared_ptr<void> exchange_state;
 
   void release() {
+    exchange_state.reset();
     device_views.clear();
     host_registrations.clear();
     host_mappings.clear();
@@ -469,6 +473,11 @@ void allocation::free() {
   // complete (or would wait out another timeout), so release this process's part alone.
   if (impl_->comm->broken()) return;
   impl_->comm->get_bootstrap().barrier();
+}
+
+std::shared_ptr<void>& detail::allocation_access::exchange_state(const allocation& a) {
+  WM_EXPECTS(a.impl_ != nullptr, "use of an empty wholememory handle");
+  return a.impl_->exchange_state;
 }
 
 namespace {

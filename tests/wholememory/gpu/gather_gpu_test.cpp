@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <tuple>
@@ -310,6 +311,122 @@ TEST_P(GpuGather, LargeCallsMatchTheReference) {
                 g.device, stream.get());
     gather_case(wm, lay, dtype::float16, dtype::int32, rank == 0 ? 1000 : 300000, 8, sorted,
                 g.device, stream.get());
+  });
+}
+
+// Owners on one host write the rows a distributed gather asks of them straight into the asking
+// rank's receive buffer (WHOLESTORE_GATHER_PEER=1, the default), buffers kept with the table and
+// grown when a call asks for more; 0 keeps NCCL's exchange of rows.  Both paths, alternating on
+// one table, against the reference: calls that grow the buffers, shrink, and leave one rank
+// with nothing to ask while the other asks.
+TEST_P(GpuGather, PeerWrittenRowsAndTheNcclExchangeMatchTheReference) {
+  auto [ranks, type, loc] = GetParam();
+  if (type != memory_type::distributed || ranks < 2) {
+    GTEST_SKIP() << "owners write into peers' buffers for distributed memory, over several ranks";
+  }
+  WHOLESTORE_REQUIRE_GPUS(ranks);
+  run_on_gpus(ranks, [type = type, loc = loc](std::shared_ptr<bootstrap> bs) {
+    gpu_rank g = start_rank(bs, type);
+    cuda_stream stream;
+    table_layout lay{dtype::float32, 30011, 32, 35, 2, 43};
+    auto wm = make_table(g.comm, lay, type, loc);
+    const int rank = g.comm->rank();
+    const std::size_t sizes[] = {100, 0, 40000, 3000, 90000, 1};
+    std::uint64_t seed = 101;
+    for (const char* setting : {"1", "0", "1"}) {
+      ::setenv("WHOLESTORE_GATHER_PEER", setting, 1);
+      for (std::size_t i = 0; i < std::size(sizes); ++i) {
+        const std::size_t n = sizes[(i + static_cast<std::size_t>(rank)) % std::size(sizes)];
+        gather_case(wm, lay, rank % 2 == 0 ? dtype::float32 : dtype::float16,
+                    i % 2 == 0 ? dtype::int64 : dtype::int32, n, seed++, gather_options{}, g.device,
+                    stream.get());
+      }
+    }
+  });
+}
+
+// Two distributed gathers on two streams, the second issued without waiting for the first: the
+// first's rows are still being placed from this rank's receive buffer when owners could write
+// the second's into it.  Both outputs equal the reference.
+TEST_P(GpuGather, BackToBackGathersOnTwoStreamsKeepTheirRows) {
+  auto [ranks, type, loc] = GetParam();
+  if (type != memory_type::distributed || ranks < 2) {
+    GTEST_SKIP() << "owners write into peers' buffers for distributed memory, over several ranks";
+  }
+  WHOLESTORE_REQUIRE_GPUS(ranks);
+  run_on_gpus(ranks, [type = type, loc = loc](std::shared_ptr<bootstrap> bs) {
+    gpu_rank g = start_rank(bs, type);
+    cuda_stream first, second;
+    table_layout lay{dtype::float32, 200003, 64, 64, 0, 47};
+    auto wm = make_table(g.comm, lay, type, loc);
+    fill_table(wm, lay, first.get());
+    const int rank = g.comm->rank();
+    const std::size_t n = 300000;
+    std::vector<std::vector<std::int64_t>> idx(2, std::vector<std::int64_t>(n));
+    for (int k = 0; k < 2; ++k)
+      for (std::size_t i = 0; i < n; ++i) idx[k][i] = hash3(900 + k, rank, i) % lay.rows;
+    std::vector<device_buffer> d_idx, d_out;
+    for (int k = 0; k < 2; ++k) {
+      d_idx.emplace_back(n * 8, g.device);
+      d_out.emplace_back(n * lay.cols * 4, g.device);
+      WM_CUDA_TRY(copy_and_wait(d_idx[k].get(), idx[k].data(), n * 8, cudaMemcpyHostToDevice));
+    }
+    for (int round = 0; round < 2; ++round) {
+      for (int k = 0; k < 2; ++k) {
+        WM_CUDA_TRY(cudaMemset(d_out[k].get(), 0, n * lay.cols * 4));
+        gather(lay.tensor(wm), index_array{d_idx[k].get(), dtype::int64, n},
+               dense_matrix{d_out[k].get(), dtype::float32, n, lay.cols, lay.cols},
+               gather_options{}, k == 0 ? first.get() : second.get());
+      }
+      WM_CUDA_TRY(cudaStreamSynchronize(first.get()));
+      WM_CUDA_TRY(cudaStreamSynchronize(second.get()));
+      // Compared as bytes: the reference table's random bits include NaNs.
+      std::vector<unsigned char> out(n * lay.cols * 4), want(4);
+      for (int k = 0; k < 2; ++k) {
+        WM_CUDA_TRY(copy_and_wait(out.data(), d_out[k].get(), out.size(), cudaMemcpyDeviceToHost));
+        for (std::size_t i = 0; i < n; ++i) {
+          for (std::size_t c = 0; c < lay.cols; ++c) {
+            lay.element(idx[k][i], c, want.data());
+            ASSERT_EQ(std::memcmp(out.data() + (i * lay.cols + c) * 4, want.data(), 4), 0)
+                << "gather " << k << " round " << round << " entry " << i << " col " << c;
+          }
+        }
+      }
+    }
+    rank_barrier(*g.comm, first.get());
+  });
+}
+
+// A WHOLESTORE_GATHER_PEER other than 0 or 1 on one rank fails a distributed gather on every
+// rank after the one exchange of counts, naming the variable and the rank.
+TEST_P(GpuGather, BadPeerSettingFailsOnEveryRank) {
+  auto [ranks, type, loc] = GetParam();
+  if (type != memory_type::distributed || ranks < 2) {
+    GTEST_SKIP() << "owners write into peers' buffers for distributed memory, over several ranks";
+  }
+  WHOLESTORE_REQUIRE_GPUS(ranks);
+  run_on_gpus(ranks, [type = type, loc = loc](std::shared_ptr<bootstrap> bs) {
+    ::setenv("WHOLESTORE_GATHER_PEER", bs->rank() == 1 ? "yes" : "1", 1);
+    gpu_rank g = start_rank(bs, type);
+    cuda_stream stream;
+    table_layout lay{dtype::float32, 1000, 4, 4, 0, 5};
+    auto wm = make_table(g.comm, lay, type, loc);
+    fill_table(wm, lay, stream.get());
+    std::vector<std::int64_t> idx(64, 7);
+    device_buffer d_idx(64 * 8, g.device), d_out(64 * 16, g.device);
+    WM_CUDA_TRY(copy_and_wait(d_idx.get(), idx.data(), 64 * 8, cudaMemcpyHostToDevice));
+    try {
+      gather(lay.tensor(wm), index_array{d_idx.get(), dtype::int64, 64},
+             dense_matrix{d_out.get(), dtype::float32, 64, 4, 4}, gather_options{}, stream.get());
+      ADD_FAILURE() << "no error for WHOLESTORE_GATHER_PEER=yes on rank 1";
+    } catch (const logic_error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("WHOLESTORE_GATHER_PEER"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+      if (bs->rank() == 1) {
+        EXPECT_NE(msg.find("'yes'"), std::string::npos) << msg;
+      }
+    }
   });
 }
 

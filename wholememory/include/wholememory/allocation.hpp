@@ -60,7 +60,8 @@ struct part_info {
 
 namespace detail {
 class memory_impl;
-}
+struct allocation_access;  // the library's own per-allocation state (not part of the API)
+}  // namespace detail
 
 /// Owning, move-only handle of one WholeMemory allocation.
 class allocation {
@@ -119,6 +120,7 @@ class allocation {
   const chunked_view* device_view(int device) const;
 
  private:
+  friend struct detail::allocation_access;
   explicit allocation(std::unique_ptr<detail::memory_impl> impl);
   std::unique_ptr<detail::memory_impl> impl_;
 };

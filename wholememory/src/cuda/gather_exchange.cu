@@ -1,5 +1,6 @@
 // The distributed path of gather/scatter: indices bucketed by owner rank, rows exchanged over
 // NCCL, the own bucket copied directly (gather_device_common.cuh).
+#include "allocation_access.hpp"
 #include "cuda/gather_device_common.cuh"
 #include "cuda/gather_launch.hpp"
 #include "gather_common.hpp"
@@ -61,15 +62,24 @@ __global__ void owner_kernel(const IndexT* __restrict__ idx, std::int64_t n,
     if (block_counts[r] != 0) atomicAdd(counts + r, block_counts[r]);
 }
 
-// meta[3r] = rows asked of rank r, meta[3r + 1] = whether this rank had a bad index,
-// meta[3r + 2] = the slices this rank would pipeline the exchange of rows in.
-constexpr int meta_words = 3;
+// What this rank tells rank r before anything else crosses, meta_words words:
+//   [0] rows asked of r,  [1] whether this rank had a bad index,
+//   [2] the slices this rank would pipeline the exchange of rows in,
+//   [3] where the rows from r go in this rank's receive order (its bucket start for r),
+//   [4] the peer-write proposal: the rows this rank gathers when it proposes that owners
+//       write them straight into its receive buffer (peer_proposal), else -1; -2 for an
+//       invalid WHOLESTORE_GATHER_PEER.
+constexpr int meta_words = 5;
 __global__ void meta_kernel(const unsigned long long* counts, const unsigned long long* result,
-                            int ranks, std::int64_t slices, std::int64_t* meta) {
+                            int ranks, std::int64_t slices, std::int64_t peer, std::int64_t* meta) {
   for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
+    std::int64_t start = 0;
+    for (int q = 0; q < r; ++q) start += static_cast<std::int64_t>(counts[q]);
     meta[meta_words * r] = static_cast<std::int64_t>(counts[r]);
     meta[meta_words * r + 1] = result[0] != ~0ull ? 1 : 0;
     meta[meta_words * r + 2] = slices;
+    meta[meta_words * r + 3] = start;
+    meta[meta_words * r + 4] = peer;
   }
 }
 
@@ -124,6 +134,10 @@ struct device_exchange {
   std::size_t self_begin = 0, self_count = 0;
   /// Slices of the exchange of rows (the largest any rank asked for; 1 for scatter).
   std::size_t slices = 1;
+  /// Every rank's peer-write proposal (meta word 4) and, for every rank r, where the rows it
+  /// asks of this rank start in r's receive order (meta word 3 from r).
+  std::vector<std::int64_t> peer_rows;
+  std::vector<std::size_t> peer_starts;
 };
 
 /// The calling thread's pinned host words on the current device (at least `count`), kept for
@@ -170,7 +184,8 @@ std::vector<std::size_t> scaled(const std::vector<std::size_t>& v, std::size_t f
 template <typename IndexT>
 device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std::size_t n,
                                      const gather_geometry& g, std::size_t rows, const char* op,
-                                     bool skip_self, std::int64_t slices, cudaStream_t stream) {
+                                     bool skip_self, std::int64_t slices,
+                                     std::int64_t peer_proposal, cudaStream_t stream) {
   const int ranks = comm.size();
   const auto sn = static_cast<std::int64_t>(n);
   const int mw = meta_words;
@@ -223,7 +238,7 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
         x.send_rows->as<std::int64_t>());
     WM_CUDA_CHECK_LAUNCH(bucket);
   }
-  meta_kernel<<<1, 128, 0, stream>>>(counts, result, ranks, slices, meta_send);
+  meta_kernel<<<1, 128, 0, stream>>>(counts, result, ranks, slices, peer_proposal, meta_send);
   WM_CUDA_CHECK_LAUNCH(stream);
   std::vector<std::size_t> each(ranks, mw), displs(ranks);
   for (int r = 0; r < ranks; ++r) displs[r] = static_cast<std::size_t>(mw) * r;
@@ -249,6 +264,20 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
             op << ": WHOLESTORE_GATHER_SLICES must be a whole number from 1 to " << max_slices
                << "; rank " << r << " has another value"
                << (text != nullptr ? std::string(" (here: '") + text + "')" : std::string()));
+  }
+
+  for (int r = 0; r < ranks; ++r) {
+    if (host[2 + mw * r + 4] != -2) continue;
+    const char* text = r == comm.rank() ? std::getenv("WHOLESTORE_GATHER_PEER") : nullptr;
+    WM_FAIL(logic_error,
+            op << ": WHOLESTORE_GATHER_PEER must be 0 or 1; rank " << r << " has another value"
+               << (text != nullptr ? std::string(" (here: '") + text + "')" : std::string()));
+  }
+  x.peer_rows.resize(ranks);
+  x.peer_starts.resize(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    x.peer_rows[r] = host[2 + mw * r + 4];
+    x.peer_starts[r] = static_cast<std::size_t>(host[2 + mw * r + 3]);
   }
 
   x.send_counts.resize(ranks);
@@ -281,6 +310,100 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
   return x;
 }
 
+/// WHOLESTORE_GATHER_PEER, read at every call: 1 (unset) lets owners on one host write the rows
+/// a gather asks for straight into the asking rank's receive buffer, 0 keeps the NCCL exchange
+/// of rows; -1 for any other value.
+int peer_setting() {
+  const char* text = std::getenv("WHOLESTORE_GATHER_PEER");
+  if (text == nullptr) return 1;
+  const std::string v = text;
+  return v == "1" ? 1 : v == "0" ? 0 : -1;
+}
+
+/// A gather's receive buffers, one per rank, each mapped by every rank (chunked device memory
+/// over the table's communicator), kept with the table for its life and grown as calls ask for
+/// more: owners on one host write the rows asked of them straight into them, so the rows cross
+/// once, written by the kernel that reads them (no packed send buffer, no copy by NCCL).
+struct peer_buffers {
+  allocation memory;
+  std::vector<char*> parts;        // every rank's buffer, in this process
+  std::vector<std::size_t> bytes;  // and its size, the same list on every rank
+  /// Recorded after this rank's last read of its own buffer: the next call's stream waits for
+  /// it before its first collective, so no owner writes while a place still reads.
+  cudaEvent_t released = nullptr;
+  bool unavailable = false;  // creation failed on every rank: the NCCL exchange from now on
+  peer_buffers() = default;
+  peer_buffers(const peer_buffers&) = delete;
+  peer_buffers& operator=(const peer_buffers&) = delete;
+  ~peer_buffers() {
+    if (released != nullptr) WM_CUDA_WARN(cudaEventDestroy(released));
+  }
+};
+
+std::shared_ptr<peer_buffers> peer_buffers_of(const allocation& table) {
+  return std::static_pointer_cast<peer_buffers>(allocation_access::exchange_state(table));
+}
+
+/// The table's receive buffers, large enough for every rank's `need` bytes.  Every rank
+/// decides from the same list (the proposals every rank received), so all of them grow
+/// together, collectively; nullptr (on every rank) when they cannot be made.
+std::shared_ptr<peer_buffers> ensure_peer_buffers(const allocation& table,
+                                                  const std::vector<std::size_t>& need) {
+  std::shared_ptr<void>& slot = allocation_access::exchange_state(table);
+  auto state = std::static_pointer_cast<peer_buffers>(slot);
+  if (state != nullptr && state->unavailable) return nullptr;
+  bool fits = state != nullptr;
+  for (std::size_t r = 0; fits && r < need.size(); ++r) fits = need[r] <= state->bytes[r];
+  if (fits) return state;
+  // Grown to at least the old size and 2 MiB, rounded to 2 MiB, so that a few calls of
+  // varying sizes settle after one or two growths.
+  constexpr std::size_t step = std::size_t{2} << 20;
+  std::vector<std::size_t> bytes(need.size());
+  for (std::size_t r = 0; r < need.size(); ++r) {
+    std::size_t b = std::max(need[r], state != nullptr ? state->bytes[r] : 0);
+    bytes[r] = std::max(step, (b + step - 1) / step * step);
+  }
+  auto grown = std::make_shared<peer_buffers>();
+  if (state != nullptr) {
+    // The old buffers go first (collective, after a barrier): peers' writes into them ended
+    // before this call's first exchange, and this rank's reads before the event.
+    if (state->released != nullptr) WM_CUDA_TRY(cudaEventSynchronize(state->released));
+    state->memory.free();
+    slot.reset();
+    state.reset();
+  }
+  allocation_options options;
+  options.part_bytes = bytes;
+  options.name = "distributed gather receive buffers";
+  std::size_t total = 0;
+  for (std::size_t b : bytes) total += b;
+  try {
+    grown->memory = allocation::create(table.comm_ptr(), total, memory_type::chunked,
+                                       memory_location::device, options);
+  } catch (const logic_error& e) {
+    // Failed alike on every rank (the creation agrees on errors).
+    WM_LOG(log_level::warn,
+           "gather on distributed memory: owners cannot write rows into peers' "
+           "buffers ("
+               << e.what() << "); rows cross by NCCL from now on");
+    grown->unavailable = true;
+  } catch (const out_of_memory& e) {
+    WM_LOG(log_level::warn,
+           "gather on distributed memory: no room for receive buffers mapped by "
+           "every rank ("
+               << e.what() << "); rows cross by NCCL from now on");
+    grown->unavailable = true;
+  }
+  slot = grown;
+  if (grown->unavailable) return nullptr;
+  grown->bytes = bytes;
+  grown->parts.resize(bytes.size());
+  for (std::size_t r = 0; r < bytes.size(); ++r)
+    grown->parts[r] = static_cast<char*>(grown->memory.part(static_cast<int>(r)).ptr);
+  WM_CUDA_TRY(cudaEventCreateWithFlags(&grown->released, cudaEventDisableTiming));
+  return grown;
+}
+
 rows_ref own_part_rows(const allocation& wm, const gather_geometry& g) {
   part_info mine = wm.local_part();
   rows_ref r;
@@ -299,10 +422,36 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
                         cudaStream_t stream) {
   const char* op = "gather";
   communicator& comm = nccl_comm_of(*table.memory, op);
+  const int ranks = comm.size();
+  const int me = comm.rank();
+  std::shared_ptr<peer_buffers> buffers = peer_buffers_of(*table.memory);
+  // No owner writes into this rank's receive buffer before its last read has ended: the
+  // first exchange below waits for it, and owners write only after that exchange.
+  if (buffers != nullptr && buffers->released != nullptr)
+    WM_CUDA_TRY(cudaStreamWaitEvent(stream, buffers->released, 0));
+  const int setting = peer_setting();
+  const bool may_write_peers = setting == 1 && ranks > 1 && comm.topology().num_hosts == 1 &&
+                               !(buffers != nullptr && buffers->unavailable);
   device_exchange x =
       plan_exchange_device(comm, idx, g.count, g, table.rows, op, /*skip_self=*/true,
-                           wanted_slices(g.count, g.table_row_bytes), stream);
+                           wanted_slices(g.count, g.table_row_bytes),
+                           setting < 0       ? -2
+                           : may_write_peers ? static_cast<std::int64_t>(g.count)
+                                             : -1,
+                           stream);
   const std::size_t row_bytes = g.table_row_bytes;
+  // Owners write into the asking ranks' buffers when every rank proposed it (one host, the
+  // setting on) and the exchange is not sliced (owners writing slices, each followed by a
+  // barrier and placed during the next, ran at 60-65% of one piece's speed on two H200s); the
+  // decision is the same on every rank.
+  bool peer = x.slices == 1 && ranks > 1;
+  std::vector<std::size_t> need(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    peer = peer && x.peer_rows[r] >= 0;
+    need[r] = static_cast<std::size_t>(std::max<std::int64_t>(x.peer_rows[r], 0)) * row_bytes;
+  }
+  buffers = peer ? ensure_peer_buffers(*table.memory, need) : nullptr;
+  peer = buffers != nullptr;
   const rows_ref own = own_part_rows(*table.memory, g);
   const rows_ref dense = dense_rows(out, g.dense_stride_bytes);
   const std::int64_t* positions = x.positions->as<std::int64_t>();
@@ -328,8 +477,8 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
   // Rows asked of this rank by the others, packed in the table's dtype (in bucket order of
   // the asking ranks), and the rows received, in this rank's bucket order with the own
   // bucket's gap.
-  stream_buffer send(x.recv_total * row_bytes, stream);
-  stream_buffer recv(g.count * row_bytes, stream);
+  stream_buffer send(peer ? 0 : x.recv_total * row_bytes, stream);
+  stream_buffer recv(peer ? 0 : g.count * row_bytes, stream);
   // The own bucket goes from the own part to its caller positions on a side stream, while the
   // exchange runs (through a packed buffer when the visit is sorted, since the sorted order
   // scrambles the caller positions).  The positions it writes are disjoint from the received
@@ -341,7 +490,14 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
                                                             << " slice(s)");
   const std::int64_t* local_rows = x.local_rows->as<std::int64_t>();
   // One slice: everything asked of this rank packed at once, before the side stream starts.
-  if (slices == 1) {
+  if (peer) {
+    // Straight into each asking rank's buffer, where its bucket for this rank starts.
+    for (int r = 0; r < ranks; ++r) {
+      if (x.recv_counts[r] == 0) continue;
+      read_own(local_rows + x.recv_displs[r], x.recv_counts[r],
+               packed_rows(buffers->parts[r] + x.peer_starts[r] * row_bytes, row_bytes), stream);
+    }
+  } else if (slices == 1) {
     read_own(local_rows, x.recv_total, packed_rows(send.as<void>(), row_bytes), stream);
   }
   const cudaStream_t side = side_stream(0);
@@ -375,22 +531,30 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
                   out.type, dense, positions + x.self_begin, x.self_count, row_bytes, side);
   }
   if (slices == 1) {
-    comm.alltoallv(send.as<void>(), scaled(x.recv_counts, row_bytes).data(),
-                   scaled(x.recv_displs, row_bytes).data(), recv.as<void>(),
-                   scaled(x.send_counts, row_bytes).data(), scaled(x.send_displs, row_bytes).data(),
-                   dtype::uint8, stream);
+    char* received = recv.as<char>();
+    if (peer) {
+      // Every rank's writes ended before it reached the barrier, and the barrier ends here only
+      // when every rank reached it.
+      comm.barrier(stream);
+      received = buffers->parts[me];
+    } else {
+      comm.alltoallv(send.as<void>(), scaled(x.recv_counts, row_bytes).data(),
+                     scaled(x.recv_displs, row_bytes).data(), recv.as<void>(),
+                     scaled(x.send_counts, row_bytes).data(),
+                     scaled(x.send_displs, row_bytes).data(), dtype::uint8, stream);
+    }
     // Received rows land in bucket order, leaving the own bucket's gap; each goes to its
     // caller position (distinct positions: no duplicates).
     const std::size_t ranges[2][2] = {{0, x.self_begin}, {x.self_begin + x.self_count, g.count}};
     for (const auto& range : ranges) {
       const std::size_t b = range[0], e = range[1];
       if (e <= b) continue;
-      place_entries(table.cols, table.type, packed_rows(recv.as<char>() + b * row_bytes, row_bytes),
+      place_entries(table.cols, table.type, packed_rows(received + b * row_bytes, row_bytes),
                     nullptr, out.type, dense, positions + b, e - b, row_bytes, stream);
     }
+    if (peer) WM_CUDA_TRY(cudaEventRecord(buffers->released, stream));
     return;
   }
-  const int ranks = comm.size();
   // Slice s of a block of `count` rows: [count * s / slices, count * (s + 1) / slices); both
   // ends of a pair compute it from the same count.
   auto cut = [slices](std::size_t count, std::size_t s) { return count * s / slices; };
@@ -428,7 +592,8 @@ void scatter_distributed(const dense_matrix& in, const IndexT* idx, const wm_ten
   const char* op = "scatter";
   communicator& comm = nccl_comm_of(*table.memory, op);
   device_exchange x = plan_exchange_device(comm, idx, g.count, g, table.rows, op,
-                                           /*skip_self=*/true, /*slices=*/1, stream);
+                                           /*skip_self=*/true, /*slices=*/1,
+                                           /*peer_proposal=*/-1, stream);
   const std::size_t row_bytes = g.table_row_bytes;
   const rows_ref dense = dense_rows(in, g.dense_stride_bytes);
   const rows_ref own = own_part_rows(*table.memory, g);
