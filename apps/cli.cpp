@@ -81,6 +81,13 @@ const std::vector<std::pair<std::string, std::string>> environment = {
      "one per 32 MiB of rows it asks for: slice s + 1 is packed and slice s - 1 placed while "
      "slice s crosses (the largest proposal wins). 1 by default: 8 slices measured 6-17% slower "
      "below 4 KiB rows on two H100s (docs/benchmarks.md)"},
+    {"`WHOLESTORE_GATHER_PEER`",
+     "`1` (unset): a gather on distributed GPU memory whose ranks share one host has the owners "
+     "write the rows asked of them straight into the asking rank's receive buffer (device "
+     "memory every rank maps, kept with the table, as large as its largest gather's output), "
+     "then places them; `0`: the rows cross by NCCL's exchange and no buffer is kept (a `0` on "
+     "any rank keeps NCCL's exchange on all). Read at every call; any other value fails every "
+     "rank"},
 };
 
 // ---- text ------------------------------------------------------------------------------------
