@@ -397,67 +397,60 @@ TEST_P(GpuGather, BackToBackGathersOnTwoStreamsKeepTheirRows) {
   });
 }
 
+namespace {
+
+/// Rank 1 sets `variable` to `bad`, the others to `good`: a distributed gather fails on every
+/// rank after the one exchange of counts (never one rank waiting), naming the variable and
+/// rank 1, and on rank 1 the value.
+void expect_bad_setting_fails_everywhere(const gpu_param& param, const char* variable,
+                                         const char* bad, const char* good) {
+  auto [ranks, type, loc] = param;
+  run_on_gpus(ranks, [=, type = type, loc = loc](std::shared_ptr<bootstrap> bs) {
+    ::setenv(variable, bs->rank() == 1 ? bad : good, 1);
+    gpu_rank g = start_rank(bs, type);
+    cuda_stream stream;
+    table_layout lay{dtype::float32, 1000, 4, 4, 0, 5};
+    auto wm = make_table(g.comm, lay, type, loc);
+    fill_table(wm, lay, stream.get());
+    std::vector<std::int64_t> idx(64, 7);
+    device_buffer d_idx(64 * 8, g.device), d_out(64 * 16, g.device);
+    WM_CUDA_TRY(copy_and_wait(d_idx.get(), idx.data(), 64 * 8, cudaMemcpyHostToDevice));
+    try {
+      gather(lay.tensor(wm), index_array{d_idx.get(), dtype::int64, 64},
+             dense_matrix{d_out.get(), dtype::float32, 64, 4, 4}, gather_options{}, stream.get());
+      ADD_FAILURE() << "no error for " << variable << "=" << bad << " on rank 1";
+    } catch (const logic_error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(variable), std::string::npos) << msg;
+      EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+      if (bs->rank() == 1) {
+        EXPECT_NE(msg.find(std::string("'") + bad + "'"), std::string::npos) << msg;
+      }
+    }
+  });
+}
+
+}  // namespace
+
 // A WHOLESTORE_GATHER_PEER other than 0 or 1 on one rank fails a distributed gather on every
-// rank after the one exchange of counts, naming the variable and the rank.
+// rank.
 TEST_P(GpuGather, BadPeerSettingFailsOnEveryRank) {
   auto [ranks, type, loc] = GetParam();
   if (type != memory_type::distributed || ranks < 2) {
     GTEST_SKIP() << "owners write into peers' buffers for distributed memory, over several ranks";
   }
   WHOLESTORE_REQUIRE_GPUS(ranks);
-  run_on_gpus(ranks, [type = type, loc = loc](std::shared_ptr<bootstrap> bs) {
-    ::setenv("WHOLESTORE_GATHER_PEER", bs->rank() == 1 ? "yes" : "1", 1);
-    gpu_rank g = start_rank(bs, type);
-    cuda_stream stream;
-    table_layout lay{dtype::float32, 1000, 4, 4, 0, 5};
-    auto wm = make_table(g.comm, lay, type, loc);
-    fill_table(wm, lay, stream.get());
-    std::vector<std::int64_t> idx(64, 7);
-    device_buffer d_idx(64 * 8, g.device), d_out(64 * 16, g.device);
-    WM_CUDA_TRY(copy_and_wait(d_idx.get(), idx.data(), 64 * 8, cudaMemcpyHostToDevice));
-    try {
-      gather(lay.tensor(wm), index_array{d_idx.get(), dtype::int64, 64},
-             dense_matrix{d_out.get(), dtype::float32, 64, 4, 4}, gather_options{}, stream.get());
-      ADD_FAILURE() << "no error for WHOLESTORE_GATHER_PEER=yes on rank 1";
-    } catch (const logic_error& e) {
-      const std::string msg = e.what();
-      EXPECT_NE(msg.find("WHOLESTORE_GATHER_PEER"), std::string::npos) << msg;
-      EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
-      if (bs->rank() == 1) {
-        EXPECT_NE(msg.find("'yes'"), std::string::npos) << msg;
-      }
-    }
-  });
+  expect_bad_setting_fails_everywhere(GetParam(), "WHOLESTORE_GATHER_PEER", "yes", "1");
 }
 
-// A WHOLESTORE_GATHER_SLICES outside 1..8 on one rank fails a distributed gather on every
-// rank, naming the variable, after the one exchange of counts (never one rank waiting).
+// A WHOLESTORE_GATHER_SLICES outside 1..8 on one rank fails a distributed gather on every rank.
 TEST_P(GpuGather, BadSliceSettingFailsOnEveryRank) {
   auto [ranks, type, loc] = GetParam();
   if (type != memory_type::distributed || ranks < 2) {
     GTEST_SKIP() << "the exchange in slices is distributed memory's, over several ranks";
   }
   WHOLESTORE_REQUIRE_GPUS(ranks);
-  run_on_gpus(ranks, [type = type, loc = loc](std::shared_ptr<bootstrap> bs) {
-    ::setenv("WHOLESTORE_GATHER_SLICES", bs->rank() == 1 ? "9" : "4", 1);
-    gpu_rank g = start_rank(bs, type);
-    cuda_stream stream;
-    table_layout lay{dtype::float32, 1000, 4, 4, 0, 5};
-    auto wm = make_table(g.comm, lay, type, loc);
-    fill_table(wm, lay, stream.get());
-    std::vector<std::int64_t> idx(64, 7);
-    device_buffer d_idx(64 * 8, g.device), d_out(64 * 16, g.device);
-    WM_CUDA_TRY(copy_and_wait(d_idx.get(), idx.data(), 64 * 8, cudaMemcpyHostToDevice));
-    try {
-      gather(lay.tensor(wm), index_array{d_idx.get(), dtype::int64, 64},
-             dense_matrix{d_out.get(), dtype::float32, 64, 4, 4}, gather_options{}, stream.get());
-      ADD_FAILURE() << "no error for WHOLESTORE_GATHER_SLICES=9 on rank 1";
-    } catch (const logic_error& e) {
-      const std::string msg = e.what();
-      EXPECT_NE(msg.find("WHOLESTORE_GATHER_SLICES"), std::string::npos) << msg;
-      EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
-    }
-  });
+  expect_bad_setting_fails_everywhere(GetParam(), "WHOLESTORE_GATHER_SLICES", "9", "4");
 }
 
 TEST_P(GpuGather, OutOfRangeAndEmptyLists) {
