@@ -10,11 +10,15 @@
 #include <wholememory/convert.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
+#include <wholememory/log.hpp>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -89,10 +93,12 @@ std::vector<char> make_indices(const std::vector<std::int64_t>& idx, dtype t) {
 /// Gathers random rows (with duplicates and both ends) and checks every element and the
 /// untouched padding of the output.
 void gather_case(const ::wholememory::allocation& wm, const table_layout& lay, dtype out_type,
-                 dtype index_type, std::uint64_t seed, bool refill = true) {
+                 dtype index_type, std::uint64_t seed, bool refill = true,
+                 std::size_t count = static_cast<std::size_t>(-1)) {
   if (refill) fill_table(wm, lay);  // a scatter case may have changed it
   const int rank = wm.comm().rank();
   std::size_t n = lay.rows == 0 ? 0 : 29 + 7 * rank;
+  if (count != static_cast<std::size_t>(-1)) n = count;
   std::vector<std::int64_t> idx(n);
   for (std::size_t i = 0; i < n; ++i) idx[i] = hash3(seed, rank, i) % lay.rows;
   if (n > 2) {
@@ -457,6 +463,107 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, HostGatherEdges,
                          ::testing::Values(memory_type::continuous, memory_type::chunked,
                                            memory_type::distributed),
                          [](const auto& info) { return memory_type_name(info.param); });
+
+/// Runs `gather` with the library's debug log captured; true when the log says the owners
+/// copied into the asking ranks' buffers.
+template <typename Fn>
+bool owners_wrote(Fn&& gather) {
+  const log_level before = current_log_level();
+  set_log_level(log_level::debug);
+  ::testing::internal::CaptureStderr();
+  gather();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  set_log_level(before);
+  return log.find("owners copy into the asking ranks' buffers") != std::string::npos;
+}
+
+// On distributed memory the owners copy the rows a gather asks of them straight into the
+// asking rank's buffer (WHOLESTORE_GATHER_PEER=1, the default) once some rank asks for 32 MiB,
+// buffers kept with the table and grown when a call asks for more; 0 on any rank keeps the
+// exchange of rows everywhere.  Both paths alternating on one table against the reference:
+// calls that make the buffers, grow them, fit in them, stay below 32 MiB, and leave a rank
+// with nothing to ask while the others ask; 2 and 3 processes.  (The buffers outlive the
+// phase with rank 0 at 0: the last phase writes into them again.)
+TEST(HostGatherPeer, OwnersWriteIntoTheAskingRanksBuffersOrExchange) {
+  for (int ranks : {2, 3}) {
+    run(mode::processes, ranks, [](std::shared_ptr<bootstrap> bs) {
+      auto comm = make_host_communicator(bs);
+      const int rank = comm->rank();
+      // 1000 of 1003 float64 columns at offset 2: rows of 8000 bytes, 32 MiB in 4,195 rows.
+      table_layout lay{dtype::float64, 3007, 1000, 1003, 2, 31};
+      const std::size_t row_bytes = 8000, threshold = std::size_t{32} << 20;
+      auto wm = make_table(comm, lay, memory_type::distributed);
+      fill_table(wm, lay);
+      const std::size_t sizes[] = {0, 4500, 100, 5000, 1, 50};
+      std::uint64_t seed = 77;
+      const struct {
+        const char *first, *others;  // rank 0's setting and the others'
+      } phases[] = {{"1", "1"}, {"0", "1"}, {"1", "1"}};
+      for (const auto& phase : phases) {
+        ::setenv("WHOLESTORE_GATHER_PEER", rank == 0 ? phase.first : phase.others, 1);
+        const bool on = std::string(phase.first) == "1" && std::string(phase.others) == "1";
+        for (std::size_t i = 0; i < std::size(sizes); ++i) {
+          std::size_t largest = 0;
+          for (int r = 0; r < comm->size(); ++r)
+            largest =
+                std::max(largest, sizes[(i + static_cast<std::size_t>(r)) % std::size(sizes)]);
+          const std::size_t n = sizes[(i + static_cast<std::size_t>(rank)) % std::size(sizes)];
+          const bool wrote = owners_wrote([&] {
+            gather_case(wm, lay, rank % 2 == 0 ? dtype::float64 : dtype::float32,
+                        i % 2 == 0 ? dtype::int64 : dtype::int32, seed++, false, n);
+          });
+          EXPECT_EQ(wrote, on && largest * row_bytes >= threshold)
+              << "rows " << n << ", largest " << largest << ", settings " << phase.first << "/"
+              << phase.others;
+        }
+      }
+    });
+  }
+}
+
+// The same on ranks that are threads of one process (the setting left at its default).
+TEST(HostGatherPeer, ThreadRanksShareTheirBuffers) {
+  run(mode::threads, 3, [](std::shared_ptr<bootstrap> bs) {
+    auto comm = make_host_communicator(bs);
+    table_layout lay{dtype::int32, 7001, 40, 40, 0, 41};
+    auto wm = make_table(comm, lay, memory_type::distributed);
+    fill_table(wm, lay);
+    std::uint64_t seed = 5;
+    // 250,000 rows of 160 bytes are 40 MB: over the 32 MiB from which owners copy.  (The log
+    // that says which path ran is process-wide: not captured from thread ranks.)
+    for (std::size_t n : {std::size_t{250000}, std::size_t{7}, std::size_t{300000}})
+      gather_case(wm, lay, dtype::int64, dtype::int64, seed++, false,
+                  n + static_cast<std::size_t>(comm->rank()));
+  });
+}
+
+// A WHOLESTORE_GATHER_PEER other than 0 or 1 on one rank fails a distributed gather on every
+// rank after the one exchange of counts, naming the variable and the rank (and, there, the
+// value), and writes nothing.
+TEST(HostGatherPeer, BadSettingFailsOnEveryRank) {
+  run(mode::processes, 3, [](std::shared_ptr<bootstrap> bs) {
+    ::setenv("WHOLESTORE_GATHER_PEER", bs->rank() == 1 ? "on" : "1", 1);
+    auto comm = make_host_communicator(bs);
+    table_layout lay{dtype::float32, 1000, 4, 4, 0, 5};
+    auto wm = make_table(comm, lay, memory_type::distributed);
+    fill_table(wm, lay);
+    std::vector<std::int64_t> idx(64, 7);
+    std::vector<float> out(64 * 4, -1.0f);
+    try {
+      gather_host(lay.tensor(wm), index_array{idx.data(), dtype::int64, 64},
+                  dense_matrix{out.data(), dtype::float32, 64, 4, 4});
+      ADD_FAILURE() << "no error for WHOLESTORE_GATHER_PEER=on on rank 1";
+    } catch (const logic_error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("WHOLESTORE_GATHER_PEER"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+      if (bs->rank() == 1) {
+        EXPECT_NE(msg.find("'on'"), std::string::npos) << msg;
+      }
+    }
+    for (float v : out) ASSERT_EQ(v, -1.0f);
+  });
+}
 
 TEST(HostGatherThreads, LargeListsSplitOverThreads) {
   run(mode::threads, 1, [](std::shared_ptr<bootstrap> bs) {

@@ -73,10 +73,11 @@ class memory_impl {
   mutable std::mutex views_mutex;
   mutable std::map<int, std::pair<std::unique_ptr<resource>, const chunked_view*>> device_views;
   /// State a module keeps with this allocation (allocation_access.hpp): released first.
-  std::shared_ptr<void> exchange_state;
+  std::shared_ptr<void> exchange_state, host_exchange_state;
 
   void release() {
     exchange_state.reset();
+    host_exchange_state.reset();
     device_views.clear();
     host_registrations.clear();
     host_mappings.clear();
@@ -478,6 +479,11 @@ void allocation::free() {
 std::shared_ptr<void>& detail::allocation_access::exchange_state(const allocation& a) {
   WM_EXPECTS(a.impl_ != nullptr, "use of an empty wholememory handle");
   return a.impl_->exchange_state;
+}
+
+std::shared_ptr<void>& detail::allocation_access::host_exchange_state(const allocation& a) {
+  WM_EXPECTS(a.impl_ != nullptr, "use of an empty wholememory handle");
+  return a.impl_->host_exchange_state;
 }
 
 namespace {

@@ -46,4 +46,24 @@ struct bad_index {
 void agree_on_bad_indices(const char* op, const std::vector<std::int64_t>& flags, int my_rank,
                           bad_index mine, std::size_t rows);
 
+/// WHOLESTORE_GATHER_PEER, read at every call: 1 (unset) lets owners on one host write the rows
+/// a distributed gather asks of them straight into the asking rank's receive buffer (a buffer
+/// every rank maps, kept with the table), 0 keeps the exchange of rows; -1 for any other value.
+int gather_peer_setting();
+
+/// This rank's peer-write proposal for a distributed gather of `rows` rows (travels with the
+/// counts): `rows` when the setting is on and `eligible`, -1 when not, -2 for an invalid
+/// setting.
+std::int64_t gather_peer_proposal(int setting, bool eligible, std::size_t rows);
+
+/// Throws logic_error on every rank when some rank proposed -2 (an invalid
+/// WHOLESTORE_GATHER_PEER), naming that rank and, on it, the value.
+void check_peer_proposals(const char* op, const std::vector<std::int64_t>& proposals, int my_rank);
+
+/// Per-rank bytes of the receive buffers after growing `current` (empty: none yet) to hold
+/// `need`: at least the old size, rounded up to `step`.
+std::vector<std::size_t> grown_buffer_bytes(const std::vector<std::size_t>& need,
+                                            const std::vector<std::size_t>& current,
+                                            std::size_t step);
+
 }  // namespace wholememory::detail

@@ -266,19 +266,13 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
                << (text != nullptr ? std::string(" (here: '") + text + "')" : std::string()));
   }
 
-  for (int r = 0; r < ranks; ++r) {
-    if (host[2 + mw * r + 4] != -2) continue;
-    const char* text = r == comm.rank() ? std::getenv("WHOLESTORE_GATHER_PEER") : nullptr;
-    WM_FAIL(logic_error,
-            op << ": WHOLESTORE_GATHER_PEER must be 0 or 1; rank " << r << " has another value"
-               << (text != nullptr ? std::string(" (here: '") + text + "')" : std::string()));
-  }
   x.peer_rows.resize(ranks);
   x.peer_starts.resize(ranks);
   for (int r = 0; r < ranks; ++r) {
     x.peer_rows[r] = host[2 + mw * r + 4];
     x.peer_starts[r] = static_cast<std::size_t>(host[2 + mw * r + 3]);
   }
+  check_peer_proposals(op, x.peer_rows, comm.rank());
 
   x.send_counts.resize(ranks);
   x.send_displs.assign(ranks, 0);
@@ -308,16 +302,6 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
                  x.local_rows->as<std::int64_t>(), x.recv_counts.data(), x.recv_displs.data(),
                  dtype::int64, stream);
   return x;
-}
-
-/// WHOLESTORE_GATHER_PEER, read at every call: 1 (unset) lets owners on one host write the rows
-/// a gather asks for straight into the asking rank's receive buffer, 0 keeps the NCCL exchange
-/// of rows; -1 for any other value.
-int peer_setting() {
-  const char* text = std::getenv("WHOLESTORE_GATHER_PEER");
-  if (text == nullptr) return 1;
-  const std::string v = text;
-  return v == "1" ? 1 : v == "0" ? 0 : -1;
 }
 
 /// A gather's receive buffers, one per rank, each mapped by every rank (chunked device memory
@@ -357,12 +341,8 @@ std::shared_ptr<peer_buffers> ensure_peer_buffers(const allocation& table,
   if (fits) return state;
   // Grown to at least the old size and 2 MiB, rounded to 2 MiB, so that a few calls of
   // varying sizes settle after one or two growths.
-  constexpr std::size_t step = std::size_t{2} << 20;
-  std::vector<std::size_t> bytes(need.size());
-  for (std::size_t r = 0; r < need.size(); ++r) {
-    std::size_t b = std::max(need[r], state != nullptr ? state->bytes[r] : 0);
-    bytes[r] = std::max(step, (b + step - 1) / step * step);
-  }
+  const std::vector<std::size_t> bytes = grown_buffer_bytes(
+      need, state != nullptr ? state->bytes : std::vector<std::size_t>{}, std::size_t{2} << 20);
   auto grown = std::make_shared<peer_buffers>();
   if (state != nullptr) {
     // The old buffers go first (collective, after a barrier): peers' writes into them ended
@@ -429,16 +409,13 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
   // first exchange below waits for it, and owners write only after that exchange.
   if (buffers != nullptr && buffers->released != nullptr)
     WM_CUDA_TRY(cudaStreamWaitEvent(stream, buffers->released, 0));
-  const int setting = peer_setting();
-  const bool may_write_peers = setting == 1 && ranks > 1 && comm.topology().num_hosts == 1 &&
-                               !(buffers != nullptr && buffers->unavailable);
+  const int setting = gather_peer_setting();
+  const bool may_write_peers =
+      ranks > 1 && comm.topology().num_hosts == 1 && !(buffers != nullptr && buffers->unavailable);
   device_exchange x =
       plan_exchange_device(comm, idx, g.count, g, table.rows, op, /*skip_self=*/true,
                            wanted_slices(g.count, g.table_row_bytes),
-                           setting < 0       ? -2
-                           : may_write_peers ? static_cast<std::int64_t>(g.count)
-                                             : -1,
-                           stream);
+                           gather_peer_proposal(setting, may_write_peers, g.count), stream);
   const std::size_t row_bytes = g.table_row_bytes;
   // Owners write into the asking ranks' buffers when every rank proposed it (one host, the
   // setting on) and the exchange is not sliced (owners writing slices, each followed by a
