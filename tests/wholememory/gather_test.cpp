@@ -14,10 +14,15 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iterator>
 #include <string>
 #include <tuple>
@@ -519,6 +524,52 @@ TEST(HostGatherPeer, OwnersWriteIntoTheAskingRanksBuffersOrExchange) {
       }
     });
   }
+}
+
+std::vector<std::string> shm_entries() {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A rank killed after a gather that made the buffers: the survivor's next large gather ends in
+// timeout_error within the timeout (never a hang), its unwinding frees the table and the
+// buffers without a second error, and nothing is left in /dev/shm.
+TEST(HostGatherPeer, KilledPeerFailsTheNextGatherWithinTheTimeout) {
+  const auto shm_before = shm_entries();
+  auto result = wholestore_test::fork_ranks(
+      2,
+      [](std::shared_ptr<bootstrap> bs) {
+        auto comm = make_host_communicator(bs);
+        table_layout lay{dtype::float64, 3007, 1000, 1000, 0, 13};
+        auto wm = make_table(comm, lay, memory_type::distributed);
+        fill_table(wm, lay);
+        // 4,500 rows of 8,000 bytes a rank: 36 MB, over the 32 MiB from which owners copy.
+        const std::size_t n = 4500;
+        EXPECT_TRUE(
+            owners_wrote([&] { gather_case(wm, lay, dtype::float64, dtype::int64, 3, false, n); }));
+        if (comm->rank() == 1) ::raise(SIGKILL);
+        const auto start = std::chrono::steady_clock::now();
+        std::vector<std::int64_t> idx(n);
+        for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<std::int64_t>(i % lay.rows);
+        std::vector<double> out(n * lay.cols);
+        try {
+          gather_host(lay.tensor(wm), index_array{idx.data(), dtype::int64, n},
+                      dense_matrix{out.data(), dtype::float64, n, lay.cols, lay.cols});
+          ADD_FAILURE() << "a gather that needs a dead rank's rows succeeded";
+        } catch (const timeout_error& e) {
+          EXPECT_NE(std::string(e.what()).find("rank 1"), std::string::npos) << e.what();
+        }
+        const double waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        EXPECT_LT(waited, 2.0 + 1.0) << "the survivor waited for more than one timeout";
+      },
+      std::chrono::seconds(2));
+  EXPECT_EQ(result.status[0], 0);
+  EXPECT_EQ(result.status[1], 128 + SIGKILL);
+  EXPECT_EQ(shm_entries(), shm_before);
 }
 
 // The same on ranks that are threads of one process (the setting left at its default).

@@ -467,12 +467,16 @@ std::shared_ptr<host_peer_buffers> ensure_host_peer_buffers(const allocation& ta
   try {
     grown->memory = allocation::create(table.comm_ptr(), total, memory_type::chunked,
                                        memory_location::host, options);
-  } catch (const std::exception& e) {
-    // logic_error or out_of_memory, alike on every rank (creation agrees on errors).
+  } catch (const logic_error& e) {
+    // Alike on every rank (creation agrees on errors); a timeout or a dead peer propagates.
     WM_LOG(log_level::warn,
            "gather_host on distributed memory: no receive buffers mapped by "
            "every rank ("
                << e.what() << "); rows go through the exchange from now on");
+    grown->unavailable = true;
+  } catch (const out_of_memory& e) {
+    WM_LOG(log_level::warn, "gather_host on distributed memory: no room for receive buffers ("
+                                << e.what() << "); rows go through the exchange from now on");
     grown->unavailable = true;
   }
   slot = grown;
