@@ -137,15 +137,50 @@ void check_peer_proposals(const char* op, const std::vector<std::int64_t>& propo
   }
 }
 
-std::vector<std::size_t> grown_buffer_bytes(const std::vector<std::size_t>& need,
-                                            const std::vector<std::size_t>& current,
-                                            std::size_t step) {
-  std::vector<std::size_t> bytes(need.size());
+bool peer_buffers_hold(const peer_buffer_set* set, const std::vector<std::size_t>& need) {
+  if (set == nullptr) return false;
+  for (std::size_t r = 0; r < need.size(); ++r)
+    if (need[r] > set->bytes[r]) return false;
+  return true;
+}
+
+std::unique_ptr<peer_buffer_set> grow_peer_buffers(const allocation& table,
+                                                   std::unique_ptr<peer_buffer_set> old,
+                                                   const std::vector<std::size_t>& need,
+                                                   memory_location location, std::size_t step,
+                                                   const char* op) {
+  auto set = std::make_unique<peer_buffer_set>();
+  set->bytes.resize(need.size());
+  std::size_t total = 0;
   for (std::size_t r = 0; r < need.size(); ++r) {
-    const std::size_t b = std::max(need[r], r < current.size() ? current[r] : 0);
-    bytes[r] = std::max(step, (b + step - 1) / step * step);
+    const std::size_t b = std::max(need[r], old != nullptr ? old->bytes[r] : 0);
+    set->bytes[r] = std::max(step, (b + step - 1) / step * step);
+    total += set->bytes[r];
   }
-  return bytes;
+  // The old buffers go first (collective, after a barrier): the callers make sure that no
+  // rank still reads or writes them.
+  if (old != nullptr) old->memory.free();
+  old.reset();
+  allocation_options options;
+  options.part_bytes = set->bytes;
+  options.name = "distributed gather receive buffers";
+  try {
+    set->memory =
+        allocation::create(table.comm_ptr(), total, memory_type::chunked, location, options);
+  } catch (const logic_error& e) {
+    WM_LOG(log_level::warn, op << " on distributed memory: no receive buffers mapped by every "
+                                  "rank ("
+                               << e.what() << "); rows go through the exchange from now on");
+    return nullptr;
+  } catch (const out_of_memory& e) {
+    WM_LOG(log_level::warn, op << " on distributed memory: no room for receive buffers ("
+                               << e.what() << "); rows go through the exchange from now on");
+    return nullptr;
+  }
+  set->parts.resize(need.size());
+  for (std::size_t r = 0; r < need.size(); ++r)
+    set->parts[r] = static_cast<char*>(set->memory.part(static_cast<int>(r)).ptr);
+  return set;
 }
 
 namespace {
@@ -426,14 +461,11 @@ communicator& host_comm_of(const allocation& wm, const char* op) {
   return comm;
 }
 
-/// The CPU path's receive buffers of distributed gathers, one per rank, each mapped by every
-/// rank (chunked host memory over the table's communicator), kept with the table and grown
-/// as calls ask for more: owners copy the rows asked of them straight into them.
+/// The CPU path's state kept with a distributed table: its receive buffers (chunked host
+/// memory), or the fact that they could not be made.
 struct host_peer_buffers {
-  allocation memory;
-  std::vector<char*> parts;        // every rank's buffer, in this process
-  std::vector<std::size_t> bytes;  // and its size, the same list on every rank
-  bool unavailable = false;        // creation failed on every rank: the exchange from now on
+  std::unique_ptr<peer_buffer_set> set;
+  bool unavailable = false;  // creation failed on every rank: the exchange from now on
 };
 
 /// Below this many bytes asked by every rank, a gather exchanges its rows through the host
@@ -443,49 +475,20 @@ struct host_peer_buffers {
 constexpr std::size_t host_peer_min_bytes = std::size_t{32} << 20;
 
 /// The table's buffers holding every rank's `need` bytes, made or grown collectively (every
-/// rank decides from the same list); nullptr on every rank when they cannot be made.
-std::shared_ptr<host_peer_buffers> ensure_host_peer_buffers(const allocation& table,
-                                                            const std::vector<std::size_t>& need) {
+/// rank decides from the same list); nullptr on every rank when they cannot be made.  The CPU
+/// path is synchronous: when a call grows them, every rank has finished its last call.
+peer_buffer_set* ensure_host_peer_buffers(const allocation& table,
+                                          const std::vector<std::size_t>& need) {
   std::shared_ptr<void>& slot = allocation_access::host_exchange_state(table);
-  auto state = std::static_pointer_cast<host_peer_buffers>(slot);
-  bool fits = state != nullptr && !state->unavailable;
-  for (std::size_t r = 0; fits && r < need.size(); ++r) fits = need[r] <= state->bytes[r];
-  if (fits) return state;
-  const std::vector<std::size_t> bytes = grown_buffer_bytes(
-      need, state != nullptr ? state->bytes : std::vector<std::size_t>{}, std::size_t{1} << 20);
-  if (state != nullptr) {
-    // Collective, after a barrier: every rank finished its last call's reads and writes.
-    state->memory.free();
-    slot.reset();
+  if (slot == nullptr) slot = std::make_shared<host_peer_buffers>();
+  auto& state = *std::static_pointer_cast<host_peer_buffers>(slot);
+  if (state.unavailable) return nullptr;
+  if (!peer_buffers_hold(state.set.get(), need)) {
+    state.set = grow_peer_buffers(table, std::move(state.set), need, memory_location::host,
+                                  std::size_t{1} << 20, "gather_host");
+    state.unavailable = state.set == nullptr;
   }
-  auto grown = std::make_shared<host_peer_buffers>();
-  allocation_options options;
-  options.part_bytes = bytes;
-  options.name = "distributed gather receive buffers";
-  std::size_t total = 0;
-  for (std::size_t b : bytes) total += b;
-  try {
-    grown->memory = allocation::create(table.comm_ptr(), total, memory_type::chunked,
-                                       memory_location::host, options);
-  } catch (const logic_error& e) {
-    // Alike on every rank (creation agrees on errors); a timeout or a dead peer propagates.
-    WM_LOG(log_level::warn,
-           "gather_host on distributed memory: no receive buffers mapped by "
-           "every rank ("
-               << e.what() << "); rows go through the exchange from now on");
-    grown->unavailable = true;
-  } catch (const out_of_memory& e) {
-    WM_LOG(log_level::warn, "gather_host on distributed memory: no room for receive buffers ("
-                                << e.what() << "); rows go through the exchange from now on");
-    grown->unavailable = true;
-  }
-  slot = grown;
-  if (grown->unavailable) return nullptr;
-  grown->bytes = bytes;
-  grown->parts.resize(bytes.size());
-  for (std::size_t r = 0; r < bytes.size(); ++r)
-    grown->parts[r] = static_cast<char*>(grown->memory.part(static_cast<int>(r)).ptr);
-  return grown;
+  return state.set.get();
 }
 
 template <typename IndexT>
@@ -496,9 +499,9 @@ void gather_distributed_host(const wm_tensor& table, const IndexT* idx, const de
   const int ranks = comm.size();
   const int me = comm.rank();
   const std::size_t row_bytes = g.table_row_bytes;
-  auto buffers = std::static_pointer_cast<host_peer_buffers>(
+  auto state = std::static_pointer_cast<host_peer_buffers>(
       allocation_access::host_exchange_state(*table.memory));
-  const bool eligible = ranks > 1 && !(buffers != nullptr && buffers->unavailable);
+  const bool eligible = ranks > 1 && !(state != nullptr && state->unavailable);
   host_exchange x =
       plan_exchange_host(comm, idx, g.count, g, table.rows, threads, op, /*skip_self=*/true,
                          gather_peer_proposal(gather_peer_setting(), eligible, g.count));
@@ -513,7 +516,7 @@ void gather_distributed_host(const wm_tensor& table, const IndexT* idx, const de
     largest = std::max(largest, need[r]);
   }
   peer = peer && largest >= host_peer_min_bytes;
-  buffers = peer ? ensure_host_peer_buffers(*table.memory, need) : nullptr;
+  peer_buffer_set* buffers = peer ? ensure_host_peer_buffers(*table.memory, need) : nullptr;
   peer = buffers != nullptr;
   WM_LOG(log_level::debug,
          op << " on distributed memory: " << g.count << " rows of " << row_bytes << " bytes, "

@@ -4,10 +4,12 @@
  */
 #pragma once
 
+#include <wholememory/allocation.hpp>
 #include <wholememory/gather.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -60,10 +62,26 @@ std::int64_t gather_peer_proposal(int setting, bool eligible, std::size_t rows);
 /// WHOLESTORE_GATHER_PEER), naming that rank and, on it, the value.
 void check_peer_proposals(const char* op, const std::vector<std::int64_t>& proposals, int my_rank);
 
-/// Per-rank bytes of the receive buffers after growing `current` (empty: none yet) to hold
-/// `need`: at least the old size, rounded up to `step`.
-std::vector<std::size_t> grown_buffer_bytes(const std::vector<std::size_t>& need,
-                                            const std::vector<std::size_t>& current,
-                                            std::size_t step);
+/// The buffers owners on one host write a distributed gather's rows into: one per rank, each
+/// mapped by every rank (chunked memory over the table's communicator), kept with the table
+/// (allocation_access.hpp) and grown collectively.
+struct peer_buffer_set {
+  allocation memory;
+  std::vector<char*> parts;        // every rank's buffer, in this process
+  std::vector<std::size_t> bytes;  // and its size, the same list on every rank
+};
+
+/// True when `set` (may be null) holds every rank's `need` bytes.
+bool peer_buffers_hold(const peer_buffer_set* set, const std::vector<std::size_t>& need);
+
+/// Buffers holding every rank's `need` bytes, at least `old`'s sizes (freed first), rounded up
+/// to `step`, at `location`.  Collective: every rank passes the same list.  nullptr on every
+/// rank when they cannot be made (creation agrees on its errors; a logic_error or
+/// out_of_memory is logged as a warning naming `op`, other errors propagate).
+std::unique_ptr<peer_buffer_set> grow_peer_buffers(const allocation& table,
+                                                   std::unique_ptr<peer_buffer_set> old,
+                                                   const std::vector<std::size_t>& need,
+                                                   memory_location location, std::size_t step,
+                                                   const char* op);
 
 }  // namespace wholememory::detail

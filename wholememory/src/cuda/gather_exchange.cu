@@ -304,14 +304,12 @@ device_exchange plan_exchange_device(communicator& comm, const IndexT* idx, std:
   return x;
 }
 
-/// A gather's receive buffers, one per rank, each mapped by every rank (chunked device memory
-/// over the table's communicator), kept with the table for its life and grown as calls ask for
-/// more: owners on one host write the rows asked of them straight into them, so the rows cross
-/// once, written by the kernel that reads them (no packed send buffer, no copy by NCCL).
+/// The GPU path's state kept with a distributed table: its receive buffers (chunked device
+/// memory every rank maps; owners write the rows asked of them straight into them, so the rows
+/// cross once, written by the kernel that reads them: no packed send buffer, no copy by NCCL),
+/// or the fact that they could not be made.
 struct peer_buffers {
-  allocation memory;
-  std::vector<char*> parts;        // every rank's buffer, in this process
-  std::vector<std::size_t> bytes;  // and its size, the same list on every rank
+  std::unique_ptr<peer_buffer_set> set;
   /// Recorded after this rank's last read of its own buffer: the next call's stream waits for
   /// it before its first collective, so no owner writes while a place still reads.
   cudaEvent_t released = nullptr;
@@ -331,57 +329,22 @@ std::shared_ptr<peer_buffers> peer_buffers_of(const allocation& table) {
 /// The table's receive buffers, large enough for every rank's `need` bytes.  Every rank
 /// decides from the same list (the proposals every rank received), so all of them grow
 /// together, collectively; nullptr (on every rank) when they cannot be made.
-std::shared_ptr<peer_buffers> ensure_peer_buffers(const allocation& table,
-                                                  const std::vector<std::size_t>& need) {
+peer_buffers* ensure_peer_buffers(const allocation& table, const std::vector<std::size_t>& need) {
   std::shared_ptr<void>& slot = allocation_access::exchange_state(table);
-  auto state = std::static_pointer_cast<peer_buffers>(slot);
-  if (state != nullptr && state->unavailable) return nullptr;
-  bool fits = state != nullptr;
-  for (std::size_t r = 0; fits && r < need.size(); ++r) fits = need[r] <= state->bytes[r];
-  if (fits) return state;
-  // Grown to at least the old size and 2 MiB, rounded to 2 MiB, so that a few calls of
-  // varying sizes settle after one or two growths.
-  const std::vector<std::size_t> bytes = grown_buffer_bytes(
-      need, state != nullptr ? state->bytes : std::vector<std::size_t>{}, std::size_t{2} << 20);
-  auto grown = std::make_shared<peer_buffers>();
-  if (state != nullptr) {
-    // The old buffers go first (collective, after a barrier): peers' writes into them ended
-    // before this call's first exchange, and this rank's reads before the event.
-    if (state->released != nullptr) WM_CUDA_TRY(cudaEventSynchronize(state->released));
-    state->memory.free();
-    slot.reset();
-    state.reset();
-  }
-  allocation_options options;
-  options.part_bytes = bytes;
-  options.name = "distributed gather receive buffers";
-  std::size_t total = 0;
-  for (std::size_t b : bytes) total += b;
-  try {
-    grown->memory = allocation::create(table.comm_ptr(), total, memory_type::chunked,
-                                       memory_location::device, options);
-  } catch (const logic_error& e) {
-    // Failed alike on every rank (the creation agrees on errors).
-    WM_LOG(log_level::warn,
-           "gather on distributed memory: owners cannot write rows into peers' "
-           "buffers ("
-               << e.what() << "); rows cross by NCCL from now on");
-    grown->unavailable = true;
-  } catch (const out_of_memory& e) {
-    WM_LOG(log_level::warn,
-           "gather on distributed memory: no room for receive buffers mapped by "
-           "every rank ("
-               << e.what() << "); rows cross by NCCL from now on");
-    grown->unavailable = true;
-  }
-  slot = grown;
-  if (grown->unavailable) return nullptr;
-  grown->bytes = bytes;
-  grown->parts.resize(bytes.size());
-  for (std::size_t r = 0; r < bytes.size(); ++r)
-    grown->parts[r] = static_cast<char*>(grown->memory.part(static_cast<int>(r)).ptr);
-  WM_CUDA_TRY(cudaEventCreateWithFlags(&grown->released, cudaEventDisableTiming));
-  return grown;
+  if (slot == nullptr) slot = std::make_shared<peer_buffers>();
+  auto& state = *std::static_pointer_cast<peer_buffers>(slot);
+  if (state.unavailable) return nullptr;
+  if (peer_buffers_hold(state.set.get(), need)) return &state;
+  // Peers' writes into the old buffers ended before this call's first exchange, and this
+  // rank's reads end with the event.  Grown in steps of 2 MiB.
+  if (state.released != nullptr) WM_CUDA_TRY(cudaEventSynchronize(state.released));
+  state.set = grow_peer_buffers(table, std::move(state.set), need, memory_location::device,
+                                std::size_t{2} << 20, "gather");
+  state.unavailable = state.set == nullptr;
+  if (state.unavailable) return nullptr;
+  if (state.released == nullptr)
+    WM_CUDA_TRY(cudaEventCreateWithFlags(&state.released, cudaEventDisableTiming));
+  return &state;
 }
 
 rows_ref own_part_rows(const allocation& wm, const gather_geometry& g) {
@@ -404,14 +367,14 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
   communicator& comm = nccl_comm_of(*table.memory, op);
   const int ranks = comm.size();
   const int me = comm.rank();
-  std::shared_ptr<peer_buffers> buffers = peer_buffers_of(*table.memory);
+  const std::shared_ptr<peer_buffers> state = peer_buffers_of(*table.memory);
   // No owner writes into this rank's receive buffer before its last read has ended: the
   // first exchange below waits for it, and owners write only after that exchange.
-  if (buffers != nullptr && buffers->released != nullptr)
-    WM_CUDA_TRY(cudaStreamWaitEvent(stream, buffers->released, 0));
+  if (state != nullptr && state->released != nullptr)
+    WM_CUDA_TRY(cudaStreamWaitEvent(stream, state->released, 0));
   const int setting = gather_peer_setting();
   const bool may_write_peers =
-      ranks > 1 && comm.topology().num_hosts == 1 && !(buffers != nullptr && buffers->unavailable);
+      ranks > 1 && comm.topology().num_hosts == 1 && !(state != nullptr && state->unavailable);
   device_exchange x =
       plan_exchange_device(comm, idx, g.count, g, table.rows, op, /*skip_self=*/true,
                            wanted_slices(g.count, g.table_row_bytes),
@@ -427,7 +390,7 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
     peer = peer && x.peer_rows[r] >= 0;
     need[r] = static_cast<std::size_t>(std::max<std::int64_t>(x.peer_rows[r], 0)) * row_bytes;
   }
-  buffers = peer ? ensure_peer_buffers(*table.memory, need) : nullptr;
+  peer_buffers* buffers = peer ? ensure_peer_buffers(*table.memory, need) : nullptr;
   peer = buffers != nullptr;
   const rows_ref own = own_part_rows(*table.memory, g);
   const rows_ref dense = dense_rows(out, g.dense_stride_bytes);
@@ -472,7 +435,8 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
     for (int r = 0; r < ranks; ++r) {
       if (x.recv_counts[r] == 0) continue;
       read_own(local_rows + x.recv_displs[r], x.recv_counts[r],
-               packed_rows(buffers->parts[r] + x.peer_starts[r] * row_bytes, row_bytes), stream);
+               packed_rows(buffers->set->parts[r] + x.peer_starts[r] * row_bytes, row_bytes),
+               stream);
     }
   } else if (slices == 1) {
     read_own(local_rows, x.recv_total, packed_rows(send.as<void>(), row_bytes), stream);
@@ -513,7 +477,7 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
       // Every rank's writes ended before it reached the barrier, and the barrier ends here only
       // when every rank reached it.
       comm.barrier(stream);
-      received = buffers->parts[me];
+      received = buffers->set->parts[me];
     } else {
       comm.alltoallv(send.as<void>(), scaled(x.recv_counts, row_bytes).data(),
                      scaled(x.recv_displs, row_bytes).data(), recv.as<void>(),
