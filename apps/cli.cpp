@@ -82,13 +82,13 @@ const std::vector<std::pair<std::string, std::string>> environment = {
      "slice s crosses (the largest proposal wins). 1 by default: 8 slices measured 6-17% slower "
      "below 4 KiB rows on two H100s (docs/benchmarks.md)"},
     {"`WHOLESTORE_GATHER_PEER`",
-     "`1` (unset): a gather on distributed memory whose ranks share one host has the owners "
-     "write the rows asked of them straight into the asking rank's receive buffer (memory "
-     "every rank maps, kept with the table, as large as its largest gather's output), then "
-     "places them: on the GPU path always, on the CPU path (gather_host) once some rank asks "
-     "for 32 MiB; `0`: the rows go through the communicator's exchange and no buffer is kept "
-     "(a `0` on any rank keeps the exchange on all). Read at every call; any other value fails "
-     "every rank"},
+     "`1` (unset): gathers on distributed memory whose ranks share one host move their rows "
+     "through buffers every rank maps, kept with the table (as large as its largest call's "
+     "rows): on the GPU path owners write the rows asked of them straight into the asking "
+     "rank's buffer; on the CPU path, once some rank moves 32 MiB, so do gather_host's owners, "
+     "and scatter_host's senders pack into their own buffers for the owners to read. `0`: the "
+     "rows go through the communicator's exchange and no buffer is kept (a `0` on any rank "
+     "keeps the exchange on all). Read at every call; any other value fails every rank"},
 };
 
 // ---- text ------------------------------------------------------------------------------------

@@ -134,12 +134,19 @@ void gather_case(const ::wholememory::allocation& wm, const table_layout& lay, d
   }
 }
 
-/// The rows rank r scatters (rows with row % size == r, with repeats), in list order.
-std::vector<std::int64_t> scatter_list(std::uint64_t seed, int r, int size, std::size_t rows) {
-  std::size_t mine = rows / size + (static_cast<std::size_t>(r) < rows % size ? 1 : 0);
+/// The rows rank r scatters, in list order: 23 rows with row % size == r, with repeats; or,
+/// with `anywhere`, `count` rows anywhere in the table (repeats within and across ranks).
+std::vector<std::int64_t> scatter_list(std::uint64_t seed, int r, int size, std::size_t rows,
+                                       std::size_t count = 23, bool anywhere = false) {
   std::vector<std::int64_t> idx;
+  if (anywhere) {
+    for (std::size_t i = 0; i < count && rows > 0; ++i)
+      idx.push_back(static_cast<std::int64_t>(hash3(seed, r, i) % rows));
+    return idx;
+  }
+  std::size_t mine = rows / size + (static_cast<std::size_t>(r) < rows % size ? 1 : 0);
   if (mine == 0) return idx;
-  for (std::size_t i = 0; i < 23; ++i) {
+  for (std::size_t i = 0; i < count; ++i) {
     std::size_t k = hash3(seed, r, i) % std::min<std::size_t>(mine, i % 3 == 0 ? 3 : mine);
     idx.push_back(static_cast<std::int64_t>(k * size + r));
   }
@@ -149,10 +156,11 @@ std::vector<std::int64_t> scatter_list(std::uint64_t seed, int r, int size, std:
 /// Scatters a fresh dense matrix, then checks every row this rank can see: the last entry
 /// written to a row wins, other rows and padding keep their contents.
 void scatter_case(const ::wholememory::allocation& wm, const table_layout& lay, dtype in_type,
-                  dtype index_type, std::uint64_t seed, bool refill = true) {
+                  dtype index_type, std::uint64_t seed, bool refill = true, std::size_t count = 23,
+                  bool anywhere = false) {
   if (refill) fill_table(wm, lay);  // a scatter case may have changed it
   const int rank = wm.comm().rank(), size = wm.comm().size();
-  std::vector<std::int64_t> idx = scatter_list(seed, rank, size, lay.rows);
+  std::vector<std::int64_t> idx = scatter_list(seed, rank, size, lay.rows, count, anywhere);
   const std::size_t n = idx.size(), ie = dtype_size(in_type), in_stride = lay.cols + 1;
   std::vector<unsigned char> in(std::max<std::size_t>(n * in_stride * ie, 1));
   for (std::size_t i = 0; i < n; ++i)
@@ -166,7 +174,7 @@ void scatter_case(const ::wholememory::allocation& wm, const table_layout& lay, 
   // Last writer of every row: (rank, entry).
   std::vector<std::pair<int, std::int64_t>> writer(lay.rows, {-1, -1});
   for (int r = 0; r < size; ++r) {
-    auto list = scatter_list(seed, r, size, lay.rows);
+    auto list = scatter_list(seed, r, size, lay.rows, count, anywhere);
     for (std::size_t i = 0; i < list.size(); ++i)
       writer[list[i]] = {r, static_cast<std::int64_t>(i)};
   }
@@ -469,17 +477,22 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, HostGatherEdges,
                                            memory_type::distributed),
                          [](const auto& info) { return memory_type_name(info.param); });
 
-/// Runs `gather` with the library's debug log captured; true when the log says the owners
-/// copied into the asking ranks' buffers.
+/// Runs `call` with the library's debug log captured; true when the log has `says`.
 template <typename Fn>
-bool owners_wrote(Fn&& gather) {
+bool log_says(const char* says, Fn&& call) {
   const log_level before = current_log_level();
   set_log_level(log_level::debug);
   ::testing::internal::CaptureStderr();
-  gather();
+  call();
   const std::string log = ::testing::internal::GetCapturedStderr();
   set_log_level(before);
-  return log.find("owners copy into the asking ranks' buffers") != std::string::npos;
+  return log.find(says) != std::string::npos;
+}
+
+/// True when a gather's owners copied into the asking ranks' buffers.
+template <typename Fn>
+bool owners_wrote(Fn&& gather) {
+  return log_says("owners copy into the asking ranks' buffers", gather);
 }
 
 // On distributed memory the owners copy the rows a gather asks of them straight into the
@@ -520,6 +533,40 @@ TEST(HostGatherPeer, OwnersWriteIntoTheAskingRanksBuffersOrExchange) {
           EXPECT_EQ(wrote, on && largest * row_bytes >= threshold)
               << "rows " << n << ", largest " << largest << ", settings " << phase.first << "/"
               << phase.others;
+        }
+      }
+    });
+  }
+}
+
+// Scatter on distributed memory the same way: each rank packs the rows for the others into its
+// own buffer, and after a barrier every owner reads them from there and writes them in rank
+// order, so the last occurrence in rank order wins (duplicates within and across ranks here).
+// Both paths alternating on one table against the reference, above and below 32 MiB.
+TEST(HostGatherPeer, ScatterOwnersReadFromTheSendersBuffersOrExchange) {
+  for (int ranks : {2, 3}) {
+    run(mode::processes, ranks, [](std::shared_ptr<bootstrap> bs) {
+      auto comm = make_host_communicator(bs);
+      const int rank = comm->rank();
+      // Rows of 8,000 bytes (1000 float64 of 1001): 4,500 of them are 36 MB.
+      table_layout lay{dtype::float64, 3007, 1000, 1001, 1, 61};
+      auto wm = make_table(comm, lay, memory_type::distributed);
+      std::uint64_t seed = 300;
+      const struct {
+        const char *first, *others;  // rank 0's setting and the others'
+      } phases[] = {{"1", "1"}, {"0", "1"}, {"1", "1"}};
+      for (const auto& phase : phases) {
+        ::setenv("WHOLESTORE_GATHER_PEER", rank == 0 ? phase.first : phase.others, 1);
+        const bool on = std::string(phase.first) == "1" && std::string(phase.others) == "1";
+        for (std::size_t n : {std::size_t{4500}, std::size_t{40}}) {
+          const bool read = log_says("owners read the rows from the sending ranks' buffers", [&] {
+            // The reference takes every writer's values in this rank's input type: one type
+            // on every rank (converting from float32 on the large calls).
+            scatter_case(wm, lay, n == 40 ? dtype::float64 : dtype::float32,
+                         n == 40 ? dtype::int32 : dtype::int64, seed++, true, n, true);
+          });
+          EXPECT_EQ(read, on && n == 4500)
+              << n << " rows, settings " << phase.first << "/" << phase.others;
         }
       }
     });

@@ -491,6 +491,24 @@ peer_buffer_set* ensure_host_peer_buffers(const allocation& table,
   return state.set.get();
 }
 
+/// The buffers a call on distributed memory copies its rows through when every rank proposed
+/// it and some rank moves host_peer_min_bytes; every rank decides from the same proposals, and
+/// makes or grows the buffers together.  nullptr: the exchange.
+peer_buffer_set* peer_buffers_for(const allocation& table, const host_exchange& x,
+                                  std::size_t row_bytes) {
+  const std::size_t ranks = x.peer_rows.size();
+  bool peer = ranks > 1;
+  std::vector<std::size_t> need(ranks);
+  std::size_t largest = 0;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    peer = peer && x.peer_rows[r] >= 0;
+    need[r] = static_cast<std::size_t>(std::max<std::int64_t>(x.peer_rows[r], 0)) * row_bytes;
+    largest = std::max(largest, need[r]);
+  }
+  if (!peer || largest < host_peer_min_bytes) return nullptr;
+  return ensure_host_peer_buffers(table, need);
+}
+
 template <typename IndexT>
 void gather_distributed_host(const wm_tensor& table, const IndexT* idx, const dense_matrix& out,
                              const gather_geometry& g, row_copy_fn fn, unsigned threads) {
@@ -505,19 +523,8 @@ void gather_distributed_host(const wm_tensor& table, const IndexT* idx, const de
   host_exchange x =
       plan_exchange_host(comm, idx, g.count, g, table.rows, threads, op, /*skip_self=*/true,
                          gather_peer_proposal(gather_peer_setting(), eligible, g.count));
-  // Owners copy the rows straight into the asking ranks' buffers when every rank proposed it
-  // and some rank asks for host_peer_min_bytes; every rank decides from the same proposals.
-  bool peer = ranks > 1;
-  std::vector<std::size_t> need(ranks);
-  std::size_t largest = 0;
-  for (int r = 0; r < ranks; ++r) {
-    peer = peer && x.peer_rows[r] >= 0;
-    need[r] = static_cast<std::size_t>(std::max<std::int64_t>(x.peer_rows[r], 0)) * row_bytes;
-    largest = std::max(largest, need[r]);
-  }
-  peer = peer && largest >= host_peer_min_bytes;
-  peer_buffer_set* buffers = peer ? ensure_host_peer_buffers(*table.memory, need) : nullptr;
-  peer = buffers != nullptr;
+  peer_buffer_set* buffers = peer_buffers_for(*table.memory, x, row_bytes);
+  const bool peer = buffers != nullptr;
   WM_LOG(log_level::debug,
          op << " on distributed memory: " << g.count << " rows of " << row_bytes << " bytes, "
             << (peer ? "owners copy into the asking ranks' buffers" : "rows through the exchange"));
@@ -576,14 +583,57 @@ void scatter_distributed_host(const dense_matrix& in, const IndexT* idx, const w
                               const gather_geometry& g, row_copy_fn fn, unsigned threads) {
   const char* op = "scatter_host";
   communicator& comm = host_comm_of(*table.memory, op);
+  const int ranks = comm.size();
+  const int me = comm.rank();
+  const std::size_t row_bytes = g.table_row_bytes;
+  auto state = std::static_pointer_cast<host_peer_buffers>(
+      allocation_access::host_exchange_state(*table.memory));
+  const bool eligible = ranks > 1 && !(state != nullptr && state->unavailable);
   host_exchange x =
       plan_exchange_host(comm, idx, g.count, g, table.rows, threads, op, /*skip_self=*/true,
-                         /*peer_proposal=*/-1);
+                         gather_peer_proposal(gather_peer_setting(), eligible, g.count));
+  peer_buffer_set* buffers = peer_buffers_for(*table.memory, x, row_bytes);
+  WM_LOG(log_level::debug,
+         op << " on distributed memory: " << g.count << " rows of " << row_bytes << " bytes, "
+            << (buffers != nullptr ? "owners read the rows from the sending ranks' buffers"
+                                   : "rows through the exchange"));
   part_info mine = table.memory->local_part();
-  const std::size_t row_bytes = g.table_row_bytes;
   const std::int64_t* none = nullptr;
   row_addresser<plain_bytes> dense{plain_bytes(in.data), g.dense_stride_bytes, 0};
   row_addresser<plain_bytes> own{plain_bytes(mine.ptr), g.stride_bytes, g.col_offset_bytes};
+  const auto own_rows = std::max<std::size_t>(
+      static_cast<std::size_t>(g.owner_row_begin[me + 1] - g.owner_row_begin[me]), 1);
+  if (buffers != nullptr) {
+    // Each rank packs the rows for the others into its own buffer, in bucket order (the own
+    // bucket's gap stays empty), converted to the table's dtype; after the barrier every
+    // owner reads its rows from each sender's buffer and writes them in rank order (lower
+    // ranks', its own, higher ranks'), so the last occurrence in rank order wins.
+    const std::size_t ranges[2][2] = {{0, x.self_begin}, {x.self_begin + x.self_count, g.count}};
+    for (const auto& range : ranges) {
+      if (range[1] <= range[0]) continue;
+      row_addresser<plain_bytes> dst{plain_bytes(buffers->parts[me] + range[0] * row_bytes),
+                                     row_bytes, 0};
+      copy_rows_host(dense, x.positions.data() + range[0], dst, none, range[1] - range[0],
+                     table.cols, table.cols * g.dense_elem_bytes, fn, threads);
+    }
+    comm.barrier(nullptr);
+    for (int r = 0; r < ranks; ++r) {
+      if (r == me) {
+        copy_rows_host(dense, x.positions.data() + x.self_begin, own,
+                       x.send_rows.data() + x.self_begin, x.self_count, table.cols,
+                       table.cols * g.dense_elem_bytes, fn, threads, own_rows);
+        continue;
+      }
+      if (x.recv_counts[r] == 0) continue;
+      row_addresser<plain_bytes> theirs{
+          plain_bytes(buffers->parts[r] + x.peer_starts[r] * row_bytes), row_bytes, 0};
+      copy_rows_host(theirs, none, own, x.local_rows.data() + x.recv_displs[r], x.recv_counts[r],
+                     table.cols, row_bytes, nullptr, threads, own_rows);
+    }
+    // No rank packs into its buffer again before every owner has read it: the next call that
+    // writes buffers starts with an exchange every rank joins after finishing this one.
+    return;
+  }
   // Pack the rows for the other ranks in bucket order, converted to the table's dtype; the own
   // bucket's gap stays unsent.
   std::unique_ptr<char[]> send(new char[g.count * row_bytes + 1]);
@@ -602,9 +652,6 @@ void scatter_distributed_host(const dense_matrix& in, const IndexT* idx, const w
                  dtype::uint8, nullptr);
   // Write in rank order (lower ranks' rows, the own rows, higher ranks' rows), so the last
   // occurrence in rank order wins for duplicates.
-  const int me = comm.rank();
-  const auto own_rows = std::max<std::size_t>(
-      static_cast<std::size_t>(g.owner_row_begin[me + 1] - g.owner_row_begin[me]), 1);
   const std::size_t before = x.recv_displs[me];
   row_addresser<plain_bytes> received{plain_bytes(recv.get()), row_bytes, 0};
   copy_rows_host(received, none, own, x.local_rows.data(), before, table.cols, row_bytes, nullptr,
