@@ -491,6 +491,14 @@ peer_buffer_set* ensure_host_peer_buffers(const allocation& table,
   return state.set.get();
 }
 
+/// This rank's proposal to move a call's `rows` rows through the table's buffers.
+std::int64_t host_peer_proposal(const allocation& table, std::size_t rows) {
+  auto state =
+      std::static_pointer_cast<host_peer_buffers>(allocation_access::host_exchange_state(table));
+  const bool eligible = table.comm().size() > 1 && !(state != nullptr && state->unavailable);
+  return gather_peer_proposal(gather_peer_setting(), eligible, rows);
+}
+
 /// The buffers a call on distributed memory copies its rows through when every rank proposed
 /// it and some rank moves host_peer_min_bytes; every rank decides from the same proposals, and
 /// makes or grows the buffers together.  nullptr: the exchange.
@@ -517,12 +525,9 @@ void gather_distributed_host(const wm_tensor& table, const IndexT* idx, const de
   const int ranks = comm.size();
   const int me = comm.rank();
   const std::size_t row_bytes = g.table_row_bytes;
-  auto state = std::static_pointer_cast<host_peer_buffers>(
-      allocation_access::host_exchange_state(*table.memory));
-  const bool eligible = ranks > 1 && !(state != nullptr && state->unavailable);
   host_exchange x =
-      plan_exchange_host(comm, idx, g.count, g, table.rows, threads, op, /*skip_self=*/true,
-                         gather_peer_proposal(gather_peer_setting(), eligible, g.count));
+      plan_exchange_host(comm, idx, g.count, g, table.rows, threads, op,
+                         /*skip_self=*/true, host_peer_proposal(*table.memory, g.count));
   peer_buffer_set* buffers = peer_buffers_for(*table.memory, x, row_bytes);
   const bool peer = buffers != nullptr;
   WM_LOG(log_level::debug,
@@ -586,12 +591,9 @@ void scatter_distributed_host(const dense_matrix& in, const IndexT* idx, const w
   const int ranks = comm.size();
   const int me = comm.rank();
   const std::size_t row_bytes = g.table_row_bytes;
-  auto state = std::static_pointer_cast<host_peer_buffers>(
-      allocation_access::host_exchange_state(*table.memory));
-  const bool eligible = ranks > 1 && !(state != nullptr && state->unavailable);
   host_exchange x =
-      plan_exchange_host(comm, idx, g.count, g, table.rows, threads, op, /*skip_self=*/true,
-                         gather_peer_proposal(gather_peer_setting(), eligible, g.count));
+      plan_exchange_host(comm, idx, g.count, g, table.rows, threads, op,
+                         /*skip_self=*/true, host_peer_proposal(*table.memory, g.count));
   peer_buffer_set* buffers = peer_buffers_for(*table.memory, x, row_bytes);
   WM_LOG(log_level::debug,
          op << " on distributed memory: " << g.count << " rows of " << row_bytes << " bytes, "
