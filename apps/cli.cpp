@@ -82,8 +82,9 @@ const std::vector<std::pair<std::string, std::string>> environment = {
      "slice s crosses (the largest proposal wins). 1 by default: 8 slices measured 6-17% slower "
      "below 4 KiB rows on two H100s (docs/benchmarks.md)"},
     {"`WHOLESTORE_GATHER_PEER`",
-     "`1` (unset): gathers on distributed memory whose ranks share one host move their rows "
-     "through buffers every rank maps, kept with the table (as large as its largest call's "
+     "`1` (unset): gathers on distributed memory whose ranks share one host (and, on the CPU "
+     "path, scatters) move their rows through buffers every rank maps, kept with the table (as "
+     "large as its largest call's "
      "rows): on the GPU path owners write the rows asked of them straight into the asking "
      "rank's buffer; on the CPU path, once some rank moves 32 MiB, so do gather_host's owners, "
      "and scatter_host's senders pack into their own buffers for the owners to read. `0`: the "
