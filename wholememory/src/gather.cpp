@@ -537,8 +537,10 @@ void gather_distributed_host(const wm_tensor& table, const IndexT* idx, const de
   row_addresser<plain_bytes> own{plain_bytes(mine.ptr), g.stride_bytes, g.col_offset_bytes};
   row_addresser<plain_bytes> dense{plain_bytes(out.data), g.dense_stride_bytes, 0};
   const std::int64_t* none = nullptr;
+  // Rows asked of this rank by the others, in the table's dtype: straight into each asking
+  // rank's buffer where its bucket for this rank starts, or packed for the exchange.
+  std::unique_ptr<char[]> send, recv;
   if (peer) {
-    // Straight into each asking rank's buffer, where its bucket for this rank starts.
     for (int r = 0; r < ranks; ++r) {
       if (x.recv_counts[r] == 0) continue;
       row_addresser<plain_bytes> theirs{
@@ -546,38 +548,33 @@ void gather_distributed_host(const wm_tensor& table, const IndexT* idx, const de
       copy_rows_host(own, x.local_rows.data() + x.recv_displs[r], theirs, none, x.recv_counts[r],
                      table.cols, row_bytes, nullptr, threads);
     }
-    copy_rows_host(own, x.send_rows.data() + x.self_begin, dense, x.positions.data() + x.self_begin,
-                   x.self_count, table.cols, row_bytes, fn, threads);
-    // Every rank's copies into this rank's buffer ended before it reached the barrier.
-    comm.barrier(nullptr);
-    const std::size_t ranges[2][2] = {{0, x.self_begin}, {x.self_begin + x.self_count, g.count}};
-    for (const auto& range : ranges) {
-      if (range[1] <= range[0]) continue;
-      row_addresser<plain_bytes> src{plain_bytes(buffers->parts[me] + range[0] * row_bytes),
-                                     row_bytes, 0};
-      copy_rows_host(src, none, dense, x.positions.data() + range[0], range[1] - range[0],
-                     table.cols, row_bytes, fn, threads);
-    }
-    return;
+  } else {
+    send.reset(new char[x.local_rows.size() * row_bytes + 1]);
+    copy_rows_host(own, x.local_rows.data(),
+                   row_addresser<plain_bytes>{plain_bytes(send.get()), row_bytes, 0}, none,
+                   x.local_rows.size(), table.cols, row_bytes, nullptr, threads);
   }
-  // Rows asked of this rank by the others, packed in the table's dtype.
-  std::unique_ptr<char[]> send(new char[x.local_rows.size() * row_bytes + 1]);
-  copy_rows_host(own, x.local_rows.data(),
-                 row_addresser<plain_bytes>{plain_bytes(send.get()), row_bytes, 0}, none,
-                 x.local_rows.size(), table.cols, row_bytes, nullptr, threads);
   // The own bucket goes straight from the own part to its caller positions.
   copy_rows_host(own, x.send_rows.data() + x.self_begin, dense, x.positions.data() + x.self_begin,
                  x.self_count, table.cols, row_bytes, fn, threads);
-  // Received rows land in bucket order, leaving the own bucket's gap.
-  std::unique_ptr<char[]> recv(new char[g.count * row_bytes + 1]);
-  comm.alltoallv(send.get(), scaled(x.recv_counts, row_bytes).data(),
-                 scaled(x.recv_displs, row_bytes).data(), recv.get(),
-                 scaled(x.send_counts, row_bytes).data(), scaled(x.send_displs, row_bytes).data(),
-                 dtype::uint8, nullptr);
+  // Received rows lie in bucket order, leaving the own bucket's gap.
+  char* received = nullptr;
+  if (peer) {
+    // Every rank's copies into this rank's buffer ended before it reached the barrier.
+    comm.barrier(nullptr);
+    received = buffers->parts[me];
+  } else {
+    recv.reset(new char[g.count * row_bytes + 1]);
+    comm.alltoallv(send.get(), scaled(x.recv_counts, row_bytes).data(),
+                   scaled(x.recv_displs, row_bytes).data(), recv.get(),
+                   scaled(x.send_counts, row_bytes).data(), scaled(x.send_displs, row_bytes).data(),
+                   dtype::uint8, nullptr);
+    received = recv.get();
+  }
   const std::size_t ranges[2][2] = {{0, x.self_begin}, {x.self_begin + x.self_count, g.count}};
   for (const auto& range : ranges) {
     if (range[1] <= range[0]) continue;
-    row_addresser<plain_bytes> src{plain_bytes(recv.get() + range[0] * row_bytes), row_bytes, 0};
+    row_addresser<plain_bytes> src{plain_bytes(received + range[0] * row_bytes), row_bytes, 0};
     copy_rows_host(src, none, dense, x.positions.data() + range[0], range[1] - range[0], table.cols,
                    row_bytes, fn, threads);
   }
@@ -605,64 +602,49 @@ void scatter_distributed_host(const dense_matrix& in, const IndexT* idx, const w
   row_addresser<plain_bytes> own{plain_bytes(mine.ptr), g.stride_bytes, g.col_offset_bytes};
   const auto own_rows = std::max<std::size_t>(
       static_cast<std::size_t>(g.owner_row_begin[me + 1] - g.owner_row_begin[me]), 1);
-  if (buffers != nullptr) {
-    // Each rank packs the rows for the others into its own buffer, in bucket order (the own
-    // bucket's gap stays empty), converted to the table's dtype; after the barrier every
-    // owner reads its rows from each sender's buffer and writes them in rank order (lower
-    // ranks', its own, higher ranks'), so the last occurrence in rank order wins.
-    const std::size_t ranges[2][2] = {{0, x.self_begin}, {x.self_begin + x.self_count, g.count}};
-    for (const auto& range : ranges) {
-      if (range[1] <= range[0]) continue;
-      row_addresser<plain_bytes> dst{plain_bytes(buffers->parts[me] + range[0] * row_bytes),
-                                     row_bytes, 0};
-      copy_rows_host(dense, x.positions.data() + range[0], dst, none, range[1] - range[0],
-                     table.cols, table.cols * g.dense_elem_bytes, fn, threads);
-    }
-    comm.barrier(nullptr);
-    for (int r = 0; r < ranks; ++r) {
-      if (r == me) {
-        copy_rows_host(dense, x.positions.data() + x.self_begin, own,
-                       x.send_rows.data() + x.self_begin, x.self_count, table.cols,
-                       table.cols * g.dense_elem_bytes, fn, threads, own_rows);
-        continue;
-      }
-      if (x.recv_counts[r] == 0) continue;
-      row_addresser<plain_bytes> theirs{
-          plain_bytes(buffers->parts[r] + x.peer_starts[r] * row_bytes), row_bytes, 0};
-      copy_rows_host(theirs, none, own, x.local_rows.data() + x.recv_displs[r], x.recv_counts[r],
-                     table.cols, row_bytes, nullptr, threads, own_rows);
-    }
-    // No rank packs into its buffer again before every owner has read it: the next call that
-    // writes buffers starts with an exchange every rank joins after finishing this one.
-    return;
+  // Pack the rows for the other ranks in bucket order, converted to the table's dtype, into
+  // this rank's buffer (every owner reads its rows from there after the barrier) or for the
+  // exchange; the own bucket's gap stays empty.
+  std::unique_ptr<char[]> send, recv;
+  char* packed = buffers != nullptr ? buffers->parts[me] : nullptr;
+  if (packed == nullptr) {
+    send.reset(new char[g.count * row_bytes + 1]);
+    packed = send.get();
   }
-  // Pack the rows for the other ranks in bucket order, converted to the table's dtype; the own
-  // bucket's gap stays unsent.
-  std::unique_ptr<char[]> send(new char[g.count * row_bytes + 1]);
-  const std::size_t self_end = x.self_begin + x.self_count;
-  const std::size_t ranges[2][2] = {{0, x.self_begin}, {self_end, g.count}};
+  const std::size_t ranges[2][2] = {{0, x.self_begin}, {x.self_begin + x.self_count, g.count}};
   for (const auto& range : ranges) {
     if (range[1] <= range[0]) continue;
-    row_addresser<plain_bytes> dst{plain_bytes(send.get() + range[0] * row_bytes), row_bytes, 0};
+    row_addresser<plain_bytes> dst{plain_bytes(packed + range[0] * row_bytes), row_bytes, 0};
     copy_rows_host(dense, x.positions.data() + range[0], dst, none, range[1] - range[0], table.cols,
                    table.cols * g.dense_elem_bytes, fn, threads);
   }
-  std::unique_ptr<char[]> recv(new char[x.local_rows.size() * row_bytes + 1]);
-  comm.alltoallv(send.get(), scaled(x.send_counts, row_bytes).data(),
-                 scaled(x.send_displs, row_bytes).data(), recv.get(),
-                 scaled(x.recv_counts, row_bytes).data(), scaled(x.recv_displs, row_bytes).data(),
-                 dtype::uint8, nullptr);
+  if (buffers != nullptr) {
+    // No rank packs into its buffer again before every owner has read it: the next call that
+    // writes buffers starts with an exchange every rank joins after finishing this one.
+    comm.barrier(nullptr);
+  } else {
+    recv.reset(new char[x.local_rows.size() * row_bytes + 1]);
+    comm.alltoallv(send.get(), scaled(x.send_counts, row_bytes).data(),
+                   scaled(x.send_displs, row_bytes).data(), recv.get(),
+                   scaled(x.recv_counts, row_bytes).data(), scaled(x.recv_displs, row_bytes).data(),
+                   dtype::uint8, nullptr);
+  }
   // Write in rank order (lower ranks' rows, the own rows, higher ranks' rows), so the last
   // occurrence in rank order wins for duplicates.
-  const std::size_t before = x.recv_displs[me];
-  row_addresser<plain_bytes> received{plain_bytes(recv.get()), row_bytes, 0};
-  copy_rows_host(received, none, own, x.local_rows.data(), before, table.cols, row_bytes, nullptr,
-                 threads, own_rows);
-  copy_rows_host(dense, x.positions.data() + x.self_begin, own, x.send_rows.data() + x.self_begin,
-                 x.self_count, table.cols, table.cols * g.dense_elem_bytes, fn, threads, own_rows);
-  row_addresser<plain_bytes> after{plain_bytes(recv.get() + before * row_bytes), row_bytes, 0};
-  copy_rows_host(after, none, own, x.local_rows.data() + before, x.local_rows.size() - before,
-                 table.cols, row_bytes, nullptr, threads, own_rows);
+  for (int r = 0; r < ranks; ++r) {
+    if (r == me) {
+      copy_rows_host(dense, x.positions.data() + x.self_begin, own,
+                     x.send_rows.data() + x.self_begin, x.self_count, table.cols,
+                     table.cols * g.dense_elem_bytes, fn, threads, own_rows);
+      continue;
+    }
+    if (x.recv_counts[r] == 0) continue;
+    char* rows = buffers != nullptr ? buffers->parts[r] + x.peer_starts[r] * row_bytes
+                                    : recv.get() + x.recv_displs[r] * row_bytes;
+    copy_rows_host(row_addresser<plain_bytes>{plain_bytes(rows), row_bytes, 0}, none, own,
+                   x.local_rows.data() + x.recv_displs[r], x.recv_counts[r], table.cols, row_bytes,
+                   nullptr, threads, own_rows);
+  }
 }
 
 template <typename IndexT>

@@ -18,7 +18,11 @@
  * Distributed memory: every rank of the memory's communicator must call the same function
  * (collective; the index counts may differ per rank).  Indices are bucketed by owning rank,
  * sent to the owner through the communicator (NCCL for gather/scatter, the host backend for the
- * _host versions), rows are copied there and sent back, and placed in the caller's order.
+ * _host versions), rows are copied there and sent back, and placed in the caller's order.  On
+ * one host the rows cross through receive buffers every rank maps, kept with the table until
+ * it is freed and as large as its largest call's rows (gather always; gather_host and
+ * scatter_host from 32 MiB a rank); WHOLESTORE_GATHER_PEER=0 keeps the communicator's exchange
+ * and no buffers (docs/config.md).
  *
  * Indices are checked before any byte is written: an index < 0 or >= rows throws logic_error
  * naming the index, its position and the table size, and leaves the destination untouched.
