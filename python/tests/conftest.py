@@ -28,6 +28,26 @@ def free_port():
         return s.getsockname()[1]
 
 
+def listen_with_next_port_free():
+    """A socket listening on 127.0.0.1 whose port's successor was free when checked, as a test
+    standing in for torchrun's agent store needs (the job's own store takes the next port).  An
+    ephemeral port's successor can be held by another program's connection: probe and retry."""
+    for _ in range(100):
+        agent = socket.socket()
+        agent.bind(("127.0.0.1", 0))
+        port = agent.getsockname()[1]
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(("127.0.0.1", port + 1))
+            except OSError:
+                agent.close()
+                continue
+        agent.listen()
+        return agent
+    raise RuntimeError("no port with a free successor found on 127.0.0.1 in 100 tries")
+
+
 def run_ranks(size, scenario, out_dir, extra_env=None, timeout=120):
     """Runs tests/multirank_worker.py SCENARIO OUT_DIR as `size` processes with the launch
     environment set; returns their outputs; fails the test when a rank fails."""

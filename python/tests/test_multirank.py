@@ -2,13 +2,12 @@
 host memory of every type shared by the ranks, and an embedding table trained by two ranks
 that must end bit for bit where one rank ends."""
 
-import socket
 
 import numpy as np
 import pytest
 
 import wholestore as ws
-from conftest import run_ranks
+from conftest import listen_with_next_port_free, run_ranks
 from multirank_worker import WALK_CASES, walk_starts
 from test_embedding import global_batches
 
@@ -25,9 +24,7 @@ def test_explicit_rank_size_over_tcp(tmp_path):
 def test_beside_torchruns_agent_store(tmp_path):
     """Under torchrun the agent's store listens on MASTER_PORT (torch.distributed's process
     groups meet there); the job's own store must not try to bind it."""
-    with socket.socket() as agent:
-        agent.bind(("127.0.0.1", 0))
-        agent.listen()
+    with listen_with_next_port_free() as agent:
         port = agent.getsockname()[1]
         run_ranks(2, "agent_store", tmp_path,
                   extra_env={"MASTER_PORT": str(port), "TORCHELASTIC_USE_AGENT_STORE": "True"})
