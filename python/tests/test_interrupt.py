@@ -21,6 +21,10 @@ RANK0 = textwrap.dedent("""
     port, wait, handler = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     if handler == "ignore-and-go-on":
         signal.signal(signal.SIGINT, lambda *args: None)
+    else:
+        # Python's own handling, even where the test runs under a launcher that ignores SIGINT
+        # (a background job of a shell without job control, nohup): children inherit that.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if wait == "join":
         print("waiting", flush=True)
         ws.init(0, 2, "127.0.0.1", port, timeout=120, device=None)
