@@ -169,7 +169,9 @@ TEST(SymmetricMemory, AllocationsInALoopGiveTheirMemoryBack) {
       static_cast<char*>(heap.local_block())[0] = 1;
       heap.free();
     }
-    EXPECT_LE(mapping_count(), before + 2) << "mappings grew over 40 allocate/free rounds";
+    // A leak keeps at least one mapping a round (40); the process's allocator maps a few of its
+    // own now and then (ASan's: 2 more in one run), which is not ours to count.
+    EXPECT_LT(mapping_count(), before + 20) << "mappings grew over 40 allocate/free rounds";
   }));
 }
 
