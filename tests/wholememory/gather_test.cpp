@@ -495,6 +495,21 @@ bool owners_wrote(Fn&& gather) {
   return log_says("owners copy into the asking ranks' buffers", gather);
 }
 
+/// Runs `body(on, settings)` in three phases of WHOLESTORE_GATHER_PEER: 1 everywhere, 0 on rank
+/// 0 only (which keeps the exchange everywhere), 1 everywhere again (the buffers made in the
+/// first phase are used again).  `on`: whether every rank has the setting on.
+template <typename Fn>
+void for_each_peer_phase(int rank, Fn&& body) {
+  const struct {
+    const char *first, *others;  // rank 0's setting and the others'
+  } phases[] = {{"1", "1"}, {"0", "1"}, {"1", "1"}};
+  for (const auto& phase : phases) {
+    ::setenv("WHOLESTORE_GATHER_PEER", rank == 0 ? phase.first : phase.others, 1);
+    const bool on = std::string(phase.first) == "1" && std::string(phase.others) == "1";
+    body(on, std::string(phase.first) + "/" + phase.others);
+  }
+}
+
 // On distributed memory the owners copy the rows a gather asks of them straight into the
 // asking rank's buffer (WHOLESTORE_GATHER_PEER=1, the default) once some rank asks for 32 MiB,
 // buffers kept with the table and grown when a call asks for more; 0 on any rank keeps the
@@ -514,12 +529,7 @@ TEST(HostGatherPeer, OwnersWriteIntoTheAskingRanksBuffersOrExchange) {
       fill_table(wm, lay);
       const std::size_t sizes[] = {0, 4500, 100, 5000, 1, 50};
       std::uint64_t seed = 77;
-      const struct {
-        const char *first, *others;  // rank 0's setting and the others'
-      } phases[] = {{"1", "1"}, {"0", "1"}, {"1", "1"}};
-      for (const auto& phase : phases) {
-        ::setenv("WHOLESTORE_GATHER_PEER", rank == 0 ? phase.first : phase.others, 1);
-        const bool on = std::string(phase.first) == "1" && std::string(phase.others) == "1";
+      for_each_peer_phase(rank, [&](bool on, const std::string& settings) {
         for (std::size_t i = 0; i < std::size(sizes); ++i) {
           std::size_t largest = 0;
           for (int r = 0; r < comm->size(); ++r)
@@ -531,10 +541,9 @@ TEST(HostGatherPeer, OwnersWriteIntoTheAskingRanksBuffersOrExchange) {
                         i % 2 == 0 ? dtype::int64 : dtype::int32, seed++, false, n);
           });
           EXPECT_EQ(wrote, on && largest * row_bytes >= threshold)
-              << "rows " << n << ", largest " << largest << ", settings " << phase.first << "/"
-              << phase.others;
+              << "rows " << n << ", largest " << largest << ", settings " << settings;
         }
-      }
+      });
     });
   }
 }
@@ -552,12 +561,7 @@ TEST(HostGatherPeer, ScatterOwnersReadFromTheSendersBuffersOrExchange) {
       table_layout lay{dtype::float64, 3007, 1000, 1001, 1, 61};
       auto wm = make_table(comm, lay, memory_type::distributed);
       std::uint64_t seed = 300;
-      const struct {
-        const char *first, *others;  // rank 0's setting and the others'
-      } phases[] = {{"1", "1"}, {"0", "1"}, {"1", "1"}};
-      for (const auto& phase : phases) {
-        ::setenv("WHOLESTORE_GATHER_PEER", rank == 0 ? phase.first : phase.others, 1);
-        const bool on = std::string(phase.first) == "1" && std::string(phase.others) == "1";
+      for_each_peer_phase(rank, [&](bool on, const std::string& settings) {
         for (std::size_t n : {std::size_t{4500}, std::size_t{40}}) {
           const bool read = log_says("owners read the rows from the sending ranks' buffers", [&] {
             // The reference takes every writer's values in this rank's input type: one type
@@ -565,10 +569,9 @@ TEST(HostGatherPeer, ScatterOwnersReadFromTheSendersBuffersOrExchange) {
             scatter_case(wm, lay, n == 40 ? dtype::float64 : dtype::float32,
                          n == 40 ? dtype::int32 : dtype::int64, seed++, true, n, true);
           });
-          EXPECT_EQ(read, on && n == 4500)
-              << n << " rows, settings " << phase.first << "/" << phase.others;
+          EXPECT_EQ(read, on && n == 4500) << n << " rows, settings " << settings;
         }
-      }
+      });
     });
   }
 }

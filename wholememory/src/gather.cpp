@@ -619,8 +619,9 @@ void scatter_distributed_host(const dense_matrix& in, const IndexT* idx, const w
                    table.cols * g.dense_elem_bytes, fn, threads);
   }
   if (buffers != nullptr) {
-    // No rank packs into its buffer again before every owner has read it: the next call that
-    // writes buffers starts with an exchange every rank joins after finishing this one.
+    // Every rank's packing ended before it reached the barrier.  No rank packs into its buffer
+    // again before every owner has read it: the next call starts with an exchange of counts
+    // that every rank joins only after finishing this one.
     comm.barrier(nullptr);
   } else {
     recv.reset(new char[x.local_rows.size() * row_bytes + 1]);
