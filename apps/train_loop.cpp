@@ -33,6 +33,7 @@ typedef struct CUevent_st* cudaEvent_t;
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <utility>
@@ -63,10 +64,15 @@ link_scores score_links(const std::vector<double>& positive, const std::vector<d
   WM_EXPECTS(!positive.empty() && !negative.empty(),
              "score_links: needs positives and negatives, got " << positive.size() << " and "
                                                                 << negative.size());
+  // Total on any input: a NaN score ranks as -infinity (below every number, tied with -inf),
+  // so the sort's order is strict-weak and the tie loop below always advances.
+  auto ranked = [](double s) {
+    return std::isnan(s) ? -std::numeric_limits<double>::infinity() : s;
+  };
   std::vector<std::pair<double, int>> all;
   all.reserve(positive.size() + negative.size());
-  for (double s : positive) all.emplace_back(s, 1);
-  for (double s : negative) all.emplace_back(s, 0);
+  for (double s : positive) all.emplace_back(ranked(s), 1);
+  for (double s : negative) all.emplace_back(ranked(s), 0);
   std::sort(all.begin(), all.end());
   // Mann-Whitney: each positive counts the negatives below it, and half of those tied with it.
   double wins = 0, negatives_below = 0;
@@ -83,11 +89,12 @@ link_scores score_links(const std::vector<double>& positive, const std::vector<d
   if (hits_k < 1 || static_cast<std::size_t>(hits_k) > negative.size()) {
     out.hits = 1.0;
   } else {
-    std::vector<double> neg = negative;
+    std::vector<double> neg(negative.size());
+    std::transform(negative.begin(), negative.end(), neg.begin(), ranked);
     std::nth_element(neg.begin(), neg.begin() + (hits_k - 1), neg.end(), std::greater<double>());
     const double threshold = neg[static_cast<std::size_t>(hits_k - 1)];
     std::size_t above = 0;
-    for (double s : positive) above += s > threshold ? 1 : 0;
+    for (double s : positive) above += ranked(s) > threshold ? 1 : 0;
     out.hits = static_cast<double>(above) / static_cast<double>(positive.size());
   }
   return out;
@@ -100,6 +107,8 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 
 constexpr double loss_unit = 16777216.0;  // 2^24: losses summed as integers of 2^-24
+// A step whose mean loss per pair is over this many times the untrained tables' stops the run.
+constexpr double divergence_factor = 10.0;
 
 void check_settings(const train_settings& s) {
   WM_EXPECTS(s.walk_length >= 1, "walk_length must be at least 1, got " << s.walk_length);
@@ -209,6 +218,59 @@ std::string epoch_dir(const std::string& dir, int epoch) {
   return dir + "/epoch-" + std::to_string(epoch);
 }
 
+// "epoch-" and decimal digits: the name of an epoch's tables.
+bool is_epoch_name(const std::string& name) {
+  return name.size() > 6 && name.size() <= 6 + 10 && name.rfind("epoch-", 0) == 0 &&
+         name.find_first_not_of("0123456789", 6) == std::string::npos;
+}
+
+// An epoch directory as store() writes it: the two tables' stores, or what a killed store of
+// them left (their temporary siblings), nothing else.
+bool is_our_epoch_dir(const fs::path& path) {
+  std::error_code ec;
+  if (!is_epoch_name(path.filename().string()) || !fs::is_directory(fs::symlink_status(path, ec)))
+    return false;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name != "input" && name != "output" && name.rfind("input.tmp-", 0) != 0 &&
+        name.rfind("output.tmp-", 0) != 0)
+      return false;
+  }
+  return !ec;
+}
+
+// Checks that `dir` is a train checkpoint directory or can become one (missing or empty), and
+// returns the epoch its state names (0: none yet).  train owns such a directory: it removes
+// older epochs from it, so a directory holding anything else is refused before any change.
+int claim_checkpoint_dir(const std::string& dir) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (!fs::exists(st)) return 0;
+  WM_EXPECTS(fs::is_directory(st), "checkpoint: " << dir << " is not a directory");
+  bool has_state = false;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "state.txt") {
+      has_state = true;
+      continue;
+    }
+    WM_EXPECTS(name == "state.txt.tmp" || is_our_epoch_dir(entry.path()),
+               "checkpoint: " << dir << " holds '" << name
+                              << "', which train --checkpoint did not write; give a new or "
+                                 "empty directory, or one of train's checkpoints (nothing "
+                                 "was changed)");
+  }
+  WM_EXPECTS(!ec, "checkpoint: cannot list " << dir << ": " << ec.message());
+  if (!has_state) return 0;
+  try {
+    return read_state(dir).epoch;
+  } catch (const wm::logic_error&) {
+    WM_FAIL(wm::logic_error, "checkpoint: " << dir
+                                            << "/state.txt is not a train checkpoint's state; give "
+                                               "a new or empty directory (nothing was changed)");
+  }
+}
+
 // ---- the per-rank machinery ------------------------------------------------------------------
 
 class trainer {
@@ -313,6 +375,7 @@ class trainer {
   train_result run(const train_callbacks& cb) {
     train_result result;
     int first_epoch = 0;
+    if (!s_.checkpoint_dir.empty()) last_stored_epoch_ = claim_checkpoint_dir(s_.checkpoint_dir);
     if (!s_.resume_dir.empty()) {
       const saved_state st = read_state(s_.resume_dir);
       WM_EXPECTS(st.dim == s_.dim, "resume: the checkpoint in " << s_.resume_dir << " has dim "
@@ -343,7 +406,7 @@ class trainer {
                         (s_.eval_every > 0 && (epoch + 1) % s_.eval_every == 0);
       if (eval) {
         rec.evaluated = true;
-        rec.scores = evaluate();
+        rec.scores = evaluate(epoch + 1);
         result.final_scores = rec.scores;
       }
       evaluated_last = eval;
@@ -354,7 +417,7 @@ class trainer {
       }
       if (cb.epoch) cb.epoch(rec);
     }
-    if (!evaluated_last) result.final_scores = evaluate();  // nothing to run: score the resumed
+    if (!evaluated_last) result.final_scores = evaluate(last);  // nothing to run: score the resumed
     result.last_epoch = last;
     // Timings: the slowest rank's.
     std::vector<double> all(static_cast<std::size_t>(bs_->size()));
@@ -531,11 +594,18 @@ class trainer {
         b.reserve_discard(std::max<std::size_t>(count, 1) * 8, device_));
   }
 
-  // One step on this rank's assembled pairs; returns the sum of their losses in loss units.
+  // What a step reports: its pairs' losses in loss units, and the pairs whose scores were NaN
+  // or infinite (a diverged table: they add no loss units).
+  struct step_totals {
+    std::int64_t loss_units = 0;
+    std::uint64_t nonfinite = 0;
+  };
+
+  // One step on this rank's assembled pairs.
   // `while_running` starts the next batch's assembly: on the GPU path once this step is
   // enqueued (so that starting it never holds back the step's first kernel), before it
   // otherwise.
-  std::int64_t step(float lr, const std::function<void()>& while_running) {
+  step_totals step(float lr, const std::function<void()>& while_running) {
     if (s_.use_gpu) return step_gpu(lr, while_running);
     while_running();
     const std::size_t n = n_pairs_, nt = n * (static_cast<std::size_t>(s_.negatives) + 1);
@@ -549,9 +619,11 @@ class trainer {
     output_.lookup_host({targets_.data(), wm::dtype::int64, nt},
                         {target_rows_.data(), wm::dtype::float32, nt, dim, dim}, s_.threads);
     long long units = 0;
+    unsigned long long nonfinite = 0;
     embedding::sgns_batch b{center_rows_.data(),  target_rows_.data(),  n,      s_.negatives, dim,
                             center_grads_.data(), target_grads_.data(), nullptr};
     b.loss_units = &units;
+    b.nonfinite_pairs = &nonfinite;
     b.loss_scale = loss_unit;
     embedding::sgns_gradients_host(b, s_.threads);
     input_.apply_gradients_host({centers_.data(), wm::dtype::int64, n},
@@ -560,7 +632,7 @@ class trainer {
     output_.apply_gradients_host({targets_.data(), wm::dtype::int64, nt},
                                  {target_grads_.data(), wm::dtype::float32, nt, dim, dim}, lr,
                                  s_.threads);
-    return units;
+    return {units, nonfinite};
   }
 
   // The output table takes its gradients by reference (coefficient x the pair's center row
@@ -577,7 +649,7 @@ class trainer {
   // is updated before the input table: by reference it reads the input table's rows as they
   // were when the gradients were computed.  (Each update touches only its own table and every
   // gradient comes from the old values, so the order does not change the result.)
-  std::int64_t step_gpu(float lr, const std::function<void()>& while_running) {
+  step_totals step_gpu(float lr, const std::function<void()>& while_running) {
     const std::size_t n = n_pairs_, per_pair = static_cast<std::size_t>(s_.negatives) + 1;
     const std::size_t nt = n * per_pair, dim = s_.dim;
     const bool by_reference = output_by_reference();
@@ -593,11 +665,13 @@ class trainer {
     } else {
       tg = static_cast<float*>(d_target_grads_.reserve_discard((nt + 1) * dim * 4, device_));
     }
-    // Word 0: the loss units; word 1: the first bad row position (~0: none).
-    auto* totals = static_cast<long long*>(d_totals_.reserve_discard(2 * 8, device_));
+    // Word 0: the loss units; word 1: the first bad row position (~0: none); word 2: the pairs
+    // with non-finite scores.
+    auto* totals = static_cast<long long*>(d_totals_.reserve_discard(3 * 8, device_));
     copy_async(totals, totals_init, sizeof(totals_init));
     embedding::sgns_batch b{nullptr, nullptr, n, s_.negatives, dim, cg, tg, nullptr};
     b.loss_units = totals;
+    b.nonfinite_pairs = reinterpret_cast<unsigned long long*>(totals + 2);
     b.loss_scale = loss_unit;
     b.target_coefs = tc;
     mark(0);
@@ -662,7 +736,7 @@ class trainer {
     mark(4);
     record_event(pairs_free_[use_], stream_);  // the next assemble into this set may write
     while_running();
-    long long host_totals[2] = {0, 0};
+    long long host_totals[3] = {0, 0, 0};
     copy_async(host_totals, totals, sizeof(host_totals));
     sync();
     add_phase_times();
@@ -672,7 +746,7 @@ class trainer {
                "train: a row index outside its table at position "
                    << static_cast<unsigned long long>(host_totals[1])
                    << " of the batch's pairs; neither table was changed by this batch");
-    return host_totals[0];
+    return {host_totals[0], static_cast<std::uint64_t>(host_totals[2])};
   }
 
   // CUDA events between the GPU step's phases (train_result::gpu_*_s).
@@ -745,6 +819,67 @@ class trainer {
 #endif
   }
 
+  // The loss of untrained tables per positive pair: (1 + K) ln 2 (output vectors are zeros).
+  double untrained_loss() const { return (1.0 + s_.negatives) * std::log(2.0); }
+
+  // The ranks' step totals combined (an allgather: also the step's barrier); throws
+  // train_diverged on every rank when a pair's score was not finite or the step's mean loss
+  // per pair passed divergence_factor times the untrained loss (scores are clamped, so the
+  // loss of tables blowing up grows towards about 30 times the untrained loss, never past
+  // it; a run that learns only goes down from 1).
+  void check_step(int epoch, std::uint64_t b, float lr, const step_totals& st,
+                  std::size_t step_pairs) {
+    struct totals {
+      std::int64_t loss;
+      std::uint64_t nonfinite, pairs;
+    } mine{st.loss_units, st.nonfinite, step_pairs};
+    std::vector<totals> all(static_cast<std::size_t>(bs_->size()));
+    bs_->allgather(&mine, all.data(), sizeof(totals));
+    totals sum{0, 0, 0};
+    for (const totals& x : all) {
+      sum.loss += x.loss;
+      sum.nonfinite += x.nonfinite;
+      sum.pairs += x.pairs;
+    }
+    const double mean =
+        sum.pairs ? static_cast<double>(sum.loss) / loss_unit / static_cast<double>(sum.pairs) : 0;
+    const double limit = divergence_factor * untrained_loss();
+    if (sum.nonfinite == 0 && mean <= limit) return;
+    std::ostringstream why;
+    if (sum.nonfinite) {
+      why << sum.nonfinite << " of its " << sum.pairs
+          << " pairs had NaN or infinite scores (the tables hold NaN or Inf)";
+    } else {
+      why << "the mean loss per pair reached " << mean << ", over " << divergence_factor
+          << " times the " << untrained_loss() << " of untrained tables";
+    }
+    diverged("at epoch " + std::to_string(epoch + 1) + ", step " + std::to_string(b + 1) + " of " +
+                 std::to_string(steps_per_epoch_) + " (lr " + number(lr) + ")",
+             why.str());
+  }
+
+  static std::string number(double x) {
+    std::ostringstream o;
+    o << x;
+    return o.str();
+  }
+
+  // Throws train_diverged: where, why, what was kept and the way out.
+  [[noreturn]] void diverged(const std::string& where, const std::string& why) const {
+    std::ostringstream m;
+    m << "training diverged " << where << ": " << why << ". ";
+    if (!s_.checkpoint_dir.empty() && last_stored_epoch_ > 0) {
+      m << "The last good checkpoint, " << epoch_dir(s_.checkpoint_dir, last_stored_epoch_)
+        << ", is unchanged; ";
+    } else {
+      m << "Nothing was stored; ";
+    }
+    m << "lower the learning rate (lr " << s_.lr << ", e.g. --set lr=" << s_.lr / 10 << ")";
+    if (s_.optimizer.kind == embedding::optimizer_kind::sgd)
+      m << " or use the adam or adagrad optimizer, whose steps are bounded";
+    throw train_diverged(m.str());
+  }
+
   epoch_record run_epoch(int epoch, const train_callbacks& cb, train_result& result) {
     const std::uint64_t e = static_cast<std::uint64_t>(epoch);
     const int rank = bs_->rank(), ranks = bs_->size();
@@ -801,10 +936,13 @@ class trainer {
       const double decay =
           std::max(static_cast<double>(s_.min_lr_fraction),
                    1.0 - static_cast<double>(t) / static_cast<double>(total_steps));
-      loss_sum += step(static_cast<float>(s_.lr * decay), start_next);
+      const float lr = static_cast<float>(s_.lr * decay);
+      const step_totals st = step(lr, start_next);
+      loss_sum += st.loss_units;
       pairs += n_pairs_;
-      // The next lookups read rows other ranks update.
-      bs_->barrier();
+      // The next lookups read rows other ranks update (the ranks wait for each other here),
+      // and every rank stops at the same step when the run diverged.
+      check_step(epoch, b, lr, st, n_pairs_);
       result.step_s += seconds_since(ta);
       ++result.steps;
       if (cb.step) {
@@ -872,11 +1010,12 @@ class trainer {
     return out;
   }
 
-  link_scores evaluate() {
+  link_scores evaluate(int epoch) {
     // Every rank computes the same scores (their tables are the same), a chunk of pairs at a
     // time so that a large graph's held-out set is never looked up whole.
     constexpr std::size_t chunk = std::size_t{1} << 18;
     const std::size_t dim = s_.dim;
+    std::uint64_t nonfinite = 0;
     auto scores = [&](const std::vector<std::pair<std::int64_t, std::int64_t>>& list) {
       std::vector<double> out(list.size());
       std::vector<std::int64_t> nodes;
@@ -895,20 +1034,45 @@ class trainer {
           for (std::size_t c = 0; c < dim; ++c)
             s += static_cast<double>(a[c]) * static_cast<double>(b[c]);
           out[k] = s;
+          nonfinite += std::isfinite(s) ? 0 : 1;
         }
       }
       return out;
     };
-    return score_links(scores(split_.test_edges), scores(split_.test_non_edges), s_.hits_k);
+    const std::vector<double> positive = scores(split_.test_edges);
+    const std::vector<double> negative = scores(split_.test_non_edges);
+    // Every rank reads the same rows, so every rank stops here alike.
+    if (nonfinite) {
+      diverged("by epoch " + std::to_string(epoch) + "'s end",
+               std::to_string(nonfinite) + " of the " +
+                   std::to_string(positive.size() + negative.size()) +
+                   " held-out pairs scored NaN or infinite (the embeddings hold NaN or Inf)");
+    }
+    return score_links(positive, negative, s_.hits_k);
   }
 
+  // Epoch `epochs_done`'s tables into DIR/epoch-N, then state.txt names it (renamed into
+  // place: the commit), then older epochs go.  A failure leaves DIR as it was: the state names
+  // the last good epoch and the new epoch's directory is removed.
   void store(int epochs_done, const std::vector<epoch_record>& curve) {
     sync();
     const std::string& dir = s_.checkpoint_dir;
-    if (bs_->rank() == 0) fs::create_directories(epoch_dir(dir, epochs_done));
-    bs_->barrier();
-    embedding::store_checkpoint(input_, epoch_dir(dir, epochs_done) + "/input");
-    embedding::store_checkpoint(output_, epoch_dir(dir, epochs_done) + "/output");
+    const std::string target = epoch_dir(dir, epochs_done);
+    try {
+      if (bs_->rank() == 0) {
+        // A killed run's leftover of this epoch (never the one the state names: epochs only
+        // grow) is ours to replace.
+        if (is_our_epoch_dir(target)) fs::remove_all(target);
+        fs::create_directories(target);
+      }
+      bs_->barrier();
+      embedding::store_checkpoint(input_, target + "/input");
+      embedding::store_checkpoint(output_, target + "/output");
+    } catch (...) {
+      std::error_code ec;
+      if (bs_->rank() == 0 && is_our_epoch_dir(target)) fs::remove_all(target, ec);
+      throw;
+    }
     bs_->barrier();
     if (bs_->rank() == 0) {
       saved_state st;
@@ -918,13 +1082,15 @@ class trainer {
       st.mode = train_mode_name(s_.mode);
       st.curve = curve;
       write_state(dir, st);
-      // Older epochs' tables are no longer named by the state.
+      // Older epochs' tables are no longer named by the state (only directories of our own
+      // shape go: claim_checkpoint_dir checked them, and checks again here).
       for (const auto& entry : fs::directory_iterator(dir)) {
-        const std::string name = entry.path().filename().string();
-        if (name.rfind("epoch-", 0) == 0 && name != "epoch-" + std::to_string(epochs_done))
+        if (entry.path().filename() != fs::path(target).filename() &&
+            is_our_epoch_dir(entry.path()))
           fs::remove_all(entry.path());
       }
     }
+    last_stored_epoch_ = epochs_done;
     bs_->barrier();
   }
 
@@ -954,7 +1120,8 @@ class trainer {
   embedding::table input_, output_;
   std::vector<std::int64_t> edge_src_;
   graph::gpu_window_pairs gpu_pairs_;
-  std::size_t n_pairs_ = 0;  // pairs of the batch being stepped (pair set use_)
+  std::size_t n_pairs_ = 0;    // pairs of the batch being stepped (pair set use_)
+  int last_stored_epoch_ = 0;  // the epoch the checkpoint directory's state names (0: none)
   int use_ = 0;
   std::vector<std::int64_t> order_;  // the start order of round order_round_ of order_epoch_
   std::uint64_t order_epoch_ = ~std::uint64_t{0}, order_round_ = ~std::uint64_t{0};
@@ -966,7 +1133,7 @@ class trainer {
   wm::device_buffer d_centers_[2], d_targets_[2];
   wm::device_buffer d_starts_, d_walks_, d_draws_, d_center_rows_, d_target_rows_, d_center_grads_,
       d_target_grads_, d_target_coefs_, d_totals_;
-  static constexpr long long totals_init[2] = {0, -1};
+  static constexpr long long totals_init[3] = {0, -1, 0};
 };
 
 }  // namespace

@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,15 @@ struct train_settings {
   std::string resume_dir;
   int stop_after_epochs = 0;    ///< end the run after this many epochs of this call (0: all)
   bool keep_embeddings = true;  ///< rank 0 returns the input vectors (train_result::embeddings)
+};
+
+/// Training diverged: a step's pairs scored NaN or Inf, its mean loss passed 10 times the loss
+/// of untrained tables, or the held-out scores were not finite.  Thrown on every rank at the
+/// same step; the message names the step, the learning rate and the way out, and the checkpoint
+/// directory keeps its last good epoch.
+class train_diverged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 /// Link-prediction scores of held-out edges against as many non-edges.

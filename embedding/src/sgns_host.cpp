@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <vector>
 
 namespace wholestore::embedding {
@@ -21,15 +22,19 @@ void sgns_gradients_host(const sgns_batch& b, unsigned threads) {
   const std::size_t dim = b.dim;
   const std::size_t per_pair = static_cast<std::size_t>(b.negatives) + 1;
   std::atomic<long long> units{0};
+  std::atomic<unsigned long long> nonfinite{0};
   detail::parallel_ranges(b.pairs, threads, 256, [&](std::size_t begin, std::size_t end) {
     std::vector<float> coef(per_pair);
     long long my_units = 0;
+    unsigned long long my_nonfinite = 0;
     for (std::size_t i = begin; i < end; ++i) {
       const float* u = b.centers + i * dim;
       const float* t0 = b.targets + i * per_pair * dim;
       float loss = 0.0f;
+      bool finite = true;
       for (std::size_t j = 0; j < per_pair; ++j) {
         const float s = detail::dot_host(u, t0 + j * dim, dim);
+        finite = finite && detail::finite_score(s);
         if (j == 0) {
           coef[j] = detail::context_coefficient(s);
           loss = detail::softplus(-s);
@@ -38,8 +43,13 @@ void sgns_gradients_host(const sgns_batch& b, unsigned threads) {
           loss = loss + detail::softplus(s);
         }
       }
+      if (!finite) {
+        loss = std::numeric_limits<float>::quiet_NaN();
+        ++my_nonfinite;
+      } else if (b.loss_units) {
+        my_units += std::llround(static_cast<double>(loss) * b.loss_scale);
+      }
       if (b.losses) b.losses[i] = loss;
-      if (b.loss_units) my_units += std::llround(static_cast<double>(loss) * b.loss_scale);
       float* gu = b.center_grads + i * dim;
       for (std::size_t c = 0; c < dim; ++c) gu[c] = coef[0] * t0[c];
       for (std::size_t j = 1; j < per_pair; ++j) {
@@ -56,8 +66,10 @@ void sgns_gradients_host(const sgns_batch& b, unsigned threads) {
       }
     }
     units += my_units;
+    nonfinite += my_nonfinite;
   });
   if (b.loss_units) *b.loss_units += units.load();
+  if (b.nonfinite_pairs) *b.nonfinite_pairs += nonfinite.load();
 }
 
 }  // namespace wholestore::embedding

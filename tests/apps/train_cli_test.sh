@@ -122,6 +122,24 @@ expect_error 1 "has no edges: nothing to train on" --set dataset="$work/empty.tx
 printf '0 1\n2 2\n' >"$work/one-edge.txt"  # one edge: holding out 10% leaves nothing to score
 expect_error 1 "no held-out edges to evaluate on" --set dataset="$work/one-edge.txt"
 
+# Issue 36's severe faults.  A diverging run (SGD at lr 2 on a generated graph) stops at the
+# step, exit 1, within the time limit, instead of spinning forever in the scoring.
+div=(configs/train.yaml --set optimizer=sgd --set lr=2 --set gen.num_nodes=2000
+  --set gen.num_edges=10000 --set epochs=1 --set dim=8)
+out=$(timeout 120 "$bin" train "${div[@]}" 2>&1)
+rc=$?
+[ $rc -eq 1 ] && grep -q "error: training diverged at epoch 1, step [0-9]* of [0-9]* (lr " <<<"$out" &&
+  grep -q "lower the learning rate" <<<"$out" || fail "diverging run (exit $rc): $(tail -2 <<<"$out")"
+# --checkpoint DIR holding the user's files: refused, nothing removed.
+mkdir -p "$work/d/epoch-2024-photos" && echo x >"$work/d/epoch-2024-photos/img1.jpg" &&
+  echo y >"$work/d/epoch-notes.txt"
+out=$("$bin" train "${cora[@]}" --set epochs=2 --checkpoint "$work/d" 2>&1)
+rc=$?
+[ $rc -eq 1 ] && grep -q "error: checkpoint: $work/d holds 'epoch-" <<<"$out" ||
+  fail "checkpoint into a directory of user files (exit $rc): $(tail -2 <<<"$out")"
+[ -f "$work/d/epoch-2024-photos/img1.jpg" ] && [ -f "$work/d/epoch-notes.txt" ] ||
+  fail "train --checkpoint removed the user's files"
+
 # The headline: the shipped default on ego-Facebook, 10% held out, dim 128.
 "$bin" train configs/train.yaml --set dataset="$data/facebook_combined.txt" >"$work/fb.log" 2>&1 ||
   fail "facebook run exited non-zero: $(tail -5 "$work/fb.log")"

@@ -6,6 +6,7 @@
 // vector; bad settings fail naming the problem; the link-prediction scores against
 // hand-computed cases; the .npy header byte for byte.
 #include "common/multiprocess.hpp"
+#include "common/temp_dir.hpp"
 
 #include "npy.hpp"
 #include "svg_plot.hpp"
@@ -22,12 +23,17 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <mutex>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -392,6 +398,149 @@ TEST(ScoreLinks, AucAndHitsOnHandCases) {
   EXPECT_DOUBLE_EQ(score_links({2, 5}, {1, 2, 3}, 3).hits, 1.0);
   EXPECT_DOUBLE_EQ(score_links({2, 5}, {1, 2, 3}, 4).hits, 1.0);  // fewer negatives than K
   EXPECT_THROW(score_links({}, {1}, 1), wholememory::logic_error);
+}
+
+// The AUC by its definition (every positive against every negative, ties half) and Hits@k by
+// counting, with a NaN score ranked as -infinity: the order score_links promises on any input.
+link_scores brute_scores(const std::vector<double>& pos, const std::vector<double>& neg, int k) {
+  auto rank = [](double s) { return std::isnan(s) ? -INFINITY : s; };
+  double wins = 0;
+  for (double p : pos)
+    for (double n : neg) wins += rank(p) > rank(n) ? 1.0 : (rank(p) == rank(n) ? 0.5 : 0.0);
+  link_scores out;
+  out.auc = wins / static_cast<double>(pos.size() * neg.size());
+  std::size_t above = 0;
+  for (double p : pos) {
+    std::size_t negatives_at_or_above = 0;
+    for (double n : neg) negatives_at_or_above += rank(n) >= rank(p) ? 1 : 0;
+    above += negatives_at_or_above < static_cast<std::size_t>(k) ? 1 : 0;
+  }
+  out.hits = static_cast<double>(above) / static_cast<double>(pos.size());
+  return out;
+}
+
+TEST(ScoreLinks, TotalOnNaNAndInfiniteScores) {
+  // The hang of issue 36: NaN scores made the tie loop stand still.
+  const link_scores all_nan = score_links({NAN, NAN}, {NAN, NAN, NAN}, 2);
+  EXPECT_EQ(all_nan.auc, 0.5);
+  std::mt19937_64 rng(7);
+  const double specials[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e300, -1e300};
+  for (int round = 0; round < 200; ++round) {
+    auto draw = [&](std::size_t n) {
+      std::vector<double> v(n);
+      for (double& x : v) {
+        const auto r = rng() % 10;
+        x = r < 4 ? specials[rng() % 7] : static_cast<double>(rng() % 5);  // many ties
+      }
+      return v;
+    };
+    const std::vector<double> pos = draw(1 + rng() % 20), neg = draw(1 + rng() % 20);
+    const int k = 1 + static_cast<int>(rng() % neg.size());
+    const link_scores got = score_links(pos, neg, k), want = brute_scores(pos, neg, k);
+    EXPECT_DOUBLE_EQ(got.auc, want.auc) << "round " << round;
+    EXPECT_DOUBLE_EQ(got.hits, want.hits) << "round " << round;
+  }
+}
+
+// Runs `s` on `ranks` thread ranks and returns every rank's train_diverged message ("" where a
+// rank finished).
+std::vector<std::string> divergence_messages(int ranks, const train_settings& s) {
+  std::vector<std::string> out(static_cast<std::size_t>(ranks));
+  wholestore_test::thread_ranks(ranks, [&](std::shared_ptr<wholememory::bootstrap> bs) {
+    const int rank = bs->rank();
+    try {
+      train_embeddings(std::move(bs), small_split(), s);
+    } catch (const train_diverged& e) {
+      out[static_cast<std::size_t>(rank)] = e.what();
+    }
+  });
+  return out;
+}
+
+TEST(Train, DivergenceStopsEveryRankNamingTheStepAndKeepsTheCheckpoint) {
+  using wholestore::embedding::optimizer_kind;
+  struct diverging {
+    optimizer_kind kind;
+    float lr;
+  };
+  for (const diverging d : {diverging{optimizer_kind::sgd, 2.0f},
+                            {optimizer_kind::sgd, 5.0f},
+                            {optimizer_kind::sgd, 1000.0f},
+                            {optimizer_kind::adagrad, 1e30f}}) {
+    const wholestore_test::temp_dir dir("train-diverge");
+    const std::string ckpt = (dir.path / "ckpt").string();
+    // A good epoch stored first, at a tame learning rate.
+    train_settings good = small_settings(train_mode::deepwalk);
+    good.dim = 8;
+    good.epochs = 2;
+    good.stop_after_epochs = 1;
+    good.checkpoint_dir = ckpt;
+    good.optimizer.kind = d.kind;
+    good.lr = 0.01f;
+    run_ranks(1, good);
+    std::ifstream state_file(ckpt + "/state.txt");
+    const std::string state((std::istreambuf_iterator<char>(state_file)), {});
+    ASSERT_NE(state.find("epoch: 1"), std::string::npos) << state;
+
+    train_settings bad = good;
+    bad.stop_after_epochs = 0;
+    bad.epochs = 3;
+    bad.lr = d.lr;
+    bad.resume_dir = ckpt;
+    for (int ranks : {1, 2}) {
+      const std::vector<std::string> msgs = divergence_messages(ranks, bad);
+      for (int r = 0; r < ranks; ++r) {
+        const std::string& m = msgs[static_cast<std::size_t>(r)];
+        EXPECT_EQ(m.rfind("training diverged at epoch ", 0), 0u) << "lr " << d.lr << ": " << m;
+        EXPECT_NE(m.find(", step "), std::string::npos) << m;
+        EXPECT_NE(m.find("lower the learning rate"), std::string::npos) << m;
+        EXPECT_NE(m.find(ckpt + "/epoch-1, is unchanged"), std::string::npos) << m;
+        EXPECT_EQ(m, msgs[0]) << "every rank stops at the same step with the same words";
+      }
+      std::ifstream again(ckpt + "/state.txt");
+      EXPECT_EQ(std::string((std::istreambuf_iterator<char>(again)), {}), state);
+      EXPECT_TRUE(fs::is_directory(ckpt + "/epoch-1/input"));
+      EXPECT_FALSE(fs::exists(ckpt + "/epoch-2"));
+    }
+  }
+}
+
+TEST(Train, CheckpointDirectoryWithOtherFilesIsRefusedAndKept) {
+  const wholestore_test::temp_dir dir("train-ckpt-foreign");
+  train_settings s = small_settings(train_mode::line);
+  s.epochs = 2;
+  s.checkpoint_dir = dir.str();
+  // The issue's case: a photo album and a note named like epochs.
+  fs::create_directories(dir.path / "epoch-2024-photos");
+  std::ofstream(dir.path / "epoch-2024-photos" / "img1.jpg") << "x";
+  std::ofstream(dir.path / "epoch-notes.txt") << "y";
+  std::string msg = error_of(s);
+  EXPECT_EQ(msg.rfind("checkpoint: " + dir.str() + " holds '", 0), 0u) << msg;
+  EXPECT_NE(msg.find("which train --checkpoint did not write"), std::string::npos) << msg;
+  EXPECT_TRUE(fs::exists(dir.path / "epoch-2024-photos" / "img1.jpg"));
+  EXPECT_TRUE(fs::exists(dir.path / "epoch-notes.txt"));
+  // An epoch-named directory with a file train never writes, and a state.txt of another kind.
+  fs::remove_all(dir.path / "epoch-2024-photos");
+  fs::remove(dir.path / "epoch-notes.txt");
+  fs::create_directories(dir.path / "epoch-3");
+  std::ofstream(dir.path / "epoch-3" / "mine.txt") << "z";
+  EXPECT_NE(error_of(s).find("holds 'epoch-3'"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir.path / "epoch-3" / "mine.txt"));
+  fs::remove_all(dir.path / "epoch-3");
+  std::ofstream(dir.path / "state.txt") << "my own state\n";
+  EXPECT_NE(error_of(s).find("state.txt is not a train checkpoint's state"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir.path / "state.txt"));
+  fs::remove(dir.path / "state.txt");
+  // What a killed store leaves (an epoch directory holding a temporary store) is ours: the run
+  // goes on, replaces it, and keeps only the last epoch.
+  fs::create_directories(dir.path / "epoch-1" / "input.tmp-killed");
+  std::ofstream(dir.path / "epoch-1" / "input.tmp-killed" / "data.bin") << "partial";
+  EXPECT_EQ(error_of(s), "(no error)");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.path)) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"epoch-2", "state.txt"}));
+  EXPECT_FALSE(fs::exists(dir.path / "epoch-2" / "input.tmp-killed"));
 }
 
 TEST(Npy, HeaderBytes) {

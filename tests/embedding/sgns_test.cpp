@@ -231,6 +231,41 @@ TEST(SgnsHost, LargeScoresStayFinite) {
   for (float v : r.target_grads) EXPECT_TRUE(std::isfinite(v));
 }
 
+// Rows holding NaN or Inf (a diverged table) mark their pairs: counted, NaN loss, no loss
+// units (llround of NaN summed as a huge negative number before: issue 36's negative loss).
+TEST(SgnsHost, NonFinitePairsAreCountedAndAddNoLossUnits) {
+  problem p(500, 3, 24, 0.4f, 9);
+  const result clean = run_host(p, 1);
+  std::vector<std::size_t> poisoned;
+  for (std::size_t i = 0; i < p.pairs; i += 7) {
+    poisoned.push_back(i);
+    const float bad = (i / 7) % 3 == 0 ? NAN : ((i / 7) % 3 == 1 ? INFINITY : -INFINITY);
+    if ((i / 7) % 2 == 0) {
+      p.centers[i * p.dim + (i % p.dim)] = bad;
+    } else {  // in a negative's row: the pair's last target
+      p.targets[(i * (p.k + 1) + p.k) * p.dim + (i % p.dim)] = bad;
+    }
+  }
+  long long expected_units = 0;
+  for (std::size_t i = 0; i < p.pairs; ++i)
+    if (i % 7 != 0) expected_units += std::llround(static_cast<double>(clean.losses[i]) * 256.0);
+  for (unsigned threads : {1u, 3u}) {
+    std::vector<float> gu(p.centers.size()), gt(p.targets.size()), losses(p.pairs);
+    sgns_batch b{p.centers.data(), p.targets.data(), p.pairs,      p.k, p.dim,
+                 gu.data(),        gt.data(),        losses.data()};
+    long long units = 0;
+    unsigned long long nonfinite = 5;  // added to, like loss_units
+    b.loss_units = &units;
+    b.loss_scale = 256.0;
+    b.nonfinite_pairs = &nonfinite;
+    sgns_gradients_host(b, threads);
+    EXPECT_EQ(nonfinite, 5 + poisoned.size()) << threads << " threads";
+    EXPECT_EQ(units, expected_units) << threads << " threads";
+    for (std::size_t i = 0; i < p.pairs; ++i)
+      EXPECT_EQ(std::isnan(losses[i]), i % 7 == 0) << "pair " << i;
+  }
+}
+
 TEST(SgnsHost, ZeroPairsAndNullLosses) {
   sgns_batch b;
   b.dim = 4;

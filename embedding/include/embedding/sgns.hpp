@@ -55,9 +55,14 @@ struct sgns_batch {
   float* target_grads = nullptr;
   float* losses = nullptr;  ///< may be nullptr: the losses are not written
   /// May be nullptr.  Else *loss_units += sum over pairs of llround(loss_i * loss_scale): an
-  /// integer sum, exact in any order (a step's loss without copying every loss back).
+  /// integer sum, exact in any order (a step's loss without copying every loss back).  Scores
+  /// are clamped (sgns_math.hpp), so a finite pair's loss is at most about 20.7 * (1 + K).
   long long* loss_units = nullptr;
   double loss_scale = 16777216.0;  ///< 2^24
+  /// May be nullptr.  Else += the number of pairs with a score that is NaN or infinite (rows
+  /// holding NaN or Inf: a diverged table); such a pair adds nothing to loss_units, and its
+  /// loss in `losses` is NaN.  A trainer stops on the first one (its gradients are not finite).
+  unsigned long long* nonfinite_pairs = nullptr;
   /// May be nullptr.  Else one coefficient per target row (see the layout above).
   float* target_coefs = nullptr;
 };

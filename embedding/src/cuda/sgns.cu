@@ -78,8 +78,14 @@ __device__ __forceinline__ float read(const float* row, std::size_t c) {
   return row != nullptr ? row[c] : 0.0f;
 }
 
-__device__ __forceinline__ void add_loss(const sgns_batch& b, std::size_t i, float loss, int lane) {
+__device__ __forceinline__ void add_loss(const sgns_batch& b, std::size_t i, float loss,
+                                         bool finite, int lane) {
   if (lane != 0) return;
+  if (!finite) {
+    if (b.losses) b.losses[i] = __int_as_float(0x7fc00000);  // NaN
+    if (b.nonfinite_pairs) atomicAdd(b.nonfinite_pairs, 1ull);
+    return;
+  }
   if (b.losses) b.losses[i] = loss;
   if (b.loss_units) {
     const long long units = llround(static_cast<double>(loss) * b.loss_scale);
@@ -123,6 +129,7 @@ __global__ void __launch_bounds__(block_threads) sgns_registers(sgns_batch b, Ro
     }
     float* g0 = b.target_grads != nullptr ? b.target_grads + q0 * dim : nullptr;
     float loss = 0.0f;
+    bool finite = true;
 #pragma unroll
     for (int j = 0; j < reg_targets; ++j) {
       if (j >= per_pair) break;
@@ -134,6 +141,7 @@ __global__ void __launch_bounds__(block_threads) sgns_registers(sgns_batch b, Ro
         if (c < dim) partial = partial + u[v] * t[j][v];
       }
       const float s = warp_butterfly(partial);
+      finite = finite && detail::finite_score(s);
       float coef;
       if (j == 0) {
         coef = detail::context_coefficient(s);
@@ -160,7 +168,7 @@ __global__ void __launch_bounds__(block_threads) sgns_registers(sgns_batch b, Ro
       const std::size_t c = static_cast<std::size_t>(lane + detail::sgns_lanes * v);
       if (c < dim) gurow[c] = gu[v];
     }
-    add_loss(b, i, loss, lane);
+    add_loss(b, i, loss, finite, lane);
   }
 }
 
@@ -178,12 +186,14 @@ __global__ void sgns_general(sgns_batch b, Rows rows) {
     float* gu = b.center_grads + i * dim;
     float* g0 = b.target_grads != nullptr ? b.target_grads + i * per_pair * dim : nullptr;
     float loss = 0.0f;
+    bool finite = true;
     for (std::size_t j = 0; j < per_pair; ++j) {
       const float* t = rows.target(i * per_pair + j);
       float partial = 0.0f;
       for (std::size_t c = static_cast<std::size_t>(lane); c < dim; c += detail::sgns_lanes)
         partial = partial + read(u, c) * read(t, c);
       const float s = warp_butterfly(partial);
+      finite = finite && detail::finite_score(s);
       float coef;
       if (j == 0) {
         coef = detail::context_coefficient(s);
@@ -202,7 +212,7 @@ __global__ void sgns_general(sgns_batch b, Rows rows) {
         gu[c] = j == 0 ? coef * tc : gu[c] + coef * tc;
       }
     }
-    add_loss(b, i, loss, lane);
+    add_loss(b, i, loss, finite, lane);
   }
 }
 

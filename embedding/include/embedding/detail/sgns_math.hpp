@@ -85,6 +85,11 @@ WM_HOST_DEVICE float softplus(float y) {
   return (y > 0.0f ? y : 0.0f) + det_log1p(det_exp(-a));
 }
 
+/// Whether a score is finite: NaN and +-Inf come only from rows holding NaN or Inf (a diverged
+/// table), and the clamps below would hide an infinite score.  s - s is 0 for a finite s and
+/// NaN otherwise (no -ffinite-math-only in this library's flags).
+WM_HOST_DEVICE bool finite_score(float s) { return s - s == 0.0f; }
+
 /// d loss / d score of a context (positive) pair: sigmoid(s) - 1.
 WM_HOST_DEVICE float context_coefficient(float s) { return -1.0f / (1.0f + det_exp(s)); }
 
