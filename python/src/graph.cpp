@@ -1,5 +1,7 @@
 // Graphs of wholestore._core: host graphs and datasets (gen, convert, read, write), graphs in
-// WholeMemory (load_graph, make_graph), feature gathers and the CPU and GPU samplers.
+// WholeMemory (load_graph, make_graph), feature gathers and the CPU and GPU samplers.  Graph
+// frees through a call_guard (bindings.hpp): free() waits for the calls in flight on other
+// threads, the GPU sampler's included.
 #include "arrays.hpp"
 #include "bindings.hpp"
 
@@ -36,9 +38,7 @@ struct py_host_graph {
 
 struct py_graph {
   gr::csr_graph g;
-  void check_alive() const {
-    if (!g.row_offsets) throw nb::value_error("this graph was freed");
-  }
+  call_guard guard{"this graph was freed"};
 };
 
 struct py_negatives {
@@ -48,7 +48,7 @@ struct py_negatives {
 
 struct py_gpu_sampler {
   std::unique_ptr<gr::gpu_sampler> sampler;
-  nb::object graph;  // keeps the graph alive while the sampler lives
+  nb::object graph;  // keeps the graph alive while the sampler lives (its memory: see sample)
 };
 
 /// A numpy view of a host vector owned by `owner`.
@@ -327,26 +327,28 @@ void bind_graph(nb::module_& m) {
       .def_prop_ro("num_edges", [](const py_graph& g) { return g.g.num_edges; })
       .def_prop_ro("feature_dim", [](const py_graph& g) { return g.g.feature_dim; })
       .def_prop_ro("directed", [](const py_graph& g) { return g.g.directed; })
-      .def_prop_ro("has_weights", [](const py_graph& g) { return g.g.has_weights(); })
-      .def_prop_ro("has_features", [](const py_graph& g) { return g.g.has_features(); })
+      .def_prop_ro("has_weights",
+                   [](const py_graph& g) { return g.guard.open() && g.g.has_weights(); })
+      .def_prop_ro("has_features",
+                   [](const py_graph& g) { return g.guard.open() && g.g.has_features(); })
       .def_prop_ro("col_dtype", [](const py_graph& g) { return wm::dtype_name(g.g.col_type); })
       .def_prop_ro("feature_dtype",
                    [](const py_graph& g) { return wm::dtype_name(g.g.feature_type); })
       .def_prop_ro("type",
                    [](const py_graph& g) {
-                     g.check_alive();
+                     g.guard.check();
                      return wm::memory_type_name(g.g.type());
                    })
       .def_prop_ro("location",
                    [](const py_graph& g) {
-                     g.check_alive();
+                     g.guard.check();
                      return wm::memory_location_name(g.g.location());
                    })
       .def(
           "gather_features",
           [](const py_graph& g, const in_array& nodes, const out_array& out,
              std::uintptr_t stream) {
-            g.check_alive();
+            const call_guard::pass call = g.guard.enter();
             if (!g.g.has_features()) throw nb::value_error("this graph has no node features");
             const wm::wm_tensor table = g.g.features_tensor();
             const wm::index_array idx = as_indices(nodes, "nodes");
@@ -370,7 +372,7 @@ void bind_graph(nb::module_& m) {
           [](const py_graph& g, const in_array& seeds, const std::vector<int>& fanouts,
              const std::string& method, std::uint64_t random_seed, bool edge_ids,
              unsigned threads) {
-            g.check_alive();
+            const call_guard::pass call = g.guard.enter();
             if (!cpu_reachable(seeds.device_type())) {
               throw nb::value_error("the CPU sampler needs seeds in CPU memory (got a GPU array)");
             }
@@ -393,7 +395,7 @@ void bind_graph(nb::module_& m) {
           [](const py_graph& g, const in_array& starts, const out_array& out, int length, double p,
              double q, std::uint64_t seed, std::uint64_t first_walk, std::uintptr_t stream,
              unsigned threads) {
-            g.check_alive();
+            const call_guard::pass call = g.guard.enter();
             std::size_t count = 0;
             const std::int64_t* s = seeds_of(starts, &count);
             if (length < 0) throw nb::value_error("length must be >= 0");
@@ -428,13 +430,17 @@ void bind_graph(nb::module_& m) {
           },
           nb::arg("starts"), nb::arg("out"), nb::arg("length"), nb::arg("p"), nb::arg("q"),
           nb::arg("seed"), nb::arg("first_walk"), nb::arg("stream"), nb::arg("threads"))
-      .def("free", [](py_graph& g) {
-        released_call release;
-        g.g.node_features.free();
-        g.g.edge_weights.free();
-        g.g.col_indices.free();
-        g.g.row_offsets.free();
-      });
+      .def(
+          "free",
+          [](py_graph& g) {
+            g.guard.close([&g] {
+              g.g.node_features.free();
+              g.g.edge_weights.free();
+              g.g.col_indices.free();
+              g.g.row_offsets.free();
+            });
+          },
+          "Waits for the calls in flight on other threads, then frees.  Collective.");
 
   m.def(
       "load_graph",
@@ -475,7 +481,7 @@ void bind_graph(nb::module_& m) {
           "__init__",
           [](py_negatives* self, nb::object comm_obj, const py_graph& g, bool by_degree,
              double power, const std::string& type, const std::string& location) {
-            g.check_alive();
+            const call_guard::pass call = g.guard.enter();
             py_comm& comm = nb::cast<py_comm&>(comm_obj);
             gr::negative_options o;
             o.by_degree = by_degree;
@@ -524,7 +530,7 @@ void bind_graph(nb::module_& m) {
           "__init__",
           [](py_gpu_sampler* self, nb::object graph) {
             py_graph& g = nb::cast<py_graph&>(graph);
-            g.check_alive();
+            g.guard.check();
             auto sampler = std::make_unique<gr::gpu_sampler>(g.g);
             new (self) py_gpu_sampler{std::move(sampler), graph};
           },
@@ -534,6 +540,9 @@ void bind_graph(nb::module_& m) {
           [](py_gpu_sampler& s, const in_array& seeds, const std::vector<int>& fanouts,
              const std::string& method, std::uint64_t random_seed, bool edge_ids,
              std::uintptr_t stream) {
+            // The sampler reads the graph's memory: a free() of the graph waits for this call.
+            const call_guard::pass call = nb::cast<const py_graph&>(s.graph).guard.enter(
+                "the graph of this sampler was freed");
             if (!gpu_reachable(seeds.device_type())) {
               throw nb::value_error(
                   "the GPU sampler needs seeds in GPU-readable memory (a CUDA tensor)");

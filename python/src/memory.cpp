@@ -1,4 +1,5 @@
-// Communicator, WholeMemory and device helpers of wholestore._core.
+// Communicator, WholeMemory and device helpers of wholestore._core.  Memory frees through a
+// call_guard (bindings.hpp): free() waits for the calls in flight on other threads.
 #include "arrays.hpp"
 #include "bindings.hpp"
 
@@ -63,15 +64,13 @@ struct py_memory {
     return t;
   }
   std::size_t row_bytes() const { return cols * wm::dtype_size(type); }
-  void check_alive() const {
-    if (!mem) throw nb::value_error("this WholeMemory was freed");
-  }
+  call_guard guard{"this WholeMemory was freed"};
 };
 
 /// (first row, array) of part `part`: -1 this rank's part, -2 the whole range (continuous
 /// memory only), i >= 0 part i (continuous or chunked memory).
 nb::tuple memory_view(py_memory& m, int part, bool one_dim) {
-  m.check_alive();
+  m.guard.check();
   nb::handle owner = nb::find(&m);
   const bool host = m.mem.location() == wm::memory_location::host;
   if (part == -2) {
@@ -107,7 +106,7 @@ nb::tuple memory_view(py_memory& m, int part, bool one_dim) {
 /// GPU path on `stream`.
 void memory_gather(const py_memory& m, const in_array& indices, const out_array& out,
                    std::uintptr_t stream) {
-  m.check_alive();
+  const call_guard::pass call = m.guard.enter();
   const wm::index_array idx = as_indices(indices, "indices");
   const wm::dense_matrix dst = as_matrix(out, idx.count, m.cols, true, "out");
   const bool cpu = m.mem.location() == wm::memory_location::host &&
@@ -127,7 +126,7 @@ void memory_gather(const py_memory& m, const in_array& indices, const out_array&
 
 void memory_scatter(py_memory& m, const in_array& values, const in_array& indices,
                     std::uintptr_t stream) {
-  m.check_alive();
+  const call_guard::pass call = m.guard.enter();
   const wm::index_array idx = as_indices(indices, "indices");
   const wm::dense_matrix src = as_matrix(values, idx.count, m.cols, true, "values");
   const bool cpu = m.mem.location() == wm::memory_location::host &&
@@ -314,25 +313,25 @@ void bind_memory(nb::module_& m) {
       .def_prop_ro("dtype", [](const py_memory& m) { return wm::dtype_name(m.type); })
       .def_prop_ro("type",
                    [](const py_memory& m) {
-                     m.check_alive();
+                     m.guard.check();
                      return wm::memory_type_name(m.mem.type());
                    })
       .def_prop_ro("location",
                    [](const py_memory& m) {
-                     m.check_alive();
+                     m.guard.check();
                      return wm::memory_location_name(m.mem.location());
                    })
-      .def_prop_ro("nbytes", [](const py_memory& m) { return m.mem ? m.mem.size() : 0; })
-      .def_prop_ro("alive", [](const py_memory& m) { return static_cast<bool>(m.mem); })
+      .def_prop_ro("nbytes", [](const py_memory& m) { return m.guard.open() ? m.mem.size() : 0; })
+      .def_prop_ro("alive", [](const py_memory& m) { return m.guard.open(); })
       .def_prop_ro("num_parts",
                    [](const py_memory& m) {
-                     m.check_alive();
+                     m.guard.check();
                      return m.mem.num_parts();
                    })
       .def(
           "part",
           [](const py_memory& m, int i) {
-            m.check_alive();
+            m.guard.check();
             if (i < 0 || i >= m.mem.num_parts()) {
               throw nb::index_error(("part " + std::to_string(i) + " is not in [0, " +
                                      std::to_string(m.mem.num_parts()) + ")")
@@ -343,7 +342,7 @@ void bind_memory(nb::module_& m) {
           nb::arg("i"))
       .def("local_part",
            [](const py_memory& m) {
-             m.check_alive();
+             m.guard.check();
              return part_dict(m.mem.local_part());
            })
       .def("view", &memory_view, nb::arg("part"), nb::arg("one_dim"))
@@ -352,7 +351,7 @@ void bind_memory(nb::module_& m) {
       .def(
           "store",
           [](py_memory& m, const std::string& dir) {
-            m.check_alive();
+            const call_guard::pass call = m.guard.enter();
             released_call release;
             wm::store(m.mem, dir);
           },
@@ -360,17 +359,16 @@ void bind_memory(nb::module_& m) {
       .def(
           "load",
           [](py_memory& m, const std::string& dir, bool verify) {
-            m.check_alive();
+            const call_guard::pass call = m.guard.enter();
             wm::file_io_options opts;
             opts.verify = verify;
             released_call release;
             wm::load(m.mem, dir, opts);
           },
           nb::arg("dir"), nb::arg("verify") = true)
-      .def("free", [](py_memory& m) {
-        released_call release;
-        m.mem.free();
-      });
+      .def(
+          "free", [](py_memory& m) { m.guard.close([&m] { m.mem.free(); }); },
+          "Waits for the calls in flight on other threads, then frees.  Collective.");
 }
 
 }  // namespace wholestore::python

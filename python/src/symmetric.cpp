@@ -22,10 +22,7 @@ namespace {
 struct py_symmetric {
   wm::symmetric_memory heap;
   int device = -1;
-
-  void check_alive() const {
-    if (!heap) throw nb::value_error("this symmetric memory was freed");
-  }
+  call_guard guard{"this symmetric memory was freed"};
 };
 
 }  // namespace
@@ -46,28 +43,28 @@ void bind_symmetric(nb::module_& m) {
             self->device = loc == wm::memory_location::host ? -1 : wm::current_device();
           },
           nb::arg("comm"), nb::arg("bytes"), nb::arg("location"), nb::arg("make_symmetric"))
-      .def_prop_ro("alive", [](const py_symmetric& s) { return static_cast<bool>(s.heap); })
+      .def_prop_ro("alive", [](const py_symmetric& s) { return s.guard.open(); })
       .def_prop_ro("block_bytes",
                    [](const py_symmetric& s) {
-                     s.check_alive();
+                     s.guard.check();
                      return s.heap.block_bytes();
                    })
       .def_prop_ro("ranks",
                    [](const py_symmetric& s) {
-                     s.check_alive();
+                     s.guard.check();
                      return s.heap.ranks();
                    })
       .def(
           "requested_bytes",
           [](const py_symmetric& s, int rank) {
-            s.check_alive();
+            s.guard.check();
             return s.heap.requested_bytes(rank);
           },
           nb::arg("rank"))
       .def(
           "view",
           [](py_symmetric& s, int rank, std::size_t bytes) {
-            s.check_alive();
+            s.guard.check();
             if (rank < 0 || rank >= s.heap.ranks()) {
               throw nb::index_error(("rank " + std::to_string(rank) + " is not in [0, " +
                                      std::to_string(s.heap.ranks()) + ")")
@@ -87,11 +84,10 @@ void bind_symmetric(nb::module_& m) {
       .def(
           "free",
           [](py_symmetric& s) {
-            s.check_alive();
-            released_call release;
-            s.heap.free();
+            s.guard.check();
+            s.guard.close([&s] { s.heap.free(); });
           },
-          "Frees every block.  Collective.");
+          "Frees every block (after the calls in flight on other threads).  Collective.");
 }
 
 }  // namespace wholestore::python

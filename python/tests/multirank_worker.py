@@ -138,6 +138,58 @@ def bad_index(comm, out_dir):
     assert t.step == 0
 
 
+def nan_gradient(comm, out_dir):
+    """A NaN in rank 1's gradients: every rank raises (rank 0 naming rank 1) with nothing
+    changed, and the ranks stay in step (the next good step runs on both)."""
+    t = ws.EmbeddingTable(comm, 10, 2, type="chunked", optimizer="adam")
+    before = t.lookup(np.arange(10))
+    grads = np.ones((1, 2), np.float32)
+    if comm.rank == 1:
+        grads[0, 1] = np.nan
+    try:
+        t.apply_gradients([comm.rank], grads, 0.1)
+        raise AssertionError("a NaN gradient was accepted")
+    except ValueError as e:
+        print("ValueError:", e)
+    assert t.step == 0
+    np.testing.assert_array_equal(t.lookup(np.arange(10)), before)
+    t.apply_gradients([comm.rank], np.ones((1, 2), np.float32), 0.1)
+    assert t.step == 1
+    t.free()
+
+
+def free_during_lookups(comm, out_dir):
+    """Threads of each rank loop lookups of a two-rank table while its main thread frees it
+    (collective): each rank's free waits for its own calls in flight, then the ranks free
+    together; every lookup before it is right, every one after it raises the ValueError."""
+    import threading
+    import time
+
+    t = ws.EmbeddingTable(comm, 50000, 32, type="chunked")
+    idx = np.random.default_rng(comm.rank).integers(0, 50000, 4096)
+    expected = t.lookup(idx)
+    counts, wrong, ended = [0] * 3, [0] * 3, [None] * 3
+
+    def loop(i):
+        try:
+            while True:
+                wrong[i] += not np.array_equal(t.lookup(idx), expected)
+                counts[i] += 1
+        except ValueError as e:
+            ended[i] = str(e)
+
+    workers = [threading.Thread(target=loop, args=(i,)) for i in range(3)]
+    for w in workers:
+        w.start()
+    time.sleep(0.05)
+    comm.barrier()
+    t.free()
+    for w in workers:
+        w.join(60)
+    print("calls", counts, "wrong", wrong, "ended", ended)
+    assert ended == ["this embedding table was freed"] * 3 and wrong == [0] * 3
+
+
 if __name__ == "__main__":
     scenario, out_dir = sys.argv[1], sys.argv[2]
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -169,6 +169,81 @@ def test_errors(comm):
         t.lookup([0])
 
 
+@pytest.mark.parametrize("lr", [-1, 0, -0.0, float("nan"), float("inf"), -float("inf"), 1e39])
+def test_learning_rate_must_be_positive_and_finite(comm, lr):
+    """As the CLI's train refuses it: a negative rate would climb the loss, NaN or infinity
+    would poison every touched row.  Nothing changes."""
+    t = make_table(comm, "adam")
+    before = t.lookup(np.arange(50))
+    with pytest.raises(ValueError, match=r"lr must be a positive finite number "
+                                         r"\(0 < lr <= 3.40282e\+38\), got "):
+        t.apply_gradients([1, 2], np.ones((2, 7), np.float32), lr)
+    np.testing.assert_array_equal(t.lookup(np.arange(50)), before)
+    np.testing.assert_array_equal(t.read_state("m", np.arange(50)), 0)
+    assert t.step == 0
+    t.apply_gradients([1, 2], np.ones((2, 7), np.float32), 1e-9)  # small is fine
+    assert t.step == 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("bad, name", [(np.nan, "nan"), (np.inf, "inf"), (-np.inf, "-inf")])
+def test_non_finite_gradients_are_refused(comm, dtype, bad, name):
+    """A NaN or infinite gradient (the CPU path) raises naming where it is, before anything
+    changes: weights, optimizer state and step stay as they were."""
+    t = make_table(comm, "adagrad", initial_accumulator=0.1)
+    before, state = t.lookup(np.arange(50)), t.read_state("sum", np.arange(50))
+    grads = np.ones((4, 7), dtype)
+    grads[3, 5] = bad
+    with pytest.raises(ValueError, match=f"grads holds {name} at row 3, column 5; gradients "
+                                         "must be finite"):
+        t.apply_gradients([0, 1, 2, 49], grads, 0.1)
+    np.testing.assert_array_equal(t.lookup(np.arange(50)), before)
+    np.testing.assert_array_equal(t.read_state("sum", np.arange(50)), state)
+    assert t.step == 0
+    # Only the matrix is read: NaN in the padding of rows with a longer stride is no gradient.
+    padded = np.full((4, 9), bad, dtype)
+    padded[:, :7] = 1
+    t.apply_gradients([0, 1, 2, 49], padded[:, :7], 0.1)
+    assert t.step == 1 and np.isfinite(t.lookup(np.arange(50))).all()
+
+
+def test_wrong_argument_types_name_the_argument(comm):
+    """A wrong type raises TypeError naming the argument and what it must be, not nanobind's
+    list of C++ signatures, and int()/float() no longer take strings or truncate fractions."""
+    t = make_table(comm, "sgd")
+    grads = np.ones((1, 7), np.float32)
+    cases = [
+        (lambda: ws.EmbeddingTable("comm", 10, 4), "comm must be a wholestore Communicator"),
+        (lambda: ws.EmbeddingTable(comm, "10", 4), "rows must be an integer, not str"),
+        (lambda: ws.EmbeddingTable(comm, 10, 4.5), "dim must be an integer, not float"),
+        (lambda: ws.EmbeddingTable(comm, 10, 4, type=3), "type must be a str, not int"),
+        (lambda: ws.EmbeddingTable(comm, 10, 4, optimizer=None), "optimizer must be a str"),
+        (lambda: ws.EmbeddingTable(comm, 10, 4, init_range=0.1), "init_range must be a pair"),
+        (lambda: ws.EmbeddingTable(comm, 10, 4, beta1="0.9"), "beta1 must be a number"),
+        (lambda: t.lookup(None), "indices must be an array"),
+        (lambda: t.lookup([1.5]), "indices must be integers, not float64"),
+        (lambda: t.lookup("3"), "indices must be integers"),
+        (lambda: t.lookup([1], out="x"), "out must be an array"),
+        (lambda: t.apply_gradients([1], None, 0.1), "grads must be an array"),
+        (lambda: t.apply_gradients([1], grads, "0.1"), "lr must be a number"),
+        (lambda: t.apply_gradients([1], grads, None), "lr must be a number"),
+        (lambda: t.write_rows([1], {"a": 1}), "rows must be an array"),
+        (lambda: t.read_state(0, [1]), "name must be a str"),
+        (lambda: t.store_checkpoint(5), "dir must be a path"),
+        (lambda: setattr(t, "step", "2"), "step must be an integer"),
+        (lambda: ws.DeviceCache("table", [1]), "table must be an EmbeddingTable"),
+        (lambda: ws.hottest_rows([1, 2], "10", 1), "rows must be an integer"),
+    ]
+    for call, message in cases:
+        with pytest.raises(TypeError, match=message) as info:
+            call()
+        assert "incompatible function arguments" not in str(info.value)
+    # What was accepted still is: numpy integers, whole floats, numpy floats as rates.
+    u = ws.EmbeddingTable(comm, np.int64(10), 4.0, init_range=[np.float32(-1), 1])
+    u.apply_gradients(np.array([1], np.int32), np.ones((1, 4), np.float32), np.float32(0.5))
+    assert u.shape == (10, 4) and u.step == 1
+
+
 def global_batches(ranks):
     """Three steps of a global batch (with duplicates across ranks) split into `ranks` lists:
     the ranks' lists concatenated in rank order are the same global batch for any split."""

@@ -113,6 +113,30 @@ def test_sample_errors(comm, host_graph):
         g.gather_features([300])
 
 
+def test_wrong_argument_types_name_the_argument(comm, host_graph):
+    """TypeError naming the argument and what it must be, not nanobind's C++ signatures."""
+    g = ws.make_graph(comm, host_graph)
+    cases = [
+        (lambda: ws.make_graph("comm", host_graph), "comm must be a wholestore Communicator"),
+        (lambda: ws.make_graph(comm, g), "graph must be a HostGraph, not Graph"),
+        (lambda: ws.make_graph(comm, host_graph, 1), "type must be a str, not int"),
+        (lambda: ws.load_graph(comm, 3), "dir must be a path"),
+        (lambda: ws.load_graph(comm, "d", features_type=1), "features_type must be a str"),
+        (lambda: g.sample([1], 5), "fanouts must be a list of ints, not int"),
+        (lambda: g.sample([1], [2.5]), "fanouts must be an integer"),
+        (lambda: g.sample([1], [2], method=None), "method must be a str"),
+        (lambda: g.sample([0.5], [2]), "seeds must be integers, not float64"),
+        (lambda: g.random_walks([1], length="3"), "length must be an integer"),
+        (lambda: g.gather_features(None), "nodes must be an array"),
+        (lambda: ws.NegativeSampler(comm, host_graph), "graph must be a Graph"),
+        (lambda: ws.GpuSampler("graph"), "graph must be a Graph"),
+    ]
+    for call, message in cases:
+        with pytest.raises(TypeError, match=message) as info:
+            call()
+        assert "incompatible function arguments" not in str(info.value)
+
+
 def test_pyg_and_dgl_shapes(comm, host_graph):
     """to_pyg: n_id and one adj per layer (first layer first) whose local ids, mapped through
     n_id, are edges of the graph from a sampled neighbor (row 0) to its destination (row 1);

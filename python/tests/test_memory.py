@@ -268,3 +268,25 @@ def test_cuda_array_interface_import(comm):
     with pytest.raises(ValueError, match="read-only"):
         m.gather(idx, out=InterfaceOnly(np.zeros((2, 3), np.float32),
                                         data=(np.zeros(6, np.float32).ctypes.data, True)))
+
+
+def test_wrong_argument_types_name_the_argument(comm):
+    """TypeError naming the argument and what it must be, not nanobind's C++ signatures."""
+    m = ws.WholeMemory(comm, (4, 2))
+    cases = [
+        (lambda: ws.WholeMemory(None, 4), "comm must be a wholestore Communicator"),
+        (lambda: ws.WholeMemory(comm, "4"), "shape must be an int or a tuple"),
+        (lambda: ws.WholeMemory(comm, (4, 2.5)), "shape must be an integer"),
+        (lambda: ws.WholeMemory(comm, 4, type=None), "type must be a str"),
+        (lambda: m.gather(None), "indices must be an array"),
+        (lambda: m.gather([0], out="x"), "out must be an array"),
+        (lambda: m.scatter(None, [0]), "values must be an array"),
+        (lambda: m.part("0"), "i must be an integer"),
+        (lambda: m.store(1), "dir must be a path"),
+        (lambda: ws.init(rank="0", size=1), "rank must be an integer"),
+        (lambda: ws.init(timeout="5"), "timeout must be a number"),
+    ]
+    for call, message in cases:
+        with pytest.raises(TypeError, match=message) as info:
+            call()
+        assert "incompatible function arguments" not in str(info.value)

@@ -52,6 +52,18 @@ def test_a_bad_index_on_one_rank_fails_every_rank(tmp_path):
         assert "LogicError:" in out and "index 10" in out, out
 
 
+def test_a_nan_gradient_on_one_rank_fails_every_rank(tmp_path):
+    outputs = run_ranks(2, "nan_gradient", tmp_path)
+    assert "ValueError: apply_gradients: grads holds nan at row 0, column 1" in outputs[1]
+    assert ("ValueError: apply_gradients: the grads of rank 1 hold a non-finite value at row 0"
+            in outputs[0]), outputs[0]
+
+
+def test_free_of_two_ranks_waits_for_each_ranks_calls(tmp_path):
+    outputs = run_ranks(2, "free_during_lookups", tmp_path)
+    assert all("rank ok: free_during_lookups" in o for o in outputs), outputs
+
+
 def test_walks_on_a_distributed_graph_over_two_ranks(comm, tmp_path):
     """DeepWalk and node2vec on a graph in distributed memory, each rank walking half of the
     starts: together the walks one rank takes on the graph in continuous memory."""

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from . import _core
+from . import _checks, _core
 
 _DTYPES = ("int8", "int16", "int32", "int64", "uint8", "float16", "bfloat16", "float32",
            "float64")
@@ -80,28 +80,38 @@ def adapt(x):
     return _InterfaceView(x)
 
 
-def adapt_output(x):
-    """adapt() for an array the call writes: a read-only ``__cuda_array_interface__`` is
-    refused."""
+def adapt_output(x, name="out"):
+    """adapt() for an array the call writes (None passes): a read-only
+    ``__cuda_array_interface__`` is refused, something that is no array is a TypeError naming
+    ``name``."""
     if x is not None and not hasattr(x, "__dlpack__"):
         iface = getattr(x, "__cuda_array_interface__", None)
         if isinstance(iface, dict) and len(iface.get("data", ())) == 2 and iface["data"][1]:
-            raise ValueError("out is read-only (its __cuda_array_interface__ says so)")
-    return adapt(x)
+            raise ValueError(f"{name} is read-only (its __cuda_array_interface__ says so)")
+    return _checks.optional_array(adapt(x), name)
 
 
-def as_indices(indices):
-    """Indices as an array: lists, tuples and scalars become int64 numpy arrays; arrays pass."""
+def as_indices(indices, name="indices"):
+    """Indices as an array: lists, tuples, ranges and integer scalars become int64 numpy arrays
+    (other values, such as floats, which int64 would truncate, are a TypeError naming
+    ``name``); arrays pass."""
+    if isinstance(indices, (str, bytes)):
+        raise TypeError(f"{name} must be integers (an array, a list or an int), not "
+                        f"{type(indices).__name__}")
     if isinstance(indices, (list, tuple, range)) or np.isscalar(indices):
-        return np.asarray(indices, dtype=np.int64).reshape(-1)
-    return adapt(indices)
+        values = np.asarray(indices)
+        if values.size and values.dtype.kind not in "iu":
+            raise TypeError(f"{name} must be integers, not {values.dtype.name} values")
+        return values.astype(np.int64, copy=False).reshape(-1)
+    return _checks.array(adapt(indices), name)
 
 
-def as_array(values, dtype=None):
-    """Values as an array: lists and tuples become numpy arrays; arrays pass."""
+def as_array(values, dtype=None, name="values"):
+    """Values as an array: lists and tuples become numpy arrays; arrays pass; anything else is a
+    TypeError naming ``name``."""
     if isinstance(values, (list, tuple)):
         return np.asarray(values, dtype=dtype)
-    return adapt(values)
+    return _checks.array(adapt(values), name)
 
 
 def length(array):

@@ -5,11 +5,12 @@ tables", gives the update rules and why every path gives the same bits).
 Collective: creating and freeing a table, ``apply_gradients`` (every rank calls, with its own,
 possibly empty, batch), checkpoints, and on distributed memory also ``lookup`` and
 ``write_rows``.
+
+Threads: calls on one table (or cache) may run on several threads; ``free()`` waits for the
+calls in flight and then frees, and calls that start after it raise ValueError.
 """
 
-import os
-
-from . import _arrays, _core
+from . import _arrays, _checks, _core
 
 OPTIMIZERS = tuple(_core.optimizer_names())
 
@@ -41,12 +42,18 @@ class EmbeddingTable:
                  init="uniform", init_range=(-0.01, 0.01), init_mean=0.0, init_std=0.01,
                  seed=0, optimizer="sgd", weight_decay=0.0, beta1=0.9, beta2=0.999, eps=1e-8,
                  alpha=0.99, initial_accumulator=0.0):
-        low, high = init_range
-        self._t = _core.Table(comm, int(rows), int(dim), _arrays.dtype_name(dtype), type,
-                              location, init, float(low), float(high), float(init_mean),
-                              float(init_std), int(seed), optimizer, float(weight_decay),
-                              float(beta1), float(beta2), float(eps), float(alpha),
-                              float(initial_accumulator))
+        if not isinstance(init_range, (tuple, list)) or len(init_range) != 2:
+            raise TypeError(f"init_range must be a pair (low, high), not {init_range!r}")
+        n = _checks.number
+        self._t = _core.Table(
+            _checks.communicator(comm), _checks.integer(rows, "rows"),
+            _checks.integer(dim, "dim"), _arrays.dtype_name(dtype), _checks.text(type, "type"),
+            _checks.text(location, "location"), _checks.text(init, "init"),
+            n(init_range[0], "init_range[0]"), n(init_range[1], "init_range[1]"),
+            n(init_mean, "init_mean"), n(init_std, "init_std"), _checks.integer(seed, "seed"),
+            _checks.text(optimizer, "optimizer"), n(weight_decay, "weight_decay"),
+            n(beta1, "beta1"), n(beta2, "beta2"), n(eps, "eps"), n(alpha, "alpha"),
+            n(initial_accumulator, "initial_accumulator"))
 
     rows = property(lambda self: self._t.rows)
     dim = property(lambda self: self._t.dim)
@@ -65,7 +72,7 @@ class EmbeddingTable:
 
     @step.setter
     def step(self, value):
-        self._t.step = int(value)
+        self._t.step = _checks.integer(value, "step")
 
     @property
     def shape(self):
@@ -92,22 +99,26 @@ class EmbeddingTable:
         """Raw writes of rows (duplicates: the last wins); the optimizer state and the step stay
         as they are."""
         indices = _arrays.as_indices(indices)
-        rows = _arrays.as_array(rows, dtype="float32")
+        rows = _arrays.as_array(rows, dtype="float32", name="rows")
         self._t.write_rows(indices, rows, _arrays.stream_of(stream, indices, rows))
 
     def apply_gradients(self, indices, grads, lr, stream=None):
         """One optimizer step on rows ``indices`` with ``grads`` ([n, dim], float32, float16 or
         bfloat16); gradients of repeated indices are summed.  Collective: every rank calls, with
         its own batch (empty allowed).  Any bad index on any rank raises on every rank with
-        nothing changed.  On the GPU path the update stays enqueued on ``stream``: keep the
-        inputs alive until the stream has passed it."""
+        nothing changed.  ``lr`` must be positive and finite (ValueError otherwise).  On the CPU
+        path (a host table, CPU arrays) gradients holding NaN or infinity raise ValueError on
+        every rank, nothing changed; gradients in GPU memory are not checked (that would cost a
+        reduction and a wait on every step).  On the GPU path the update stays enqueued on
+        ``stream``: keep the inputs alive until the stream has passed it."""
         indices = _arrays.as_indices(indices)
-        grads = _arrays.as_array(grads, dtype="float32")
-        self._t.apply_gradients(indices, grads, float(lr), _arrays.stream_of(stream, indices,
-                                                                               grads))
+        grads = _arrays.as_array(grads, dtype="float32", name="grads")
+        self._t.apply_gradients(indices, grads, _checks.number(lr, "lr"),
+                                _arrays.stream_of(stream, indices, grads))
 
     def read_state(self, name, indices, out=None, stream=None):
         """Rows ``indices`` of the optimizer state ``name`` (float32; see ``state_names``)."""
+        _checks.text(name, "name")
         given = out
         out = _arrays.adapt_output(out)
         indices = _arrays.as_indices(indices)
@@ -124,15 +135,16 @@ class EmbeddingTable:
     def store_checkpoint(self, dir):
         """Weights, optimizer state and step into the store directory ``dir`` (replaced
         atomically).  Collective; finish GPU work on the table first."""
-        self._t.store_checkpoint(os.fspath(dir))
+        self._t.store_checkpoint(_checks.path(dir))
 
     def load_checkpoint(self, dir):
         """Loads a checkpoint of a table of the same rows, dim, dtype and optimizer (any rank
         count, type or location may have stored it).  Collective."""
-        self._t.load_checkpoint(os.fspath(dir))
+        self._t.load_checkpoint(_checks.path(dir))
 
     def free(self):
-        """Frees weights and state now.  Collective."""
+        """Frees weights and state now.  Calls in flight on other threads finish first (free
+        waits for them); calls after it raise ValueError.  Collective."""
         self._t.free()
 
 
@@ -142,8 +154,9 @@ def hottest_rows(sample, rows, capacity):
     table of ``rows`` rows; ties go to the lower row), at most the sample's distinct rows: the
     cache's static policy (docs/architecture.md, "Embedding cache").  An int64 numpy array."""
     import numpy as np
-    sample = _arrays.as_indices(sample)
-    return np.asarray(_core.hottest_rows(sample, int(rows), int(capacity)), dtype=np.int64)
+    sample = _arrays.as_indices(sample, "sample")
+    return np.asarray(_core.hottest_rows(sample, _checks.integer(rows, "rows"),
+                                         _checks.integer(capacity, "capacity")), dtype=np.int64)
 
 
 class DeviceCache:
@@ -163,17 +176,19 @@ class DeviceCache:
     """
 
     def __init__(self, table, rows=None, *, fraction=None, sample=None, device=None):
+        if not isinstance(table, EmbeddingTable):
+            raise TypeError(f"table must be an EmbeddingTable, not {type(table).__name__}")
         if (rows is None) == (fraction is None):
             raise ValueError("pass either rows or fraction (with sample)")
         if rows is None:
             if sample is None:
                 raise ValueError("fraction needs a sample of the index stream to rank rows by")
-            if not 0.0 < float(fraction) <= 1.0:
+            if not 0.0 < _checks.number(fraction, "fraction") <= 1.0:
                 raise ValueError(f"fraction {fraction} is not in (0, 1]")
             rows = hottest_rows(sample, table.rows, max(1, int(float(fraction) * table.rows)))
         self.table = table
-        device = _core.current_device() if device is None else int(device)
-        self._c = _core.DeviceCache(table._t, _arrays.as_indices(rows), device)
+        device = _core.current_device() if device is None else _checks.integer(device, "device")
+        self._c = _core.DeviceCache(table._t, _arrays.as_indices(rows, "rows"), device)
 
     rows = property(lambda self: self.table.rows)
     dim = property(lambda self: self.table.dim)
@@ -189,16 +204,17 @@ class DeviceCache:
         return _lookup(self._c, self.dim, self.dtype, indices, out, dtype, stream)
 
     def apply_gradients(self, indices, grads, lr, stream=None):
-        """``EmbeddingTable.apply_gradients`` through the cache (collective)."""
+        """``EmbeddingTable.apply_gradients`` through the cache (collective; GPU arrays, whose
+        gradients are not checked for NaN)."""
         indices = _arrays.as_indices(indices)
-        grads = _arrays.as_array(grads, dtype="float32")
-        self._c.apply_gradients(indices, grads, float(lr),
+        grads = _arrays.as_array(grads, dtype="float32", name="grads")
+        self._c.apply_gradients(indices, grads, _checks.number(lr, "lr"),
                                 _arrays.stream_of(stream, indices, grads))
 
     def write_rows(self, indices, rows, stream=None):
         """``EmbeddingTable.write_rows`` through the cache (not collective)."""
         indices = _arrays.as_indices(indices)
-        rows = _arrays.as_array(rows, dtype="float32")
+        rows = _arrays.as_array(rows, dtype="float32", name="rows")
         self._c.write_rows(indices, rows, _arrays.stream_of(stream, indices, rows))
 
     def flush(self, stream=None):
@@ -213,5 +229,5 @@ class DeviceCache:
         self._c.reset_stats(_arrays.stream_of(stream))
 
     def free(self):
-        """Frees the device copy now."""
+        """Frees the device copy now, after the calls in flight on other threads."""
         self._c.free()

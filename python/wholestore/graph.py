@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _arrays, _core
+from . import _arrays, _checks, _core
 
 HostGraph = _core.HostGraph
 SAMPLE_METHODS = ("uniform", "uniform_with_replacement", "weighted")
@@ -98,6 +98,21 @@ def _blocks(dicts):
     return [Block(**d) for d in dicts]
 
 
+def _fanouts(fanouts):
+    """Per-hop fanouts as a list of ints (TypeError naming ``fanouts`` otherwise)."""
+    if isinstance(fanouts, (str, bytes)) or not hasattr(fanouts, "__iter__"):
+        raise TypeError(f"fanouts must be a list of ints, not {type(fanouts).__name__}")
+    return [_checks.integer(f, "fanouts") for f in fanouts]
+
+
+def _graph(graph):
+    """``graph`` when it is a Graph (from load_graph or make_graph), else TypeError."""
+    if not isinstance(graph, Graph):
+        raise TypeError(f"graph must be a Graph (from load_graph or make_graph), not "
+                        f"{type(graph).__name__}")
+    return graph
+
+
 def generate_graph(num_nodes, num_edges, *, rmat=True, a=0.57, b=0.19, c=0.19, d=0.05,
                    scramble_ids=True, seed=0, with_weights=False, feature_dim=0,
                    symmetrize=False, drop_self_loops=False, threads=0):
@@ -173,16 +188,17 @@ class Graph:
         """The CPU sampler: a list of Blocks (numpy arrays) for int64 ``seeds`` and per-hop
         ``fanouts`` (-1: every neighbor).  Host-located graphs; collective on distributed
         memory."""
-        seeds = np.ascontiguousarray(_arrays.as_indices(seeds), dtype=np.int64)
-        return _blocks(self._g.sample_host(seeds, [int(f) for f in fanouts], method,
-                                           int(random_seed), bool(edge_ids), int(threads)))
+        seeds = np.ascontiguousarray(_arrays.as_indices(seeds, "seeds"), dtype=np.int64)
+        return _blocks(self._g.sample_host(seeds, _fanouts(fanouts), _checks.text(method, "method"),
+                                           _checks.integer(random_seed, "random_seed"),
+                                           bool(edge_ids), _checks.integer(threads, "threads")))
 
     def gather_features(self, nodes, out=None, dtype=None, stream=None):
         """Features of ``nodes`` into ``out`` ([n, feature_dim]; allocated like ``nodes`` with
         ``dtype`` or the features' own when None)."""
         given = out
         out = _arrays.adapt_output(out)
-        nodes = _arrays.as_indices(nodes)
+        nodes = _arrays.as_indices(nodes, "nodes")
         if out is None:
             out = _arrays.empty(nodes, (int(nodes.shape[0]), self.feature_dim),
                                 _arrays.dtype_name(dtype) if dtype else self.feature_dtype)
@@ -200,22 +216,26 @@ class Graph:
         collective: every rank calls with the same length, p and q and its own starts (maybe
         none; ``first_walk`` its slice's offset), and the walks are those of one rank on the
         graph in continuous memory."""
-        starts = _arrays.as_indices(starts)
+        starts = _arrays.as_indices(starts, "starts")
         given = out
         out = _arrays.adapt_output(out)
         if _arrays.framework(starts) == "numpy":
             starts = np.ascontiguousarray(starts, dtype=np.int64)
-        if int(length) < 0:
+        length = _checks.integer(length, "length")
+        if length < 0:
             raise ValueError(f"length must be >= 0, got {length}")
         if out is None:
-            out = _arrays.empty(starts, (_arrays.length(starts), int(length) + 1), "int64")
-        self._g.random_walks(starts, out, int(length), float(p), float(q), int(seed),
-                             int(first_walk), _arrays.stream_of(stream, starts, out),
-                             int(threads))
+            out = _arrays.empty(starts, (_arrays.length(starts), length + 1), "int64")
+        self._g.random_walks(starts, out, length, _checks.number(p, "p"), _checks.number(q, "q"),
+                             _checks.integer(seed, "seed"),
+                             _checks.integer(first_walk, "first_walk"),
+                             _arrays.stream_of(stream, starts, out),
+                             _checks.integer(threads, "threads"))
         return out if given is None else given
 
     def free(self):
-        """Frees the graph's memory now.  Collective."""
+        """Frees the graph's memory now, after the calls in flight on other threads (a GPU
+        sampler's included; calls after it raise ValueError).  Collective."""
         self._g.free()
 
 
@@ -227,9 +247,11 @@ class NegativeSampler:
 
     def __init__(self, comm, graph, by_degree=True, power=0.75, type="continuous",
                  location="host"):
-        self._graph = graph
-        self._n = _core.NegativeSampler(comm, graph._g, bool(by_degree), float(power), type,
-                                        location)
+        self._graph = _graph(graph)
+        self._n = _core.NegativeSampler(_checks.communicator(comm), graph._g, bool(by_degree),
+                                        _checks.number(power, "power"),
+                                        _checks.text(type, "type"),
+                                        _checks.text(location, "location"))
 
     num_nodes = property(lambda self: self._n.num_nodes)
 
@@ -256,17 +278,25 @@ def load_graph(comm, dir, type="continuous", location="host", *, features_type=N
                verify_checksums=False, threads=0):
     """Loads a dataset directory into WholeMemory, each rank reading its own byte ranges.
     Collective."""
-    return Graph(_core.load_graph(comm, os.fspath(dir), type, location, features_type,
-                                  features_location, load_weights, load_features,
-                                  verify_checksums, int(threads)))
+    return Graph(_core.load_graph(_checks.communicator(comm), _checks.path(dir),
+                                  _checks.text(type, "type"), _checks.text(location, "location"),
+                                  _checks.optional_text(features_type, "features_type"),
+                                  _checks.optional_text(features_location, "features_location"),
+                                  bool(load_weights), bool(load_features), bool(verify_checksums),
+                                  _checks.integer(threads, "threads")))
 
 
 def make_graph(comm, graph, type="continuous", location="host", *, features_type=None,
                features_location=None, load_weights=True, load_features=True,
                feature_dtype="float32"):
     """Copies a HostGraph (the same on every rank) into WholeMemory.  Collective."""
-    return Graph(_core.make_graph(comm, graph, type, location, features_type, features_location,
-                                  load_weights, load_features,
+    if not isinstance(graph, HostGraph):
+        raise TypeError(f"graph must be a HostGraph, not {graph.__class__.__name__}")
+    return Graph(_core.make_graph(_checks.communicator(comm), graph,
+                                  _checks.text(type, "type"), _checks.text(location, "location"),
+                                  _checks.optional_text(features_type, "features_type"),
+                                  _checks.optional_text(features_location, "features_location"),
+                                  bool(load_weights), bool(load_features),
                                   _arrays.dtype_name(feature_dtype)))
 
 
@@ -275,7 +305,7 @@ class GpuSampler:
     The graph may be device- or host-located."""
 
     def __init__(self, graph):
-        self._graph = graph
+        self._graph = _graph(graph)
         self._s = _core.GpuSampler(graph._g)
 
     def sample(self, seeds, fanouts, method="uniform", random_seed=0, edge_ids=False,
@@ -284,9 +314,10 @@ class GpuSampler:
         next call: with ``copy`` (default) each block gets its own torch tensors when seeds are
         torch tensors, CuPy arrays when they are CuPy arrays; without it the arrays are views
         into the sampler, valid until its next sample call."""
-        blocks = _blocks(self._s.sample(seeds, [int(f) for f in fanouts], method,
-                                        int(random_seed), bool(edge_ids),
-                                        _arrays.stream_of(stream, seeds)))
+        blocks = _blocks(self._s.sample(_checks.array(seeds, "seeds"),
+                                        _fanouts(fanouts), _checks.text(method, "method"),
+                                        _checks.integer(random_seed, "random_seed"),
+                                        bool(edge_ids), _arrays.stream_of(stream, seeds)))
         kind = _arrays.framework(seeds)
         if copy and kind in ("torch", "cupy"):
             module = __import__(kind)

@@ -7,12 +7,11 @@ that rank 0 hosts).  ``init`` returns the job's Communicator; every collective c
 made by every rank of it.
 """
 
-import os
 import sys
 
 import numpy as np
 
-from . import _arrays, _core
+from . import _arrays, _checks, _core
 
 TYPES = ("continuous", "chunked", "distributed")
 LOCATIONS = ("device", "host")
@@ -35,6 +34,8 @@ def init(rank=None, size=None, master_addr=None, master_port=None, *, timeout=No
     "auto" (the local rank modulo the visible GPUs, when there are any), an int, or None (leave
     the current device).  When torch is imported, its current device is set too.
     """
+    timeout = None if timeout is None else _checks.number(timeout, "timeout")
+    _checks.text(job_token, "job_token")
     if rank is None and size is None:
         if master_addr is not None or master_port is not None:
             raise ValueError("master_addr/master_port need rank and size")
@@ -47,8 +48,9 @@ def init(rank=None, size=None, master_addr=None, master_port=None, *, timeout=No
             master_addr = env_addr
         if master_port is None:
             master_port = env_port
-        comm = _core.init_tcp(int(rank), int(size), str(master_addr), int(master_port), timeout,
-                              job_token)
+        comm = _core.init_tcp(_checks.integer(rank, "rank"), _checks.integer(size, "size"),
+                              _checks.text(master_addr, "master_addr"),
+                              _checks.integer(master_port, "master_port"), timeout, job_token)
     if device == "auto":
         device = comm.default_device() if _core.device_count() > 0 else None
     if device is not None:
@@ -62,7 +64,9 @@ def init(rank=None, size=None, master_addr=None, master_port=None, *, timeout=No
 def _shape(shape):
     if isinstance(shape, (int, np.integer)):
         shape = (int(shape),)
-    shape = tuple(int(s) for s in shape)
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError(f"shape must be an int or a tuple (rows, cols), not {type(shape).__name__}")
+    shape = tuple(_checks.integer(s, "shape") for s in shape)
     if len(shape) not in (1, 2) or any(s < 0 for s in shape):
         raise ValueError(f"shape {shape} must be (rows,) or (rows, cols) with sizes >= 0")
     return shape
@@ -86,7 +90,8 @@ class WholeMemory:
         self._shape = _shape(shape)
         rows = self._shape[0]
         cols = self._shape[1] if len(self._shape) == 2 else 1
-        self._m = _core.Memory(comm, rows, cols, _arrays.dtype_name(dtype), type, location)
+        self._m = _core.Memory(_checks.communicator(comm), rows, cols, _arrays.dtype_name(dtype),
+                               _checks.text(type, "type"), _checks.text(location, "location"))
 
     @property
     def shape(self):
@@ -114,7 +119,7 @@ class WholeMemory:
 
     def part(self, i):
         """Where part i lives: dict of offset, bytes, rank, device, mapped (in this process)."""
-        return self._m.part(i)
+        return self._m.part(_checks.integer(i, "i"))
 
     def __len__(self):
         return self._shape[0]
@@ -137,7 +142,7 @@ class WholeMemory:
 
     def part_view(self, i):
         """(first row, zero-copy view) of part i (continuous or chunked memory: mapped here)."""
-        return self._m.view(int(i), len(self._shape) == 1)
+        return self._m.view(_checks.integer(i, "i"), len(self._shape) == 1)
 
     def whole_view(self):
         """A zero-copy view of every row (continuous memory only)."""
@@ -161,20 +166,21 @@ class WholeMemory:
         """Writes the rows of ``values`` to rows ``indices`` (duplicates: the last wins).
         Paths and collectiveness as ``gather``."""
         indices = _arrays.as_indices(indices)
-        values = _arrays.as_array(values, dtype=self.dtype)
+        values = _arrays.as_array(values, dtype=self.dtype, name="values")
         self._m.scatter(values, indices, _arrays.stream_of(stream, indices, values))
 
     def store(self, dir):
         """Writes the whole allocation to the store directory ``dir`` (each rank its own
         bytes; replaces an existing store atomically).  Collective."""
-        self._m.store(os.fspath(dir))
+        self._m.store(_checks.path(dir))
 
     def load(self, dir, verify=True):
         """Reads a store of the same byte size into this allocation (any type, location or rank
         count may have written it).  Collective."""
-        self._m.load(os.fspath(dir), verify)
+        self._m.load(_checks.path(dir), bool(verify))
 
     def free(self):
-        """Frees the allocation now.  Collective."""
+        """Frees the allocation now, after the calls in flight on other threads (calls after it
+        raise ValueError).  Collective."""
         self._m.free()
 
