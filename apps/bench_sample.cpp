@@ -9,6 +9,7 @@
 
 #include <graph/csr_graph.hpp>
 #include <graph/generate.hpp>
+#include <graph/random.hpp>
 #include <graph/sampling.hpp>
 #include <graph/walks.hpp>
 #include <wholememory/allocation.hpp>
@@ -89,7 +90,7 @@ const std::vector<config_key> bench_sample_schema = {
 };
 
 // SplitMix64 (the sampler's own mixer) for seed orders and per-batch random seeds.
-using graph::detail::mix64;
+using graph::mix64;
 
 graph::sample_method method_of(const std::string& m) {
   try {

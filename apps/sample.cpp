@@ -10,6 +10,7 @@
 
 #include <graph/csr_graph.hpp>
 #include <graph/generate.hpp>
+#include <graph/random.hpp>
 #include <graph/sampling.hpp>
 #include <wholememory/allocation.hpp>
 #include <wholememory/bootstrap.hpp>
@@ -111,7 +112,7 @@ graph::sample_method parse_method(const config& cfg) {
 }
 
 // SplitMix64 (the sampler's own mixer) for seed orders and per-batch random seeds.
-using graph::detail::mix64;
+using graph::mix64;
 
 // All node ids in an order that depends only on (seed, epoch): Fisher-Yates with a
 // counter-based generator, the same on every rank and platform.

@@ -1,20 +1,21 @@
 // `wholestore train`: node embeddings by skip-gram with negative sampling over random walks
 // (DeepWalk, node2vec) or edges (LINE), scored by link prediction on held-out edges.  This file
-// reads the config, loads and splits the graph, shows progress and writes the outputs; the loop
-// is train_loop.cpp.
+// is config -> train_settings -> train::train_embeddings -> report: it reads the config, loads
+// and splits the graph, shows progress and writes the outputs; the trainer is the train/
+// library's (train/trainer.hpp).
 #include "cli.hpp"
 #include "commands.hpp"
 #include "config.hpp"
 #include "npy.hpp"
 #include "report.hpp"
 #include "svg_plot.hpp"
-#include "train_loop.hpp"
 
 #include <embedding/table.hpp>
 #include <graph/convert.hpp>
 #include <graph/dataset.hpp>
 #include <graph/edge_split.hpp>
 #include <graph/generate.hpp>
+#include <train/trainer.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/error.hpp>
@@ -38,6 +39,12 @@ namespace wholestore::apps {
 namespace {
 
 namespace wm = wholememory;
+using train::epoch_record;
+using train::train_callbacks;
+using train::train_mode;
+using train::train_mode_name;
+using train::train_result;
+using train::train_settings;
 
 const std::vector<config_key> train_schema = {
     {"dataset", value_kind::string, "",
@@ -387,7 +394,7 @@ int run_train(int argc, char** argv) {
     std::printf("\n");
     std::fflush(stdout);
   };
-  const train_result r = train_embeddings(bs, split, s, cb);
+  const train_result r = train::train_embeddings(bs, split, s, cb);
   const double pairs_per_s = r.train_s > 0 ? static_cast<double>(r.pairs) / r.train_s : 0.0;
   if (lead) {
     std::printf(

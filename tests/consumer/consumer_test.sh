@@ -23,7 +23,7 @@ echo "==== cmake --install $build_dir --prefix $prefix"
 "$cmake" --install "$build_dir" --prefix "$prefix" --config "$build_type" >"$work/install.log"
 
 # Exactly the headers of the layers' include/ trees, nothing from src/.
-expected=$(cd "$repo" && for layer in wholememory graph embedding; do
+expected=$(cd "$repo" && for layer in wholememory graph embedding train; do
   (cd "$layer/include" && find . -type f)
 done | sort)
 installed=$(cd "$prefix/include/wholestore" && find . -type f | sort)

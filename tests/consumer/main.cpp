@@ -1,8 +1,10 @@
 // Uses each installed library once through its public headers: a one-rank WholeMemory in
-// host memory written and gathered back, a generated graph's shape, and the rows of an embedding
-// table after one SGD step.  Prints what it checked; exits 1 on any mismatch.
+// host memory written and gathered back, a generated graph's shape, the rows of an embedding
+// table after one SGD step, and the trainer's link scores and pair slots.  Prints what it
+// checked; exits 1 on any mismatch.
 #include <embedding/table.hpp>
 #include <graph/generate.hpp>
+#include <train/trainer.hpp>
 #include <wholememory/allocation.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
@@ -77,6 +79,11 @@ int main() try {
   bool updated = true;
   for (float w : looked_up) updated = updated && w == -1.0f;  // 0 - 0.5 * 2, exact in float32
   check(t.step() == 1 && updated, "embedding: one SGD step from zeros gives -lr * g");
+
+  namespace tr = wholestore::train;
+  // Walks of 2 steps, window 1: (0, 1), (1, 0), (1, 2), (2, 1).
+  check(tr::slots_per_walk(2, 1) == 4 && tr::score_links({3, 1}, {2}, 1).auc == 0.5,
+        "train: pair slots of a walk and ROC-AUC of a hand case");
 
   t.free();
   wm.free();

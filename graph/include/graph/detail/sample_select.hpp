@@ -4,7 +4,8 @@
  *
  * Randomness is counter-based: the draws for node v at hop h are a SplitMix64 stream keyed by
  * node_key(random_seed, h, v), so a node's sample depends only on (random_seed, hop, node,
- * its neighbor list, fanout) and never on which thread, rank or batch handles it.
+ * its neighbor list, fanout) and never on which thread, rank or batch handles it.  draw,
+ * rand_below and mix64 are graph/random.hpp's (public; named here too, as detail::draw etc.):
  *
  *   draw(key, c)         = mix64(key + c * 0x9E3779B97F4A7C15)       (c = 0, 1, 2, ...)
  *   rand_below(x, n)     = high 64 bits of x * n                      (in [0, n))
@@ -27,6 +28,7 @@
  */
 #pragma once
 
+#include <graph/random.hpp>
 #include <wholememory/host_device.hpp>
 
 #include <cmath>
@@ -39,31 +41,17 @@ enum class sample_method { uniform, uniform_with_replacement, weighted };
 
 namespace detail {
 
-constexpr std::uint64_t golden_gamma = 0x9E3779B97F4A7C15ull;
-
-WM_HOST_DEVICE std::uint64_t mix64(std::uint64_t z) {
-  z += golden_gamma;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+// The counter-based generator lives in graph/random.hpp; graph's own code keeps calling it by
+// its detail names.
+using graph::draw;
+using graph::golden_gamma;
+using graph::mix64;
+using graph::rand_below;
 
 /// The key of node `node`'s draws at hop `hop`.
 WM_HOST_DEVICE std::uint64_t node_key(std::uint64_t random_seed, int hop, std::int64_t node) {
   return mix64(mix64(mix64(random_seed) ^ static_cast<std::uint64_t>(hop)) ^
                static_cast<std::uint64_t>(node));
-}
-
-WM_HOST_DEVICE std::uint64_t draw(std::uint64_t key, std::uint64_t c) {
-  return mix64(key + c * golden_gamma);
-}
-
-WM_HOST_DEVICE std::uint64_t rand_below(std::uint64_t x, std::uint64_t n) {
-#if defined(__CUDA_ARCH__)
-  return __umul64hi(x, n);
-#else
-  return static_cast<std::uint64_t>((static_cast<unsigned __int128>(x) * n) >> 64);
-#endif
 }
 
 // Correctly rounded double operations that no compiler fuses.

@@ -1,7 +1,10 @@
 /*
- * The training loop of `wholestore train` (apps/train.cpp reads the config and prints): node
- * embeddings by skip-gram with negative sampling over random-walk windows (DeepWalk,
- * node2vec) or over edges (LINE), scored by link prediction on held-out edges.
+ * The node-embedding trainer as a library call: node embeddings by skip-gram with negative
+ * sampling over random-walk windows (DeepWalk, node2vec) or over edges (LINE), scored by link
+ * prediction on held-out edges.  A workload, not a program: `wholestore train` (apps/train.cpp)
+ * calls train_embeddings, and a binding calls the same function the same way.  Nothing here
+ * reads a config or prints: progress comes back through train_callbacks, results in
+ * train_result, errors as exceptions.
  *
  * The graph (already split: graph/edge_split.hpp) sits in WholeMemory for the walks and the
  * negative sampler; two embedding tables (embedding/table.hpp) hold the input vectors (the
@@ -33,6 +36,13 @@
  * A training graph in distributed memory is walked collectively (DeepWalk only: node2vec with
  * p or q != 1 is refused as a bad setting): every rank walks once per batch, with no walks
  * when its chunk is empty, so the walks, and the embeddings, are those of continuous memory.
+ *
+ * Errors: bad settings throw logic_error naming the setting, on every rank; a run that diverges
+ * throws train_diverged on every rank at the same step.  Checkpoints (checkpoint_dir) are a
+ * directory train owns: state.txt names the last stored epoch, whose tables are
+ * DIR/epoch-N/{input,output}; a directory holding anything else is refused before any change.
+ * train_embeddings is collective over its bootstrap and synchronous: on the GPU path it owns its
+ * streams and waits for them before it returns or throws.
  */
 #pragma once
 
@@ -50,7 +60,7 @@
 #include <string>
 #include <vector>
 
-namespace wholestore::apps {
+namespace wholestore::train {
 
 enum class train_mode { deepwalk, node2vec, line };
 
@@ -148,7 +158,8 @@ struct train_result {
   std::vector<float> embeddings;  ///< rank 0 with keep_embeddings: num_nodes x dim input vectors
 };
 
-/// Progress reports (called on every rank; train.cpp shows rank 0's).
+/// Progress reports (called on every rank, on the calling thread; `wholestore train` shows
+/// rank 0's).
 struct train_callbacks {
   /// After each step: epoch (1-based), step in the epoch (1-based), steps per epoch, the mean
   /// loss of this rank's pairs so far in the epoch.
@@ -168,4 +179,4 @@ train_result train_embeddings(std::shared_ptr<wholememory::bootstrap> bs,
 /// Pair slots per walk: (i, j) with i, j in [0, walk_length], i != j, |i - j| <= window.
 std::uint64_t slots_per_walk(int walk_length, int window);
 
-}  // namespace wholestore::apps
+}  // namespace wholestore::train

@@ -1,21 +1,17 @@
-// The training loop of `wholestore train` (apps/train_loop.hpp) on small graphs, ranks as
-// threads: the same embeddings bit for bit for 1, 2 and 3 ranks and any thread count, in every
-// mode; a graph in distributed memory gives the continuous graph's bits (ranks without slots
-// in a batch included, node2vec too); a run resumed from its checkpoint
-// ends with the same bits as one that never stopped; a node without edges keeps its initial
-// vector; bad settings fail naming the problem; the link-prediction scores against
-// hand-computed cases; the .npy header byte for byte.
+// The node-embedding trainer (train/trainer.hpp) on small graphs, ranks as threads: the same
+// embeddings bit for bit for 1, 2 and 3 ranks and any thread count, in every mode; a graph in
+// distributed memory gives the continuous graph's bits (ranks without slots in a batch
+// included, node2vec too); a run resumed from its checkpoint ends with the same bits as one
+// that never stopped; a node without edges keeps its initial vector; bad settings fail naming
+// the problem; the link-prediction scores against hand-computed cases.
 #include "common/multiprocess.hpp"
 #include "common/temp_dir.hpp"
 
-#include "npy.hpp"
-#include "svg_plot.hpp"
-#include "train_loop.hpp"
-
 #include <embedding/table.hpp>
-#include <graph/detail/sample_select.hpp>
 #include <graph/edge_split.hpp>
 #include <graph/generate.hpp>
+#include <graph/random.hpp>
+#include <train/trainer.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/error.hpp>
 
@@ -40,7 +36,7 @@
 
 namespace {
 
-using namespace wholestore::apps;
+using namespace wholestore::train;
 namespace fs = std::filesystem;
 namespace wg = wholestore::graph;
 
@@ -304,7 +300,7 @@ TEST(Train, NodeWithoutEdgesKeepsItsInitialVector) {
   init.method = wholestore::embedding::init_options::uniform;
   init.a = -0.5 / 4;
   init.b = 0.5 / 4;
-  init.seed = wholestore::graph::detail::mix64(s.seed ^ 0x1f83d9abfb41bd6bull);
+  init.seed = wholestore::graph::mix64(s.seed ^ 0x1f83d9abfb41bd6bull);
   for (std::size_t c = 0; c < 4; ++c) {
     EXPECT_EQ(r.embeddings[3 * 4 + c],
               static_cast<float>(wholestore::embedding::init_value(init, 3, c)))
@@ -541,48 +537,6 @@ TEST(Train, CheckpointDirectoryWithOtherFilesIsRefusedAndKept) {
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"epoch-2", "state.txt"}));
   EXPECT_FALSE(fs::exists(dir.path / "epoch-2" / "input.tmp-killed"));
-}
-
-TEST(Npy, HeaderBytes) {
-  const std::string h = npy_header(4039, 128);
-  ASSERT_GE(h.size(), 10u);
-  EXPECT_EQ(h.substr(0, 6), std::string("\x93NUMPY", 6));
-  EXPECT_EQ(h[6], '\x01');
-  EXPECT_EQ(h[7], '\x00');
-  const std::size_t len =
-      static_cast<unsigned char>(h[8]) | (static_cast<unsigned char>(h[9]) << 8);
-  EXPECT_EQ(len + 10, h.size());
-  EXPECT_EQ(h.size() % 64, 0u);
-  EXPECT_EQ(h.back(), '\n');
-  EXPECT_EQ(h.find("{'descr': '<f4', 'fortran_order': False, 'shape': (4039, 128), }"), 10u);
-  EXPECT_EQ(h.find_first_not_of(' ', h.find('}') + 1), h.size() - 1);  // spaces, then '\n'
-  // The written file: header then the floats, little-endian.
-  const std::string path = temp_dir("npy") + ".npy";
-  const float data[] = {1.0f, -2.5f, 3.25f, 0.0f, 5.0f, 6.0f};
-  write_npy(path, data, 2, 3);
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  ASSERT_NE(f, nullptr);
-  std::string bytes(4096, '\0');
-  bytes.resize(std::fread(&bytes[0], 1, bytes.size(), f));
-  std::fclose(f);
-  const std::string h2 = npy_header(2, 3);
-  ASSERT_EQ(bytes.size(), h2.size() + sizeof data);
-  EXPECT_EQ(bytes.substr(0, h2.size()), h2);
-  EXPECT_EQ(std::memcmp(bytes.data() + h2.size(), data, sizeof data), 0);
-  fs::remove(path);
-}
-
-TEST(Svg, ChartHasBothSeries) {
-  const std::string svg = svg_line_chart("t <1>", "epoch", {"loss", "#111", {1, 2, 3}, {3, 2, 1}},
-                                         {"ROC-AUC", "#222", {1, 3}, {0.5, 0.9}});
-  EXPECT_EQ(svg.rfind("<svg xmlns=", 0), 0u);
-  EXPECT_NE(svg.find("t &lt;1&gt;"), std::string::npos);
-  EXPECT_NE(svg.find("stroke=\"#111\""), std::string::npos);
-  EXPECT_NE(svg.find("stroke=\"#222\""), std::string::npos);
-  EXPECT_NE(svg.find("</svg>"), std::string::npos);
-  // One point only (a one-epoch run) still draws.
-  EXPECT_NE(svg_line_chart("x", "epoch", {"loss", "#111", {1}, {2}}, {}).find("<circle"),
-            std::string::npos);
 }
 
 }  // namespace

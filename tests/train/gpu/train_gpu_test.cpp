@@ -1,4 +1,4 @@
-// The training loop on the GPU (apps/train_loop.hpp, device: gpu): the same embeddings and loss
+// The trainer on the GPU (train/trainer.hpp, use_gpu): the same embeddings and loss
 // curve bit for bit as the CPU path for every mode, with the tables in device memory or in host
 // memory, continuous or chunked (one rank: the output table's gradients by reference, the next
 // batch's walks overlapping the step), for two processes sharing GPU 0, for two GPUs with
@@ -9,10 +9,9 @@
 #include "common/gpu_count.hpp"
 #include "common/multiprocess.hpp"
 
-#include "train_loop.hpp"
-
 #include <graph/edge_split.hpp>
 #include <graph/generate.hpp>
+#include <train/trainer.hpp>
 #include <wholememory/device.hpp>
 
 #include <gtest/gtest.h>
@@ -28,7 +27,7 @@ namespace {
 
 using wholestore_test::gpu_count;
 
-using namespace wholestore::apps;
+using namespace wholestore::train;
 namespace wg = wholestore::graph;
 namespace wm = wholememory;
 
