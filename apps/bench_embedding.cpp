@@ -45,6 +45,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace wholestore::apps {
@@ -178,6 +179,10 @@ struct case_line {
   std::size_t batch = 0, unique = 0;
   double lookup_ms = 0, update_ms = 0;
   double lookup_bytes = 0, update_bytes = 0;
+  /// Several ranks: rank 0's bootstrap rounds per training step (lookup + update) beyond the
+  /// bench's own barriers, and the same case on rank 0's GPU alone in the same run.
+  double rounds_per_step = 0;
+  double solo_lookup_ms = 0, solo_update_ms = 0;
 };
 
 /// The suite's settings, read from the config once (the argument handling of the command).
@@ -288,6 +293,9 @@ settings read_settings(const config& cfg) {
 struct bench_context {
   std::shared_ptr<wm::bootstrap> bs;
   std::shared_ptr<wm::communicator> host_comm, nccl_comm;
+  /// Several ranks: communicators of rank 0 alone (null elsewhere), for the one-GPU figure of
+  /// every case in the same run.
+  std::shared_ptr<wm::communicator> solo_host_comm, solo_nccl_comm;
   int rank = 0, ranks = 1;
   bool lead = true;
   int device = -1;
@@ -365,8 +373,34 @@ double timed_median(const settings& s, wm::bootstrap& bs, Body&& body) {
 
 double gbs(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
 
+/// The lookup's and the update's median ms of table `t` on batch `b` (every rank of `bs`
+/// together).
+std::pair<double, double> time_table(const settings& s, const bench_context& c, emb::table& t,
+                                     const batch_data& b, wm::bootstrap& bs) {
+  auto lookup = [&] {
+    if (s.gpu) {
+      t.lookup(b.indices, b.out, c.stream);
+      sync(c.stream);
+    } else {
+      t.lookup_host(b.indices, b.out, s.threads);
+    }
+  };
+  auto update = [&] {
+    if (s.gpu) {
+      t.apply_gradients(b.indices, b.grad_matrix, s.lr, c.stream);
+      sync(c.stream);
+    } else {
+      t.apply_gradients_host(b.indices, b.grad_matrix, s.lr, s.threads);
+    }
+  };
+  const double lookup_ms = timed_median(s, bs, lookup) * 1e3;
+  return {lookup_ms, timed_median(s, bs, update) * 1e3};
+}
+
 /// Lookup and training step per memory type x location x dtype x dim x optimizer x index
-/// stream x batch size: the suite's main table.
+/// stream x batch size: the suite's main table.  With several ranks each case runs again on
+/// rank 0's GPU alone (its own table of the same shape, the same batch), so the speed-up over
+/// one GPU comes from one run and one binary.
 std::vector<case_line> run_table_cases(const settings& s, const bench_context& c) {
   std::vector<case_line> lines;
   for (auto loc : s.locations) {
@@ -374,6 +408,7 @@ std::vector<case_line> run_table_cases(const settings& s, const bench_context& c
       const bool nccl =
           s.gpu && c.nccl_comm && (!s.host_comm || type == wm::memory_type::distributed);
       auto comm = nccl ? c.nccl_comm : c.host_comm;
+      auto solo_comm = nccl ? c.solo_nccl_comm : c.solo_host_comm;
       for (auto dt : s.dtypes) {
         for (std::size_t dim : s.dims) {
           for (auto opt : s.optimizers) {
@@ -400,24 +435,25 @@ std::vector<case_line> run_table_cases(const settings& s, const bench_context& c
                 line.batch = n;
                 const batch_data b = make_batch(s, c, stream_kind, n, dim, dt);
                 line.unique = b.unique;
-                auto lookup = [&] {
-                  if (s.gpu) {
-                    t.lookup(b.indices, b.out, c.stream);
-                    sync(c.stream);
-                  } else {
-                    t.lookup_host(b.indices, b.out, s.threads);
+                const std::uint64_t rounds_before = comm->get_bootstrap().rounds();
+                std::tie(line.lookup_ms, line.update_ms) = time_table(s, c, t, b, *c.bs);
+                // Less timed_median's own barrier before each timed call (both on c.bs,
+                // which the communicators share), over every call made.
+                const double calls = s.warmup + s.repeats;
+                const double own_barriers =
+                    &comm->get_bootstrap() == c.bs.get() ? 2.0 * s.repeats : 0.0;
+                line.rounds_per_step =
+                    (static_cast<double>(comm->get_bootstrap().rounds() - rounds_before) -
+                     own_barriers) /
+                    calls;
+                if (c.ranks > 1) {
+                  if (solo_comm) {
+                    emb::table solo = emb::table::create(solo_comm, o);
+                    std::tie(line.solo_lookup_ms, line.solo_update_ms) =
+                        time_table(s, c, solo, b, solo_comm->get_bootstrap());
                   }
-                };
-                auto update = [&] {
-                  if (s.gpu) {
-                    t.apply_gradients(b.indices, b.grad_matrix, s.lr, c.stream);
-                    sync(c.stream);
-                  } else {
-                    t.apply_gradients_host(b.indices, b.grad_matrix, s.lr, s.threads);
-                  }
-                };
-                line.lookup_ms = timed_median(s, *c.bs, lookup) * 1e3;
-                line.update_ms = timed_median(s, *c.bs, update) * 1e3;
+                  c.bs->barrier();
+                }
                 const double nn = static_cast<double>(n), u = static_cast<double>(line.unique);
                 line.lookup_bytes = nn * (8 + 2 * e * d);
                 line.update_bytes = nn * (8 + 4 * d) + u * d * (2 * e + 8 * st);
@@ -426,12 +462,20 @@ std::vector<case_line> run_table_cases(const settings& s, const bench_context& c
                   const double lg = gbs(line.lookup_bytes, line.lookup_ms) * c.ranks;
                   const double ug = gbs(line.update_bytes, line.update_ms) * c.ranks;
                   const double cg = c.ceiling * c.ranks / 1e9;
+                  const double rate =
+                      nn * c.ranks / ((line.lookup_ms + line.update_ms) * 1e-3) / 1e6;
                   std::printf(
                       "%-44s %9zu %9zu | %9.3f %9.1f %6.1f%% | %9.3f %9.1f %6.1f%% | %9.3f "
-                      "%9.1f\n",
+                      "%9.1f",
                       line.what.c_str(), n, line.unique, line.lookup_ms, lg, 100.0 * lg / cg,
-                      line.update_ms, ug, 100.0 * ug / cg, line.lookup_ms + line.update_ms,
-                      nn * c.ranks / ((line.lookup_ms + line.update_ms) * 1e-3) / 1e6);
+                      line.update_ms, ug, 100.0 * ug / cg, line.lookup_ms + line.update_ms, rate);
+                  if (c.ranks > 1) {
+                    const double solo =
+                        nn / ((line.solo_lookup_ms + line.solo_update_ms) * 1e-3) / 1e6;
+                    std::printf(" | %9.1f %9.1f %7.2fx %9.1f", rate / c.ranks, solo, rate / solo,
+                                line.rounds_per_step);
+                  }
+                  std::printf("\n");
                   std::fflush(stdout);
                 }
               }
@@ -677,7 +721,10 @@ void write_embedding_report(const std::string& file, const config& cfg, const se
   for (const auto& l : lines) {
     report << "  - {case: \"" << l.what << "\", batch: " << l.batch << ", unique: " << l.unique
            << ", lookup_ms: " << l.lookup_ms << ", update_ms: " << l.update_ms
-           << ", lookup_bytes: " << l.lookup_bytes << ", update_bytes: " << l.update_bytes << "}\n";
+           << ", lookup_bytes: " << l.lookup_bytes << ", update_bytes: " << l.update_bytes
+           << ", rounds_per_step: " << l.rounds_per_step
+           << ", one_gpu_lookup_ms: " << l.solo_lookup_ms
+           << ", one_gpu_update_ms: " << l.solo_update_ms << "}\n";
   }
   report << "cache_cases:" << (cache_lines.empty() ? " []\n" : "\n");
   for (const auto& l : cache_lines) {
@@ -744,11 +791,20 @@ int run_bench_embedding(int argc, char** argv) {
         "(read + write)\n",
         c.ranks, s.gpu ? "GPU" : "CPU", static_cast<unsigned long long>(s.rows), c.ceiling_name,
         c.ceiling / 1e9);
-    std::printf("%-44s %9s %9s | %9s %9s %7s | %9s %9s %7s | %9s %9s\n", "case", "batch", "unique",
+    std::printf("%-44s %9s %9s | %9s %9s %7s | %9s %9s %7s | %9s %9s", "case", "batch", "unique",
                 "lookup ms", "GB/s", "ceil%", "update ms", "GB/s", "ceil%", "step ms", "Mlookup/s");
+    // Several ranks: Mlookup/s is all ranks'; then per rank, rank 0 alone (its GPU) in this run,
+    // the speed-up over it, and bootstrap (TCP) rounds per step.
+    if (c.ranks > 1) std::printf(" | %9s %9s %8s %9s", "per rank", "1 rank", "speedup", "rounds");
+    std::printf("\n");
     std::fflush(stdout);
   }
 
+  if (c.ranks > 1) {  // collective over each communicator: rank 0 alone, the others none
+    const int color = c.rank == 0 ? 0 : -1;
+    c.solo_host_comm = c.host_comm->split(color, 0);
+    if (c.nccl_comm) c.solo_nccl_comm = c.nccl_comm->split(color, 0);
+  }
   const std::vector<case_line> lines = run_table_cases(s, c);
   const std::vector<cache_line> cache_lines = run_cache_cases(s, c);
 #if defined(WHOLESTORE_HAS_CUDA)

@@ -138,74 +138,73 @@ std::string check_scaled_arguments(const table_impl& t, const wholememory::index
   return os.str();
 }
 
-namespace {
-
-/// One rank's published record: fixed fields, then its send count to every rank.
-enum meta_field : std::size_t {
-  meta_error,  // 0 none, 1 bad index, 2 argument error
-  meta_bad_position,
-  meta_bad_value,
-  meta_step,
-  meta_lr_bits,
-  meta_fields
-};
-
-}  // namespace
-
-apply_counts agree_on_apply(const table_impl& t, const char* op, const std::string& local_error,
-                            bad_index bad, const std::vector<std::size_t>& send_counts, float lr) {
+std::vector<std::int64_t> encode_apply_record(const table_impl& t, const std::string& local_error,
+                                              bad_index bad,
+                                              const std::vector<std::size_t>& send_counts,
+                                              float lr) {
   const std::size_t ranks = static_cast<std::size_t>(t.ranks());
-  const std::size_t width = meta_fields + ranks;
-  std::vector<std::int64_t> mine(width, 0), all(width * ranks);
-  mine[meta_error] = !local_error.empty() ? 2 : (bad.position >= 0 ? 1 : 0);
-  mine[meta_bad_position] = bad.position;
-  mine[meta_bad_value] = bad.value;
-  mine[meta_step] = static_cast<std::int64_t>(t.step);
-  std::uint32_t lr_bits = 0;
-  std::memcpy(&lr_bits, &lr, sizeof(lr));
-  mine[meta_lr_bits] = lr_bits;
+  std::vector<std::int64_t> mine(apply_record_fields + ranks, 0);
+  mine[apply_record_error] = !local_error.empty() ? 2 : (bad.position >= 0 ? 1 : 0);
+  mine[apply_record_bad_position] = bad.position;
+  mine[apply_record_bad_value] = bad.value;
+  mine[apply_record_step] = static_cast<std::int64_t>(t.step);
+  mine[apply_record_lr_bits] = lr_bits(lr);
   if (local_error.empty() && bad.position < 0) {
     for (std::size_t r = 0; r < ranks; ++r)
-      mine[meta_fields + r] = static_cast<std::int64_t>(send_counts[r]);
+      mine[apply_record_fields + r] = static_cast<std::int64_t>(send_counts[r]);
   }
-  if (ranks == 1) {
-    all = mine;  // no round trip through the bootstrap's store for a job of one
-  } else {
-    t.comm->get_bootstrap().allgather(mine.data(), all.data(), width * sizeof(std::int64_t));
-  }
+  return mine;
+}
 
+std::int64_t lr_bits(float lr) {
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &lr, sizeof(lr));
+  return bits;
+}
+
+apply_counts decide_apply(const table_impl& t, const char* op, const std::string& local_error,
+                          const std::vector<std::int64_t>& all,
+                          const std::vector<std::size_t>& send_counts) {
+  const std::size_t ranks = static_cast<std::size_t>(t.ranks());
+  const std::size_t width = apply_record_fields + ranks;
   const std::size_t me = static_cast<std::size_t>(t.rank());
   if (!local_error.empty()) WM_FAIL(wholememory::logic_error, local_error);
   const std::string rows_text = std::to_string(t.options.rows);
   for (std::size_t r = 0; r < ranks; ++r) {
     const std::int64_t* rec = all.data() + r * width;
-    if (rec[meta_error] == 0) continue;
-    if (rec[meta_error] == 2) {
+    if (rec[apply_record_error] == 0) continue;
+    if (rec[apply_record_error] == 3 && r == me) {
+      WM_FAIL(wholememory::logic_error, op << ": source row " << rec[apply_record_bad_value]
+                                           << " at position " << rec[apply_record_bad_position]
+                                           << " is outside the source table; nothing was changed");
+    }
+    if (rec[apply_record_error] >= 2) {
       WM_FAIL(wholememory::logic_error, op << ": rank " << r << " passed invalid arguments (its "
                                            << "error names them); nothing was changed");
     }
     if (r == me) {
-      WM_FAIL(wholememory::logic_error, op << ": index " << rec[meta_bad_value] << " at position "
-                                           << rec[meta_bad_position] << " is outside the table of "
-                                           << rows_text
+      WM_FAIL(wholememory::logic_error, op << ": index " << rec[apply_record_bad_value]
+                                           << " at position " << rec[apply_record_bad_position]
+                                           << " is outside the table of " << rows_text
                                            << " rows; nothing was changed on any rank");
     }
-    WM_FAIL(wholememory::logic_error, op << ": rank " << r << " passed index "
-                                         << rec[meta_bad_value] << " at position "
-                                         << rec[meta_bad_position] << ", outside the table of "
-                                         << rows_text << " rows; nothing was changed on any rank");
+    WM_FAIL(wholememory::logic_error,
+            op << ": rank " << r << " passed index " << rec[apply_record_bad_value]
+               << " at position " << rec[apply_record_bad_position] << ", outside the table of "
+               << rows_text << " rows; nothing was changed on any rank");
   }
   for (std::size_t r = 1; r < ranks; ++r) {
     const std::int64_t* rec = all.data() + r * width;
-    if (rec[meta_step] != all[meta_step]) {
+    if (rec[apply_record_step] != all[apply_record_step]) {
       WM_FAIL(wholememory::mismatch_error,
-              op << ": rank " << r << " is at step " << rec[meta_step] << ", rank 0 at step "
-                 << all[meta_step] << "; every rank must call apply_gradients equally often");
+              op << ": rank " << r << " is at step " << rec[apply_record_step]
+                 << ", rank 0 at step " << all[apply_record_step]
+                 << "; every rank must call apply_gradients equally often");
     }
-    if (rec[meta_lr_bits] != all[meta_lr_bits]) {
+    if (rec[apply_record_lr_bits] != all[apply_record_lr_bits]) {
       float theirs, ours;
-      const auto a = static_cast<std::uint32_t>(rec[meta_lr_bits]);
-      const auto b = static_cast<std::uint32_t>(all[meta_lr_bits]);
+      const auto a = static_cast<std::uint32_t>(rec[apply_record_lr_bits]);
+      const auto b = static_cast<std::uint32_t>(all[apply_record_lr_bits]);
       std::memcpy(&theirs, &a, sizeof(float));
       std::memcpy(&ours, &b, sizeof(float));
       WM_FAIL(wholememory::mismatch_error, op << ": rank " << r << " passed learning rate "
@@ -217,8 +216,19 @@ apply_counts agree_on_apply(const table_impl& t, const char* op, const std::stri
   counts.send = send_counts;
   counts.recv.resize(ranks);
   for (std::size_t r = 0; r < ranks; ++r)
-    counts.recv[r] = static_cast<std::size_t>(all[r * width + meta_fields + me]);
+    counts.recv[r] = static_cast<std::size_t>(all[r * width + apply_record_fields + me]);
   return counts;
+}
+
+apply_counts agree_on_apply(const table_impl& t, const char* op, const std::string& local_error,
+                            bad_index bad, const std::vector<std::size_t>& send_counts, float lr) {
+  const std::vector<std::int64_t> mine = encode_apply_record(t, local_error, bad, send_counts, lr);
+  std::vector<std::int64_t> all = mine;
+  if (t.ranks() > 1) {  // no round trip through the bootstrap's store for a job of one
+    all.resize(mine.size() * static_cast<std::size_t>(t.ranks()));
+    t.comm->get_bootstrap().allgather(mine.data(), all.data(), mine.size() * sizeof(std::int64_t));
+  }
+  return decide_apply(t, op, local_error, all, send_counts);
 }
 
 }  // namespace wholestore::embedding::detail

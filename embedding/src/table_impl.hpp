@@ -89,6 +89,34 @@ struct apply_counts {
   std::size_t total_recv() const;
 };
 
+/// One rank's published record of an apply call: these fields, then its send count to every
+/// rank (ranks int64 words in all after the fields).  Error: 0 none, 1 a bad index (position,
+/// value), 2 an argument error (the rank's own message), 3 a bad source row of the scaled form
+/// (position, value).
+enum apply_record_field : std::size_t {
+  apply_record_error,
+  apply_record_bad_position,
+  apply_record_bad_value,
+  apply_record_step,
+  apply_record_lr_bits,
+  apply_record_fields
+};
+
+/// The bits of a learning rate as the record carries them.
+std::int64_t lr_bits(float lr);
+
+/// This rank's record (send counts zero when it has an error).
+std::vector<std::int64_t> encode_apply_record(const table_impl& t, const std::string& local_error,
+                                              bad_index bad,
+                                              const std::vector<std::size_t>& send_counts,
+                                              float lr);
+
+/// The verdict on every rank's record (`all`: ranks records in rank order), as agree_on_apply
+/// states it; returns the agreed counts.
+apply_counts decide_apply(const table_impl& t, const char* op, const std::string& local_error,
+                          const std::vector<std::int64_t>& all,
+                          const std::vector<std::size_t>& send_counts);
+
 /// Every rank publishes its error (argument error or bad index), step, learning rate and send
 /// counts over the bootstrap (one allgather; no CUDA stream involved).  When any rank reported
 /// an error every rank throws logic_error (the rank at fault with its own message, the others

@@ -222,6 +222,29 @@ TEST_P(BootstrapTest, ManyRoundsInARow) {
   });
 }
 
+// rounds() counts every collective of this bootstrap once (what a step's "no bootstrap round"
+// tests and the benchmarks' per-step counts rest on); a split counts its own.
+TEST_P(BootstrapTest, RoundsCountEveryCollective) {
+  run([](std::shared_ptr<bootstrap> bs) {
+    const std::uint64_t start = bs->rounds();
+    std::int64_t word = bs->rank();
+    std::vector<std::int64_t> all(static_cast<std::size_t>(bs->size()));
+    bs->allgather(&word, all.data(), sizeof(word));
+    EXPECT_EQ(bs->rounds(), start + 1);
+    bs->broadcast(&word, sizeof(word), 0);
+    EXPECT_EQ(bs->rounds(), start + 2);
+    bs->barrier();
+    EXPECT_EQ(bs->rounds(), start + 3);
+    for (int i = 0; i < 5; ++i) bs->allgather(&word, all.data(), sizeof(word));
+    EXPECT_EQ(bs->rounds(), start + 8);
+    std::unique_ptr<bootstrap> half = bs->split(bs->rank() % 2, 0);
+    const std::uint64_t after_split = bs->rounds();
+    half->barrier();
+    EXPECT_EQ(bs->rounds(), after_split) << "the split's rounds are its own";
+    EXPECT_GE(half->rounds(), 1u);
+  });
+}
+
 TEST_P(BootstrapTest, SplitByParity) {
   const int n = ranks();
   run([n](std::shared_ptr<bootstrap> bs) {

@@ -229,19 +229,27 @@ train_result trainer::run(const train_callbacks& cb) {
   return result;
 }
 
+bool trainer::on_device_totals() const {
+  return s_.use_gpu && bs_->size() > 1 && comm_->get_backend() == wm::backend::nccl;
+}
+
 void trainer::check_step(int epoch, std::uint64_t b, float lr, const step_totals& st,
                          std::size_t step_pairs) {
   struct totals {
     std::int64_t loss;
     std::uint64_t nonfinite, pairs;
   } mine{st.loss_units, st.nonfinite, step_pairs};
-  std::vector<totals> all(static_cast<std::size_t>(bs_->size()));
-  bs_->allgather(&mine, all.data(), sizeof(totals));
   totals sum{0, 0, 0};
-  for (const totals& x : all) {
-    sum.loss += x.loss;
-    sum.nonfinite += x.nonfinite;
-    sum.pairs += x.pairs;
+  if (st.summed) {  // summed on the device by step_gpu
+    sum = {st.all_loss_units, st.all_nonfinite, st.all_pairs};
+  } else {
+    std::vector<totals> all(static_cast<std::size_t>(bs_->size()));
+    bs_->allgather(&mine, all.data(), sizeof(totals));
+    for (const totals& x : all) {
+      sum.loss += x.loss;
+      sum.nonfinite += x.nonfinite;
+      sum.pairs += x.pairs;
+    }
   }
   const double mean =
       sum.pairs ? static_cast<double>(sum.loss) / loss_unit / static_cast<double>(sum.pairs) : 0;

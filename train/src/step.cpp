@@ -55,13 +55,15 @@ trainer::step_totals trainer::step_gpu(float lr, const std::function<void()>& wh
   } else {
     tg = static_cast<float*>(d_target_grads_.reserve_discard((nt + 1) * dim * 4, device_));
   }
-  // Word 0: the loss units; word 1: the first bad row position (~0: none); word 2: the pairs
-  // with non-finite scores.
-  auto* totals = static_cast<long long*>(d_totals_.reserve_discard(3 * 8, device_));
-  copy_async(totals, totals_init, sizeof(totals_init));
+  // Words 0-2: this rank's loss units, pairs with non-finite scores, pairs; word 3: the first
+  // bad row position (~0: none); words 4-6: words 0-2 summed over the ranks (on_device_totals).
+  auto* totals = static_cast<long long*>(d_totals_.reserve_discard(totals_words * 8, device_));
+  const long long init[4] = {0, 0, static_cast<long long>(n), -1};
+  // From pageable memory: staged at once, no wait for the stream.
+  copy_async(totals, init, sizeof(init));
   embedding::sgns_batch b{nullptr, nullptr, n, s_.negatives, dim, cg, tg, nullptr};
   b.loss_units = totals;
-  b.nonfinite_pairs = reinterpret_cast<unsigned long long*>(totals + 2);
+  b.nonfinite_pairs = reinterpret_cast<unsigned long long*>(totals + 1);
   b.loss_scale = loss_unit;
   b.target_coefs = tc;
   mark(0);
@@ -73,7 +75,7 @@ trainer::step_totals trainer::step_gpu(float lr, const std::function<void()>& wh
     tb.center_rows = ci;
     tb.target_rows = ti;
     tb.out = b;
-    tb.first_bad = reinterpret_cast<unsigned long long*>(totals + 1);
+    tb.first_bad = reinterpret_cast<unsigned long long*>(totals + 3);
     embedding::sgns_gradients_from_tables(tb, stream_);
   } else {
     auto* cr = static_cast<float*>(d_center_rows_.reserve_discard((n + 1) * dim * 4, device_));
@@ -89,7 +91,7 @@ trainer::step_totals trainer::step_gpu(float lr, const std::function<void()>& wh
   // The tables check their indices on the device into the same word and skip their updates
   // once it is set, so nothing waits before the loss comes back.
   embedding::apply_options checked;
-  checked.deferred_check = reinterpret_cast<unsigned long long*>(totals + 1);
+  checked.deferred_check = reinterpret_cast<unsigned long long*>(totals + 3);
   // One rank: the input table's call runs on its own stream from here, beside the output
   // table's; only its row writes wait for the output update (which reads the input rows by
   // reference).  Several ranks keep one stream: both calls exchange over one communicator,
@@ -125,18 +127,30 @@ trainer::step_totals trainer::step_gpu(float lr, const std::function<void()>& wh
   }
   mark(4);
   record_event(pairs_free_[use_], stream_);  // the next assemble into this set may write
+  // Several ranks over NCCL: the step's totals summed on the stream, which is also the step's
+  // fence (no rank's next lookups start before every rank's updates are done) and replaces the
+  // bootstrap round check_step makes otherwise.
+  const bool on_device = on_device_totals();
+  if (on_device) comm_->allreduce_sum_agreed(totals, totals + 4, 3, wm::dtype::int64, stream_);
   while_running();
-  long long host_totals[3] = {0, 0, 0};
+  long long host_totals[totals_words] = {};
   copy_async(host_totals, totals, sizeof(host_totals));
   sync();
   add_phase_times();
   // The fused read and the tables' deferred checks share the word; the SGNS step reads
   // every center and target before either update, so a bad row stops both updates.
-  WM_EXPECTS(host_totals[1] == -1,
+  WM_EXPECTS(host_totals[3] == -1,
              "train: a row index outside its table at position "
-                 << static_cast<unsigned long long>(host_totals[1])
+                 << static_cast<unsigned long long>(host_totals[3])
                  << " of the batch's pairs; neither table was changed by this batch");
-  return {host_totals[0], static_cast<std::uint64_t>(host_totals[2])};
+  step_totals out{host_totals[0], static_cast<std::uint64_t>(host_totals[1])};
+  if (on_device) {
+    out.summed = true;
+    out.all_loss_units = host_totals[4];
+    out.all_nonfinite = static_cast<std::uint64_t>(host_totals[5]);
+    out.all_pairs = static_cast<std::uint64_t>(host_totals[6]);
+  }
+  return out;
 }
 
 void trainer::mark(int i) {

@@ -111,7 +111,16 @@ class trainer {
   struct step_totals {
     std::int64_t loss_units = 0;
     std::uint64_t nonfinite = 0;
+    /// Summed over the ranks on the device already (on_device_totals): check_step needs no
+    /// bootstrap round.
+    bool summed = false;
+    std::int64_t all_loss_units = 0;
+    std::uint64_t all_nonfinite = 0, all_pairs = 0;
   };
+
+  // Whether the GPU step sums its totals over the ranks on the stream (several ranks, an NCCL
+  // communicator): the step then makes no bootstrap round.
+  bool on_device_totals() const;
 
   // One step on this rank's assembled pairs.
   // `while_running` starts the next batch's assembly: on the GPU path once this step is
@@ -163,7 +172,8 @@ class trainer {
   // The loss of untrained tables per positive pair: (1 + K) ln 2 (output vectors are zeros).
   double untrained_loss() const { return (1.0 + s_.negatives) * std::log(2.0); }
 
-  // The ranks' step totals combined (an allgather: also the step's barrier); throws
+  // The ranks' step totals combined (summed on the device by step_gpu over NCCL, else an
+  // allgather over the bootstrap: either is also the step's barrier); throws
   // train_diverged on every rank when a pair's score was not finite or the step's mean loss
   // per pair passed divergence_factor times the untrained loss (scores are clamped, so the
   // loss of tables blowing up grows towards about 30 times the untrained loss, never past
@@ -236,7 +246,7 @@ class trainer {
   wm::device_buffer d_centers_[2], d_targets_[2];
   wm::device_buffer d_starts_, d_walks_, d_draws_, d_center_rows_, d_target_rows_, d_center_grads_,
       d_target_grads_, d_target_coefs_, d_totals_;
-  static constexpr long long totals_init[3] = {0, -1, 0};
+  static constexpr int totals_words = 7;  // step_gpu's layout of d_totals_
 };
 
 }  // namespace wholestore::train::detail

@@ -47,6 +47,7 @@ class seed_bootstrap : public wholememory::bootstrap {
   std::chrono::milliseconds timeout() const override { return wholememory::default_timeout(); }
 
   void allgather(const void* send, void* recv, std::size_t bytes) override {
+    count_round();
     std::vector<std::uint64_t> sizes(size());
     std::uint64_t mine = bytes;
     all_to_all_same(&mine, sizeof(mine), sizes.data());
@@ -59,7 +60,10 @@ class seed_bootstrap : public wholememory::bootstrap {
     }
     all_to_all_same(send, bytes, recv);
   }
-  void barrier() override { cc_->Barrier(ranks_arg(), static_cast<int>(members_.size())); }
+  void barrier() override {
+    count_round();
+    cc_->Barrier(ranks_arg(), static_cast<int>(members_.size()));
+  }
 
   std::unique_ptr<bootstrap> split(int color, int key) override {
     int mine[3] = {color, key, members_[rank_]};

@@ -85,17 +85,20 @@ class tcp_bootstrap final : public bootstrap {
   bool broken() const override { return !broken_.empty(); }
 
   void allgather(const void* send, void* recv, std::size_t bytes) override {
+    count_round();
     exchange(collective_op::allgather, ++seq_, bytes, 0, send, bytes, recv,
              bytes * static_cast<std::size_t>(size_));
   }
 
   void broadcast(void* buffer, std::size_t bytes, int root) override {
     // Only the root's bytes travel; the others declare the size for the agreement check.
+    count_round();
     exchange(collective_op::broadcast, ++seq_, bytes, root, buffer, rank_ == root ? bytes : 0,
              buffer, bytes);
   }
 
   void barrier() override {
+    count_round();
     exchange(collective_op::barrier, ++seq_, 0, 0, nullptr, 0, nullptr, 0);
   }
 

@@ -173,16 +173,19 @@ class thread_bootstrap final : public bootstrap {
   bool broken() const override { return group_->broken(); }
 
   void allgather(const void* send, void* recv, std::size_t bytes) override {
+    count_round();
     group_->run_round(rank_, {collective_op::allgather, 0, bytes, 0}, send, bytes, recv);
   }
 
   void broadcast(void* buffer, std::size_t bytes, int root) override {
     // Only the root's bytes are needed; the others still declare the size for the check.
+    count_round();
     group_->run_round(rank_, {collective_op::broadcast, 0, bytes, root}, buffer,
                       rank_ == root ? bytes : 0, buffer);
   }
 
   void barrier() override {
+    count_round();
     group_->run_round(rank_, {collective_op::barrier, 0, 0, 0}, nullptr, 0, nullptr);
   }
 

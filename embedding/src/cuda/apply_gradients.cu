@@ -1,8 +1,13 @@
 // apply_gradients: the GPU path.
 //
 //   1. route: check every index (the first bad position by atomicMin), note each entry's owner
-//      and count entries per owner; one wait brings the counts and the check to the host
-//   2. agree: the counts, errors, step and learning rate go round the bootstrap (no stream)
+//      and count entries per owner
+//   2. agree: every rank's record (its error, first bad index, step, learning rate and send
+//      counts) goes to every rank: on an NCCL communicator by one allgather on the stream
+//      (the record written by a kernel from the route's counts), then the one host wait of the
+//      call; otherwise the route's counts come to the host and the records go round the
+//      bootstrap.  No bootstrap round on the NCCL path: its exchanges below use the agreed
+//      forms of the collectives, their counts having crossed in the records
 //   3. sender: stable radix sort of the entries by owner (values: positions), then pack the
 //      global rows and float32 gradient rows in bucket order.  One rank: nothing is packed
 //      unless the gradients must become float32; the kernels read the caller's rows in place
@@ -84,10 +89,12 @@ struct gpu_workspace {
   wholememory::device_buffer sorted_rows;  // uint32, ascending
   wholememory::device_buffer order;        // uint32 received position per sorted slot
   wholememory::device_buffer sort_temp;
+  wholememory::device_buffer records;  // int64: this rank's apply record, then every rank's
   runs_workspace runs;
   std::vector<unsigned long long> host_flags;
   pinned_scratch host_send_keys, host_recv_keys;  // host-communicator staging
   pinned_scratch host_send_grads, host_recv_grads;
+  pinned_scratch host_records;  // every rank's apply record
 };
 
 void destroy_gpu_workspace(gpu_workspace* ws) noexcept { delete ws; }
@@ -304,11 +311,14 @@ void exchange(table_impl& t, gpu_workspace& ws, const apply_counts& counts, std:
   const auto* send_grads = ws.send_grads.data_as<float>();
   wholememory::communicator& comm = *t.comm;
   if (comm.get_backend() == wholememory::backend::nccl) {
-    comm.alltoallv(send_keys, counts.send.data(), send_displs.data(), recv_keys, counts.recv.data(),
-                   recv_displs.data(), wholememory::dtype::int64, stream);
-    comm.alltoallv(send_grads, scaled(counts.send, dim).data(), scaled(send_displs, dim).data(),
-                   recv_grads, scaled(counts.recv, dim).data(), scaled(recv_displs, dim).data(),
-                   wholememory::dtype::float32, stream);
+    // The counts crossed in the agreement's records: no argument round.
+    comm.alltoallv_agreed(send_keys, counts.send.data(), send_displs.data(), recv_keys,
+                          counts.recv.data(), recv_displs.data(), wholememory::dtype::int64,
+                          stream);
+    comm.alltoallv_agreed(send_grads, scaled(counts.send, dim).data(),
+                          scaled(send_displs, dim).data(), recv_grads,
+                          scaled(counts.recv, dim).data(), scaled(recv_displs, dim).data(),
+                          wholememory::dtype::float32, stream);
     return;
   }
   // Host communicator (ranks sharing a GPU): through page-locked host memory.  The own
@@ -385,7 +395,7 @@ struct source_check {
 std::uint64_t* route(const table_impl& t, gpu_workspace& ws,
                      const wholememory::index_array& indices, cudaStream_t stream, bad_index& bad,
                      std::vector<std::size_t>& send_counts, source_check* sources = nullptr,
-                     unsigned long long* deferred = nullptr) {
+                     unsigned long long* deferred = nullptr, bool on_device = false) {
   const int ranks = t.ranks(), device = ws.device;
   const std::size_t n = indices.count;
   // Per-owner counts, the first bad index, the first bad source row.
@@ -422,6 +432,7 @@ std::uint64_t* route(const table_impl& t, gpu_workspace& ws,
     send_counts[0] = n;
     return keys;
   }
+  if (on_device) return keys;  // agree_on_device reads the flags where they are
   ws.host_flags.resize(ranks + 2);
   WM_CUDA_TRY(cudaMemcpyAsync(ws.host_flags.data(), flags, (ranks + 2) * sizeof(unsigned long long),
                               cudaMemcpyDeviceToHost, stream));
@@ -440,6 +451,80 @@ std::uint64_t* route(const table_impl& t, gpu_workspace& ws,
     for (int r = 0; r < ranks; ++r) send_counts[r] = ws.host_flags[r];
   }
   return keys;
+}
+
+/// This rank's apply record (apply_record_field) from the route's flags (per-owner counts, first
+/// bad index, first bad source row) and the host's fields; one thread.
+__global__ void fill_apply_record(std::int64_t* record, const unsigned long long* flags, int ranks,
+                                  bool routed, bool argument_error, std::int64_t step,
+                                  std::int64_t lr_bits, const void* idx, bool idx32,
+                                  const void* src_idx, bool src32) {
+  auto value_at = [](const void* p, bool narrow, unsigned long long i) -> std::int64_t {
+    return narrow ? static_cast<const std::int32_t*>(p)[i] : static_cast<const std::int64_t*>(p)[i];
+  };
+  for (int r = 0; r < ranks; ++r) record[apply_record_fields + r] = 0;
+  record[apply_record_error] = 0;
+  record[apply_record_bad_position] = -1;
+  record[apply_record_bad_value] = 0;
+  record[apply_record_step] = step;
+  record[apply_record_lr_bits] = lr_bits;
+  if (argument_error) {
+    record[apply_record_error] = 2;
+    return;
+  }
+  if (!routed) return;  // no entries
+  const unsigned long long bad = flags[ranks], bad_source = flags[ranks + 1];
+  if (bad != no_bad_index) {
+    record[apply_record_error] = 1;
+    record[apply_record_bad_position] = static_cast<std::int64_t>(bad);
+    record[apply_record_bad_value] = value_at(idx, idx32, bad);
+    return;
+  }
+  if (src_idx != nullptr && bad_source != no_bad_index) {
+    record[apply_record_error] = 3;
+    record[apply_record_bad_position] = static_cast<std::int64_t>(bad_source);
+    record[apply_record_bad_value] = value_at(src_idx, src32, bad_source);
+    return;
+  }
+  for (int r = 0; r < ranks; ++r)
+    record[apply_record_fields + r] = static_cast<std::int64_t>(flags[r]);
+}
+
+/// Whether step 2 runs on the device: several ranks on an NCCL communicator.
+bool agrees_on_device(const table_impl& t) {
+  return t.ranks() > 1 && t.comm->get_backend() == wholememory::backend::nccl;
+}
+
+/// Step 2 on an NCCL communicator: this rank's record written on the device, every rank's
+/// gathered by one allgather on `stream`, one wait (the communicator's, under its timeout), then
+/// decide_apply as agree_on_apply does.  `routed`: route ran with on_device over n > 0 entries
+/// (its flags hold the counts); `local_error`: this rank's argument error.
+apply_counts agree_on_device(table_impl& t, gpu_workspace& ws, const char* op,
+                             const std::string& local_error, bool routed,
+                             const wholememory::index_array& indices,
+                             const wholememory::index_array* source_rows, float lr,
+                             cudaStream_t stream) {
+  const int ranks = t.ranks();
+  const std::size_t width = apply_record_fields + static_cast<std::size_t>(ranks);
+  auto* records = reserve<std::int64_t>(ws.records, width * (ranks + 1), ws.device);
+  const bool with_sources = routed && source_rows != nullptr;
+  fill_apply_record<<<1, 1, 0, stream>>>(
+      records, ws.flags.data_as<unsigned long long>(), ranks, routed, !local_error.empty(),
+      static_cast<std::int64_t>(t.step), lr_bits(lr), indices.data,
+      indices.type == wholememory::dtype::int32, with_sources ? source_rows->data : nullptr,
+      with_sources && source_rows->type == wholememory::dtype::int32);
+  WM_CUDA_CHECK_LAUNCH(stream);
+  t.comm->allgather_agreed(records, records + width, width, wholememory::dtype::int64, stream);
+  auto* host = ws.host_records.reserve<std::int64_t>(width * ranks);
+  WM_CUDA_TRY(cudaMemcpyAsync(host, records + width, width * ranks * sizeof(std::int64_t),
+                              cudaMemcpyDeviceToHost, stream));
+  t.comm->synchronize(stream);
+  const std::vector<std::int64_t> all(host, host + width * ranks);
+  std::vector<std::size_t> send_counts(static_cast<std::size_t>(ranks), 0);
+  const std::int64_t* mine = all.data() + width * static_cast<std::size_t>(t.rank());
+  for (int r = 0; r < ranks; ++r)
+    send_counts[r] = static_cast<std::size_t>(mine[apply_record_fields + r]);
+  return decide_apply(t, op, local_error, all, send_counts);
 }
 
 /// Step 5 on the m received entries (global rows recv_keys; `args` says where their gradient
@@ -506,20 +591,30 @@ void table::apply_gradients(const wholememory::index_array& indices,
   std::vector<std::size_t> send_counts(ranks, 0);
   std::uint64_t* keys = nullptr;
   std::optional<wholememory::device_guard> guard;
-  if (error.empty()) {
+  // On an NCCL communicator the ranks agree on the device (the workspace is needed for that
+  // even when this rank's arguments are wrong); a rank whose device fails here cannot join and
+  // the others end in the communicator's timeout.
+  const bool on_device = detail::agrees_on_device(t);
+  bool routed = false;
+  if (error.empty() || on_device) {
     try {
       device = detail::rank_device(t);
       guard.emplace(device);
       detail::gpu_workspace& ws = detail::workspace(t, device);
-      if (n > 0) {
-        keys = detail::route(t, ws, indices, stream, bad, send_counts, nullptr, deferred);
+      if (n > 0 && error.empty()) {
+        keys =
+            detail::route(t, ws, indices, stream, bad, send_counts, nullptr, deferred, on_device);
+        routed = true;
       }
     } catch (const std::exception& e) {
-      error = std::string(op) + ": " + e.what();
+      if (error.empty()) error = std::string(op) + ": " + e.what();
     }
   }
   // 2. Every rank learns of every error before anything changes.
-  const detail::apply_counts counts = detail::agree_on_apply(t, op, error, bad, send_counts, lr);
+  const detail::apply_counts counts =
+      on_device && t.gpu
+          ? detail::agree_on_device(t, *t.gpu, op, error, routed, indices, nullptr, lr, stream)
+          : detail::agree_on_apply(t, op, error, bad, send_counts, lr);
   const std::size_t m = ranks == 1 ? n : counts.total_recv();
   WM_EXPECTS(m <= std::numeric_limits<std::uint32_t>::max(),
              op << ": " << m << " gradient rows reached rank " << t.rank()
@@ -588,11 +683,14 @@ void table::apply_scaled_gradients(const wholememory::index_array& indices,
   table_view source_view;
   bool source_aligned16 = false;
   std::optional<wholememory::device_guard> guard;
-  if (error.empty()) {
+  const bool on_device = detail::agrees_on_device(t);
+  bool routed = false;
+  if (error.empty() || on_device) {
     try {
       device = detail::rank_device(t);
       guard.emplace(device);
       detail::gpu_workspace& ws = detail::workspace(t, device);
+      if (!error.empty()) throw std::logic_error("");  // only the workspace was needed
       source_view = grads.source->view(device);
       // One rank (checked): the source's own part is the whole table, rows follow at whole
       // multiples of the row size.
@@ -603,7 +701,9 @@ void table::apply_scaled_gradients(const wholememory::index_array& indices,
         sources.grads = &grads;
         sources.source_table_rows = static_cast<std::int64_t>(grads.source->rows());
         sources.out = detail::reserve<std::uint64_t>(ws.source_keys, n, device);
-        keys = detail::route(t, ws, indices, stream, bad, send_counts, &sources, deferred);
+        keys =
+            detail::route(t, ws, indices, stream, bad, send_counts, &sources, deferred, on_device);
+        routed = true;
         if (sources.bad.position >= 0 && bad.position < 0) {
           error = std::string(op) + ": source row " + std::to_string(sources.bad.value) +
                   " at position " + std::to_string(sources.bad.position) +
@@ -612,11 +712,15 @@ void table::apply_scaled_gradients(const wholememory::index_array& indices,
         }
       }
     } catch (const std::exception& e) {
-      error = std::string(op) + ": " + e.what();
+      if (error.empty()) error = std::string(op) + ": " + e.what();
     }
   }
   // 2. Every rank learns of every error before anything changes.
-  detail::agree_on_apply(t, op, error, bad, send_counts, lr);
+  if (on_device && t.gpu) {
+    detail::agree_on_device(t, *t.gpu, op, error, routed, indices, &grads.source_rows, lr, stream);
+  } else {
+    detail::agree_on_apply(t, op, error, bad, send_counts, lr);
+  }
   t.step += 1;
   if (n == 0) return;
 

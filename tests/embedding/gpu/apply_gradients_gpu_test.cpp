@@ -363,6 +363,117 @@ TEST(GpuApply, AnOutOfRangeIndexNamesItAndChangesNothingOnAnyRank) {
   }
 }
 
+// The NCCL path agrees on the device (the ranks' records gathered by one NCCL allgather, no
+// bootstrap round): a bad index, a wrong argument or another learning rate on one rank still
+// fails every rank with the same words as the bootstrap's agreement and changes nothing; the
+// next good call goes on; empty calls advance the step.  On 2, 3 and 4 GPUs where present.
+TEST(GpuApply, OnNcclABadCallOnOneRankFailsEveryRankAndChangesNothing) {
+  EMBED_REQUIRE_GPUS(2);
+  for (int ranks = 2; ranks <= std::min(4, gpu_count()); ++ranks) {
+    run_gpu_ranks(ranks, rank_setup::own_gpu_nccl, [](gpu_rank& g) {
+      const bool culprit = g.comm->rank() == g.comm->size() - 1;
+      for (memory_type type : {memory_type::continuous, memory_type::distributed}) {
+        const table_options o =
+            options_for(optimizer_kind::adam, dtype::float32, 33, type, memory_location::device, 4);
+        table tb = table::create(g.comm, o);
+        batch good = global_batch(4, 0, 40, test_rows, 33);
+        apply_slice_gpu(tb, good, 0, 40, dtype::int64, dtype::float32, 0.1f, g);
+        const own_content before = own_content_of(tb);
+        batch b = global_batch(4, 1, 40, test_rows, 33);
+        if (culprit) b.index[17] = test_rows + 3;
+        try {
+          apply_slice_gpu(tb, b, 0, 40, dtype::int64, dtype::float32, 0.1f, g);
+          ADD_FAILURE() << "no error for the bad index";
+        } catch (const wholememory::logic_error& e) {
+          const std::string what = e.what();
+          const std::string want =
+              culprit ? "index " + std::to_string(test_rows + 3) + " at position 17 is outside"
+                      : "rank " + std::to_string(g.comm->size() - 1) + " passed index " +
+                            std::to_string(test_rows + 3) + " at position 17";
+          EXPECT_NE(what.find(want), std::string::npos) << what;
+        }
+        EXPECT_TRUE(own_content_of(tb) == before) << "a bad index changed rows";
+        // An argument error on the last rank (gradients of another width).
+        try {
+          if (culprit) {
+            std::vector<float> grads(40 * 7, 1.0f);
+            wholememory::device_buffer d_grads(grads.size() * 4, g.device);
+            std::vector<std::int64_t> idx(40, 1);
+            wholememory::device_buffer d_idx(idx.size() * 8, g.device);
+            WM_CUDA_TRY(cudaMemcpy(d_idx.data(), idx.data(), idx.size() * 8, cudaMemcpyDefault));
+            tb.apply_gradients(wholememory::index_array{d_idx.data(), dtype::int64, 40},
+                               wholememory::dense_matrix{d_grads.data(), dtype::float32, 40, 7, 7},
+                               0.1f, g.stream);
+          } else {
+            apply_slice_gpu(tb, b, 0, 40, dtype::int64, dtype::float32, 0.1f, g);
+          }
+          ADD_FAILURE() << "no error for the argument error";
+        } catch (const wholememory::logic_error& e) {
+          const std::string what = e.what();
+          if (!culprit) {
+            EXPECT_NE(what.find("passed invalid arguments"), std::string::npos) << what;
+          }
+        }
+        EXPECT_TRUE(own_content_of(tb) == before) << "an argument error changed rows";
+        // Another learning rate on the last rank.
+        try {
+          apply_slice_gpu(tb, good, 0, 40, dtype::int64, dtype::float32, culprit ? 0.2f : 0.1f, g);
+          ADD_FAILURE() << "no error for differing learning rates";
+        } catch (const wholememory::mismatch_error& e) {
+          EXPECT_NE(std::string(e.what()).find("learning rate"), std::string::npos) << e.what();
+        }
+        EXPECT_TRUE(own_content_of(tb) == before) << "a learning-rate mismatch changed rows";
+        // Empty calls advance the step; a good call goes on from there.
+        tb.apply_gradients(wholememory::index_array{nullptr, dtype::int64, 0},
+                           wholememory::dense_matrix{nullptr, dtype::float32, 0, 33, 33}, 0.1f,
+                           g.stream);
+        const std::uint64_t step = tb.step();
+        apply_slice_gpu(tb, good, 0, 40, dtype::int64, dtype::float32, 0.1f, g);
+        EXPECT_EQ(tb.step(), step + 1);
+        EXPECT_FALSE(own_content_of(tb) == before);
+      }
+    });
+  }
+}
+
+// The steady state of a multi-rank step over NCCL makes no bootstrap (TCP) round: the
+// records cross in an NCCL allgather and the exchanges use the agreed collectives (issue 34).
+// The first call counts too: nothing is agreed over the bootstrap when the workspace is made.
+TEST(GpuApply, OnNcclUpdatesMakeNoBootstrapRound) {
+  EMBED_REQUIRE_GPUS(2);
+  for (int ranks = 2; ranks <= std::min(4, gpu_count()); ++ranks) {
+    run_gpu_ranks(ranks, rank_setup::own_gpu_nccl, [](gpu_rank& g) {
+      for (memory_type type :
+           {memory_type::continuous, memory_type::chunked, memory_type::distributed}) {
+        const table_options o = options_for(optimizer_kind::adagrad, dtype::float32, 40, type,
+                                            memory_location::device, 9);
+        table tb = table::create(g.comm, o);
+        g.comm->get_bootstrap().barrier();  // table creation's own rounds are done
+        const std::uint64_t before = g.comm->get_bootstrap().rounds();
+        for (int s = 0; s < 3; ++s) {
+          batch b = global_batch(9, s, 300, test_rows, 40);
+          auto [first, last] = slice(300, g.comm->size(), g.comm->rank(), s);
+          apply_slice_gpu(tb, b, first, last, dtype::int64, dtype::float32, 0.1f, g);
+        }
+        EXPECT_EQ(g.comm->get_bootstrap().rounds(), before)
+            << wholememory::memory_type_name(type) << ", " << g.comm->size() << " ranks";
+      }
+    });
+  }
+}
+
+// Three and four ranks over NCCL (one GPU each) against the CPU path, bit for bit.
+TEST(GpuApply, ThreeAndFourRanksOverNcclMatchTheCpuPathBitForBit) {
+  EMBED_REQUIRE_GPUS(3);
+  for (int ranks = 3; ranks <= std::min(4, gpu_count()); ++ranks) {
+    for (memory_type type : {memory_type::continuous, memory_type::distributed}) {
+      run_gpu_ranks(ranks, rank_setup::own_gpu_nccl, [type](gpu_rank& g) {
+        every_optimizer_matches_the_cpu_path(g, type, memory_location::device);
+      });
+    }
+  }
+}
+
 TEST(GpuApply, DeferredCheckGivesTheCheckedBitsAndABadIndexStopsEveryUpdateOnTheWord) {
   EMBED_REQUIRE_GPUS(1);
   run_gpu_ranks(1, rank_setup::shared_gpu_host, [](gpu_rank& g) {

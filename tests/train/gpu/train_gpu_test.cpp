@@ -22,6 +22,8 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -148,6 +150,52 @@ TEST(TrainGpu, TwoGpusDistributedTablesSameBitsAsOneCpuRank) {
     if (lead) expect_same(cpu, gpu, "2 GPUs, distributed tables");
   });
   EXPECT_TRUE(result.all_ok()) << "a GPU rank failed";
+}
+
+// Continuous and chunked tables with one GPU per rank go over NCCL; the step's loss totals are
+// then summed on the device (no bootstrap round a step), which is also the step's fence.  Two,
+// three and four GPUs where present, each against one CPU rank bit for bit, loss curve
+// included; and a diverging run still stops every rank at the same step.
+TEST(TrainGpu, GpusOverNcclSameBitsAsOneCpuRankAndStopTogetherOnDivergence) {
+  if (gpu_count() < 2) GTEST_SKIP() << "needs 2 CUDA devices, " << gpu_count() << " visible";
+  for (int ranks = 2; ranks <= std::min(4, gpu_count()); ++ranks) {
+    for (wm::memory_type type : {wm::memory_type::continuous, wm::memory_type::chunked}) {
+      const auto result =
+          wholestore_test::fork_ranks(ranks, [&](std::shared_ptr<wm::bootstrap> bs) {
+            const wg::edge_split split = make_split();
+            train_settings s = settings(train_mode::deepwalk);
+            const bool lead = bs->rank() == 0;
+            train_result cpu;
+            if (lead) cpu = run(1, split, s);
+            s.use_gpu = true;
+            s.graph_location = wm::memory_location::device;
+            s.table_location = wm::memory_location::device;
+            s.table_type = type;
+            const train_result gpu = train_embeddings(bs, split, s);
+            if (lead) {
+              expect_same(
+                  cpu, gpu,
+                  std::to_string(ranks) + " GPUs, " + wm::memory_type_name(type) + " tables");
+            }
+            s.optimizer.kind = wholestore::embedding::optimizer_kind::sgd;
+            s.lr = 1000.0f;
+            std::string message;
+            try {
+              train_embeddings(bs, split, s);
+            } catch (const train_diverged& e) {
+              message = e.what();
+            }
+            EXPECT_EQ(message.rfind("training diverged at epoch 1, step ", 0), 0u) << message;
+            // Every rank stops at the same step: rank 0's words on every rank.
+            std::vector<char> mine(512, 0), all(512 * static_cast<std::size_t>(bs->size()));
+            std::copy_n(message.begin(), std::min<std::size_t>(message.size(), 511), mine.begin());
+            bs->allgather(mine.data(), all.data(), mine.size());
+            for (int r = 1; r < bs->size(); ++r)
+              EXPECT_EQ(std::string(all.data() + 512 * r), std::string(all.data())) << "rank " << r;
+          });
+      EXPECT_TRUE(result.all_ok()) << ranks << " GPUs, a rank failed";
+    }
+  }
 }
 
 // A graph in distributed memory on the GPU path: train gives it an NCCL communicator and the

@@ -16,6 +16,7 @@
  */
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -90,6 +91,19 @@ class bootstrap {
 
   /// Allgather of byte strings of any length per rank (lengths may differ).
   std::vector<std::string> allgatherv(const std::string& mine);
+
+  /// The collectives (allgather, broadcast, barrier rounds) this bootstrap has made so far,
+  /// counted by the built-in bootstraps.  A multi-rank training step should make none in its
+  /// steady state: benchmarks print the count per step and tests assert that it stays put.
+  /// Not collective.
+  std::uint64_t rounds() const { return rounds_.load(std::memory_order_relaxed); }
+
+ protected:
+  /// An implementation calls this once per collective round it makes.
+  void count_round() { rounds_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::uint64_t> rounds_{0};
 };
 
 /// Runs this rank's part of one phase of a collective call, `body`, then exchanges every

@@ -80,6 +80,27 @@ class communicator {
   /// Element-wise sum over all ranks; `send` may equal `recv`.
   virtual void allreduce_sum(const void* send, void* recv, std::size_t count, dtype type,
                              cudaStream_t stream) = 0;
+  /// The same collectives for arguments every rank already holds agreed (counts that crossed in
+  /// an earlier collective of this communicator, a size fixed by an object the ranks made
+  /// together): no per-call argument round.  The checked forms make one on the NCCL backend (a
+  /// bootstrap allgather of a call descriptor, and one of the counts matrix for alltoallv), a
+  /// TCP round trip that a multi-rank training step cannot afford several times.  Arguments
+  /// that differ after all give wrong results or a timeout, not mismatch_error.  The host
+  /// backend's checks are cheap: there these are the checked calls.
+  virtual void allgather_agreed(const void* send, void* recv, std::size_t count, dtype type,
+                                cudaStream_t stream) {
+    allgather(send, recv, count, type, stream);
+  }
+  virtual void alltoallv_agreed(const void* send, const std::size_t* send_counts,
+                                const std::size_t* send_displs, void* recv,
+                                const std::size_t* recv_counts, const std::size_t* recv_displs,
+                                dtype type, cudaStream_t stream) {
+    alltoallv(send, send_counts, send_displs, recv, recv_counts, recv_displs, type, stream);
+  }
+  virtual void allreduce_sum_agreed(const void* send, void* recv, std::size_t count, dtype type,
+                                    cudaStream_t stream) {
+    allreduce_sum(send, recv, count, type, stream);
+  }
   /// Waits for the collectives enqueued on `stream` to finish, failing with timeout_error
   /// (and aborting the communicator) when a peer does not complete within timeout().  The
   /// host backend returns at once.

@@ -241,7 +241,17 @@ class nccl_communicator final : public communicator {
 
   void allgather(const void* send, void* recv, std::size_t count, dtype type,
                  cudaStream_t stream) override {
-    check_call(op_code::allgather, static_cast<int>(type), count, -1);
+    allgather_impl(send, recv, count, type, stream, true);
+  }
+
+  void allgather_agreed(const void* send, void* recv, std::size_t count, dtype type,
+                        cudaStream_t stream) override {
+    allgather_impl(send, recv, count, type, stream, false);
+  }
+
+  void allgather_impl(const void* send, void* recv, std::size_t count, dtype type,
+                      cudaStream_t stream, bool check) {
+    check_call(op_code::allgather, static_cast<int>(type), count, -1, nullptr, nullptr, check);
     if (count == 0) return;
     WM_EXPECTS(send != nullptr && recv != nullptr,
                "allgather of " << count << " elements needs send and receive buffers");
@@ -256,10 +266,24 @@ class nccl_communicator final : public communicator {
   void alltoallv(const void* send, const std::size_t* send_counts, const std::size_t* send_displs,
                  void* recv, const std::size_t* recv_counts, const std::size_t* recv_displs,
                  dtype type, cudaStream_t stream) override {
+    alltoallv_impl(send, send_counts, send_displs, recv, recv_counts, recv_displs, type, stream,
+                   true);
+  }
+
+  void alltoallv_agreed(const void* send, const std::size_t* send_counts,
+                        const std::size_t* send_displs, void* recv, const std::size_t* recv_counts,
+                        const std::size_t* recv_displs, dtype type, cudaStream_t stream) override {
+    alltoallv_impl(send, send_counts, send_displs, recv, recv_counts, recv_displs, type, stream,
+                   false);
+  }
+
+  void alltoallv_impl(const void* send, const std::size_t* send_counts,
+                      const std::size_t* send_displs, void* recv, const std::size_t* recv_counts,
+                      const std::size_t* recv_displs, dtype type, cudaStream_t stream, bool check) {
     WM_EXPECTS(send_counts != nullptr && send_displs != nullptr && recv_counts != nullptr &&
                    recv_displs != nullptr,
                "alltoallv needs send and receive counts and displacements (" << size() << " each)");
-    check_call(op_code::alltoallv, static_cast<int>(type), 0, -1, send_counts, recv_counts);
+    check_call(op_code::alltoallv, static_cast<int>(type), 0, -1, send_counts, recv_counts, check);
     const std::size_t element = dtype_size(type);
     const int me = rank();
     device_guard guard(device_);
@@ -296,7 +320,17 @@ class nccl_communicator final : public communicator {
 
   void allreduce_sum(const void* send, void* recv, std::size_t count, dtype type,
                      cudaStream_t stream) override {
-    check_call(op_code::allreduce_sum, static_cast<int>(type), count, -1);
+    allreduce_sum_impl(send, recv, count, type, stream, true);
+  }
+
+  void allreduce_sum_agreed(const void* send, void* recv, std::size_t count, dtype type,
+                            cudaStream_t stream) override {
+    allreduce_sum_impl(send, recv, count, type, stream, false);
+  }
+
+  void allreduce_sum_impl(const void* send, void* recv, std::size_t count, dtype type,
+                          cudaStream_t stream, bool check) {
+    check_call(op_code::allreduce_sum, static_cast<int>(type), count, -1, nullptr, nullptr, check);
     ncclDataType_t nccl_type = nccl_arith_type(type);
     if (count == 0) return;
     WM_EXPECTS(send != nullptr && recv != nullptr,
@@ -500,13 +534,14 @@ class nccl_communicator final : public communicator {
   }
 
   /// Agrees with every rank on the collective about to be enqueued; mismatch_error on every
-  /// rank when they disagree.
+  /// rank when they disagree.  `check` false (the *_agreed calls): the sequence number moves
+  /// on, the round is left out.
   void check_call(op_code op, int type, std::size_t count, int root,
                   const std::size_t* send_counts = nullptr,
-                  const std::size_t* recv_counts = nullptr) {
+                  const std::size_t* recv_counts = nullptr, bool check = true) {
     expect_alive();
     const std::uint64_t seq = seq_++;
-    if (!checks_) return;
+    if (!checks_ || !check) return;
     const int n = size();
     call_descriptor mine{};
     mine.seq = seq;
