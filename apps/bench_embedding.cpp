@@ -72,6 +72,9 @@ const std::vector<config_key> bench_embedding_schema = {
     {"cpu_batches", value_kind::string, "16384,65536", "indices per rank per call, no GPU"},
     {"types", value_kind::string, "continuous", "memory types"},
     {"locations", value_kind::string, "device", "memory locations (host only without a GPU)"},
+    {"exchange", value_kind::string, "peer",
+     "how several GPUs move gradient rows to their owners: `peer` (written once into buffers "
+     "every GPU of the host maps, read by the owners) or `collective` (NCCL all-to-all)"},
     {"lr", value_kind::number, "0.01", "learning rate"},
     {"comm", value_kind::string, "auto",
      "communicator of continuous and chunked tables on GPU runs: `auto` (NCCL when every rank "
@@ -188,6 +191,7 @@ struct case_line {
 /// The suite's settings, read from the config once (the argument handling of the command).
 struct settings {
   bool gpu = false;
+  emb::table_options::exchange_kind exchange = emb::table_options::exchange_kind::peer;
   std::uint64_t rows = 0;
   std::vector<std::size_t> dims, batches;
   std::vector<wm::dtype> dtypes;
@@ -242,6 +246,13 @@ settings read_settings(const config& cfg) {
     throw config_error(std::string("dtypes/optimizers/types/locations: ") + e.what());
   }
   if (!s.gpu && s.locations.empty()) s.locations.push_back(wm::memory_location::host);
+  const std::string exchange = cfg.get_string("exchange");
+  if (exchange == "collective") {
+    s.exchange = emb::table_options::exchange_kind::collective;
+  } else if (exchange != "peer") {
+    throw config_error("exchange must be peer or collective, got '" + exchange + "' (" +
+                       cfg.origin.at("exchange") + ")");
+  }
   s.streams = list("streams");
   for (const auto& k : s.streams)
     if (k != "uniform" && k != "powerlaw")
@@ -421,6 +432,7 @@ std::vector<case_line> run_table_cases(const settings& s, const bench_context& c
             o.init.method = emb::init_options::uniform;
             o.init.seed = s.seed;
             o.optimizer.kind = opt;
+            o.exchange = s.exchange;
             emb::table t = emb::table::create(comm, o);
             const double e = static_cast<double>(wm::dtype_size(dt));
             const double st = state_per_element(opt, dim);

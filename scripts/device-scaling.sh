@@ -12,6 +12,7 @@
 #   RANKS='1 4' ...                                # the GPU counts (default 1 2 4)
 #   TRAIN_RANKS='1 4' ...                          # the trainer's (default: RANKS)
 #   VARIANT='NAME=value' ...                       # each multi-GPU run again with that env
+#   BENCH_VARIANT='--set exchange=collective' ...  # each multi-GPU bench again with these args
 #   BASE_SRC=.device-base ...                      # an older tree's binary, built and run
 #                                                  # before ours at every N (A/B in one call)
 set -uo pipefail
@@ -80,6 +81,11 @@ if want embedding; then
     step "embedding bench, $n GPU(s)"
     on_ranks "$b" "$n" "emb-$n" "${emb[@]}"
     grep -E 'adam|case' "$out/emb-$n.log" | head -20
+    if [ -n "${BENCH_VARIANT:-}" ] && [ "$n" -gt 1 ]; then
+      step "embedding bench, $n GPU(s), $BENCH_VARIANT"
+      on_ranks "$b" "$n" "emb-args-$n" "${emb[@]}" $BENCH_VARIANT
+      grep -E 'adam' "$out/emb-args-$n.log" | head -20
+    fi
     if [ -n "${VARIANT:-}" ] && [ "$n" -gt 1 ]; then
       step "embedding bench, $n GPU(s), $VARIANT"
       (export $VARIANT; on_ranks "$b" "$n" "emb-variant-$n" "${emb[@]}")

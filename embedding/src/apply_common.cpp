@@ -5,6 +5,7 @@
 #include <embedding/detail/optimizer_update.hpp>
 #include <wholememory/error.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -117,10 +118,13 @@ std::string check_scaled_arguments(const table_impl& t, const wholememory::index
   } else if (grads.source->options().type == wholememory::memory_type::distributed) {
     os << op << ": the source table is in distributed memory, whose rows this rank cannot "
        << "read in place; use apply_gradients with the gradient rows";
-  } else if (t.ranks() > 1 || grads.source->comm().size() > 1) {
-    os << op << " runs on tables of one rank for now (this table has " << t.ranks()
-       << ", the source " << grads.source->comm().size()
-       << "); use apply_gradients with the gradient rows";
+  } else if (grads.source->comm().size() != t.ranks()) {
+    os << op << ": the source table is spread over " << grads.source->comm().size()
+       << " rank(s), this table over " << t.ranks() << "; they must share their ranks";
+  } else if (t.ranks() > 1 && grads.source->comm().topology().num_hosts > 1) {
+    os << op << ": the source table's ranks span " << grads.source->comm().topology().num_hosts
+       << " hosts, so its rows are not all mapped on this rank; use apply_gradients with the "
+          "gradient rows";
   } else if (grads.group == 0) {
     os << op << ": scaled_rows::group must be at least 1";
   } else if (src.type != dtype::int32 && src.type != dtype::int64) {
@@ -215,8 +219,14 @@ apply_counts decide_apply(const table_impl& t, const char* op, const std::string
   apply_counts counts;
   counts.send = send_counts;
   counts.recv.resize(ranks);
-  for (std::size_t r = 0; r < ranks; ++r)
+  for (std::size_t r = 0; r < ranks; ++r) {
     counts.recv[r] = static_cast<std::size_t>(all[r * width + apply_record_fields + me]);
+    std::size_t sent = 0;
+    for (std::size_t d = 0; d < ranks; ++d)
+      sent += static_cast<std::size_t>(all[r * width + apply_record_fields + d]);
+    counts.sent_by.push_back(sent);
+    counts.most_sent = std::max(counts.most_sent, sent);
+  }
   return counts;
 }
 

@@ -167,6 +167,7 @@ std::vector<option_field> option_fields(const table_options& o) {
       field("optimizer.eps", field_kind::floating, op.eps),
       field("optimizer.alpha", field_kind::floating, op.alpha),
       field("optimizer.initial_accumulator", field_kind::floating, op.initial_accumulator),
+      field("exchange", field_kind::integer, static_cast<int>(o.exchange)),
   };
 }
 

@@ -84,8 +84,10 @@ std::string check_scaled_arguments(const table_impl& t, const wholememory::index
 
 /// Entries each rank sends to this one, and this rank to each, agreed by all ranks.
 struct apply_counts {
-  std::vector<std::size_t> send;  ///< to rank r
-  std::vector<std::size_t> recv;  ///< from rank r
+  std::vector<std::size_t> send;     ///< to rank r
+  std::vector<std::size_t> recv;     ///< from rank r
+  std::vector<std::size_t> sent_by;  ///< entries every rank passed (decide_apply)
+  std::size_t most_sent = 0;         ///< the largest of them
   std::size_t total_recv() const;
 };
 

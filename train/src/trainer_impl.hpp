@@ -130,10 +130,11 @@ class trainer {
 
   // The output table takes its gradients by reference (coefficient x the pair's center row
   // of the input table, recomputed during its update: table::apply_scaled_gradients) where
-  // that is built: one rank, continuous or chunked tables.  Elsewhere the SGNS step writes the
-  // gradient rows.  The bits are the same either way.
+  // the input table's rows are all mapped: continuous or chunked tables on one host, any rank
+  // count (several ranks send each target entry to its owner as 12 bytes instead of a row).
+  // Elsewhere the SGNS step writes the gradient rows.  The bits are the same either way.
   bool output_by_reference() const {
-    return bs_->size() == 1 && s_.table_type != wm::memory_type::distributed;
+    return s_.table_type != wm::memory_type::distributed && comm_->topology().num_hosts == 1;
   }
 
   // The GPU step; returns the batch's loss in loss units.  Continuous and chunked tables are

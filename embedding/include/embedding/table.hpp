@@ -23,7 +23,8 @@
  *
  * apply_scaled_gradients takes the gradient rows by reference (coefficient x a row of another
  * float32 table, recomputed with one rounding as the update reads it): the same result as
- * apply_gradients of the materialized rows, without writing them (one rank for now).
+ * apply_gradients of the materialized rows, without writing them; with several ranks each
+ * entry crosses to its owner as (source row, coefficient), 12 bytes instead of a row.
  *
  * Collective calls: create, free, apply_gradients*, apply_scaled_gradients, and on distributed
  * memory lookup* and scatter_rows* (every rank of the communicator calls, with its own possibly
@@ -104,6 +105,14 @@ struct table_options {
   wholememory::memory_location location = wholememory::memory_location::host;
   init_options init;
   optimizer_options optimizer;
+  /// How a multi-rank GPU update moves gradient rows to the ranks that own them, when every
+  /// rank is on one host and the communicator is NCCL: `peer`, each rank writes its rows once
+  /// into a buffer every rank of the host maps and the owners read them during their update
+  /// (no all-to-all, no sort by owner); `collective`, NCCL's all-to-all of rows sorted by
+  /// owner.  Several hosts, a host communicator and the scaled form always take the
+  /// collective.  The same bits either way; agreed at create (the same on every rank).
+  enum class exchange_kind { peer, collective };
+  exchange_kind exchange = exchange_kind::peer;
 };
 
 /// Rows [begin, end) of a table.
@@ -263,8 +272,10 @@ class table {
   /// and its position) makes every rank throw logic_error with the table, state and step
   /// unchanged.  The exchange uses NCCL on device buffers for an NCCL communicator and stages
   /// through host memory for a host communicator.  Synchronizes `stream` once after the index
-  /// check (the per-owner counts come back to the host), and for a host communicator with
-  /// several ranks once more to stage the exchange; the update itself is left enqueued:
+  /// check (every rank's counts and verdict come back to the host: on an NCCL communicator in
+  /// one allgather on `stream`, with no bootstrap round; on a host communicator over the
+  /// bootstrap), and for a host communicator with several ranks once more to stage the
+  /// exchange; the update itself is left enqueued:
   /// `indices` and `grads` must stay valid until `stream` has passed this call.  A table of
   /// one rank with apply_options::deferred_check waits for nothing and leaves the check's
   /// verdict in that word instead of throwing.  Throws logic_error in a build without CUDA.
@@ -278,12 +289,14 @@ class table {
   /// updates the output table this way before it updates the input table).  Everything is
   /// checked before anything changes: as apply_gradients, plus the source table (float32,
   /// this table's dim, continuous or chunked) and every source row (one outside the source
-  /// table names the row and its position).  For now the table and the source must be of
-  /// one rank (else logic_error naming the rank counts, on every rank, nothing changed);
-  /// docs/architecture.md says how several ranks would exchange (coefficient, source row)
-  /// instead of rows.  Collective, synchronizes like apply_gradients (once, after the checks;
-  /// not at all with apply_options::deferred_check); throws logic_error in a build without
-  /// CUDA.
+  /// table names the row and its position).  The source must be spread over the same ranks
+  /// (else logic_error on every rank, nothing changed).  With several ranks each entry goes to
+  /// the owner of its target row as (key, source row, coefficient) and the owner reads the
+  /// source row in place (every row of a continuous or chunked table is mapped on every rank
+  /// of a host): every rank's update of this table must end before any rank changes the
+  /// source, which a collective call on the source (its apply_gradients) ensures.
+  /// Collective, synchronizes like apply_gradients (once, after the checks; not at all with
+  /// apply_options::deferred_check on one rank); throws logic_error in a build without CUDA.
   void apply_scaled_gradients(const wholememory::index_array& indices, const scaled_rows& grads,
                               float lr, cudaStream_t stream, const apply_options& options = {});
   /// CPU path of apply_gradients: host-location tables, host buffers, `threads` threads, the

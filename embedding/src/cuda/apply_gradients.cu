@@ -22,6 +22,7 @@
 #include "update_rows.hpp"
 
 #include <embedding/table.hpp>
+#include <wholememory/allocation.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/convert.hpp>
 #include <wholememory/cuda_check.hpp>
@@ -31,10 +32,12 @@
 
 #include <cuda_runtime.h>
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_select.cuh>
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,6 +74,22 @@ class pinned_scratch {
   std::size_t bytes_ = 0;
 };
 
+/// The peer exchange (table_options::exchange_kind::peer): one part per rank of a chunked device
+/// allocation that every rank of the host maps; a rank writes its entries' global rows
+/// (`capacity` uint64 keys) and float32 gradient rows there in its own order, and each owner
+/// reads the entries of its rows from every part during its update.  Grown collectively (every
+/// rank knows every rank's count from the apply records) to a power of two; a call that fits
+/// allocates nothing and makes no bootstrap round.
+struct peer_exchange {
+  wholememory::allocation memory;
+  std::size_t capacity = 0;  // entries per part, 2^shift
+  int shift = 0;
+  std::vector<std::uint64_t*> keys;        // per rank, this process's address of its keys
+  std::vector<float*> rows;                // per rank, its rows
+  wholememory::device_buffer sender_rows;  // the `rows` pointers on the device
+  wholememory::device_buffer word;         // int32 for the barriers (an NCCL allreduce)
+};
+
 struct gpu_workspace {
   int device = -1;
   wholememory::device_buffer row_begin;    // int64, ranks + 1
@@ -90,6 +109,12 @@ struct gpu_workspace {
   wholememory::device_buffer order;        // uint32 received position per sorted slot
   wholememory::device_buffer sort_temp;
   wholememory::device_buffer records;  // int64: this rank's apply record, then every rank's
+  wholememory::device_buffer recv_source_rows;  // uint64, the scaled form's received entries
+  wholememory::device_buffer recv_coefs;        // float32, likewise
+  std::unique_ptr<peer_exchange> peer;
+  wholememory::device_buffer peer_positions;  // uint32: a sender's entries this rank owns
+  wholememory::device_buffer peer_slots;      // uint32: (sender << shift) | position
+  wholememory::device_buffer select_count;    // int: DeviceSelect's count
   runs_workspace runs;
   std::vector<unsigned long long> host_flags;
   pinned_scratch host_send_keys, host_recv_keys;  // host-communicator staging
@@ -220,6 +245,59 @@ __global__ void pack_rows(const GradT* grads, std::size_t grad_stride, std::size
   }
 }
 
+/// The scaled form's entries for their owners: slot k takes entry perm[k]'s key and, as three
+/// 4-byte words, its global source row (low, high) and its coefficient's bits (12 bytes an
+/// entry cross the link instead of a 4 * dim-byte gradient row).
+__global__ void pack_scaled(std::size_t n, const std::uint32_t* perm, const std::uint64_t* keys,
+                            const std::uint64_t* source_rows, const float* coefs,
+                            std::uint64_t* out_keys, std::uint32_t* out_words) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t k = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
+       k += stride) {
+    const std::size_t e = perm[k];
+    out_keys[k] = keys[e];
+    const std::uint64_t src = source_rows[e];
+    out_words[3 * k] = static_cast<std::uint32_t>(src);
+    out_words[3 * k + 1] = static_cast<std::uint32_t>(src >> 32);
+    out_words[3 * k + 2] = __float_as_uint(coefs[e]);
+  }
+}
+
+/// The received scaled entries back into a source row and a coefficient each.
+__global__ void unpack_scaled(std::size_t m, const std::uint32_t* words, std::uint64_t* source_rows,
+                              float* coefs) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < m;
+       i += stride) {
+    source_rows[i] = static_cast<std::uint64_t>(words[3 * i]) |
+                     (static_cast<std::uint64_t>(words[3 * i + 1]) << 32);
+    coefs[i] = __uint_as_float(words[3 * i + 2]);
+  }
+}
+
+/// Whether key k is one of [begin, end) (DeviceSelect's predicate over a sender's positions).
+struct owned_entry {
+  const std::uint64_t* keys;
+  std::uint64_t begin, end;
+  __device__ __forceinline__ bool operator()(std::uint32_t i) const {
+    const std::uint64_t k = keys[i];
+    return k >= begin && k < end;
+  }
+};
+
+/// A sender's owned entries (positions) as local rows and slots (sender << shift | position).
+__global__ void peer_entries(const std::uint64_t* keys, const std::uint32_t* positions,
+                             std::size_t count, std::uint32_t sender, int shift,
+                             std::uint64_t begin, std::uint32_t* local_rows, std::uint32_t* slots) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t k = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < count;
+       k += stride) {
+    const std::uint32_t pos = positions[k];
+    local_rows[k] = static_cast<std::uint32_t>(keys[pos] - begin);
+    slots[k] = (sender << shift) | pos;
+  }
+}
+
 template <typename IndexT>
 void launch_route(const void* idx, std::size_t n, const table_impl& t, gpu_workspace& ws,
                   std::uint64_t* keys, std::uint32_t* owner, unsigned long long* counts,
@@ -301,10 +379,12 @@ std::vector<std::size_t> scaled(std::vector<std::size_t> v, std::size_t factor) 
   return v;
 }
 
-/// Sends the packed rows to their owners; returns the received keys and rows on the device.
-void exchange(table_impl& t, gpu_workspace& ws, const apply_counts& counts, std::size_t n,
-              std::uint64_t* recv_keys, float* recv_grads, cudaStream_t stream) {
-  const std::size_t dim = t.options.dim, m = counts.total_recv();
+/// Sends the packed keys and rows of `dim` 4-byte words (ws.send_keys, ws.send_grads) to their
+/// owners; returns the received keys and rows on the device.
+void exchange_rows(table_impl& t, gpu_workspace& ws, const apply_counts& counts, std::size_t n,
+                   std::size_t dim, std::uint64_t* recv_keys, float* recv_grads,
+                   cudaStream_t stream) {
+  const std::size_t m = counts.total_recv();
   const std::vector<std::size_t> send_displs = displacements(counts.send);
   const std::vector<std::size_t> recv_displs = displacements(counts.recv);
   const auto* send_keys = ws.send_keys.data_as<std::uint64_t>();
@@ -366,6 +446,12 @@ void exchange(table_impl& t, gpu_workspace& ws, const apply_counts& counts, std:
   // The host buffers are read by the copies above: they must end before the next call's
   // staging overwrites them.
   WM_CUDA_TRY(cudaStreamSynchronize(stream));
+}
+
+/// exchange_rows of gradient rows (the table's dim).
+void exchange(table_impl& t, gpu_workspace& ws, const apply_counts& counts, std::size_t n,
+              std::uint64_t* recv_keys, float* recv_grads, cudaStream_t stream) {
+  exchange_rows(t, ws, counts, n, t.options.dim, recv_keys, recv_grads, stream);
 }
 
 /// Element `position` of an index list wherever it lives (read only on error).
@@ -527,6 +613,10 @@ apply_counts agree_on_device(table_impl& t, gpu_workspace& ws, const char* op,
   return decide_apply(t, op, local_error, all, send_counts);
 }
 
+void finish_update(table_impl& t, gpu_workspace& ws, const std::uint32_t* sorted_rows,
+                   const std::uint32_t* order, std::size_t m, update_rows_args args, float lr,
+                   int device, cudaStream_t stream);
+
 /// Step 5 on the m received entries (global rows recv_keys; `args` says where their gradient
 /// rows are, and carries the caller's gate and event): local 32-bit rows, sorted stably, then
 /// every touched row's update.
@@ -545,6 +635,14 @@ void update_received(table_impl& t, gpu_workspace& ws, const std::uint64_t* recv
   sort_positions(ws, local_rows, sorted_rows, order, m,
                  bits_for(static_cast<std::uint64_t>(own.size())), stream,
                  /*filled=*/true);
+  finish_update(t, ws, sorted_rows, order, m, args, lr, device, stream);
+}
+
+/// The update of m sorted entries (sorted_rows ascending, order: each one's received
+/// position); ws.positions holds 0, 1, ..., m - 1.
+void finish_update(table_impl& t, gpu_workspace& ws, const std::uint32_t* sorted_rows,
+                   const std::uint32_t* order, std::size_t m, update_rows_args args, float lr,
+                   int device, cudaStream_t stream) {
   args.sorted_rows = sorted_rows;
   args.order = order;
   args.positions = ws.positions.data_as<std::uint32_t>();
@@ -555,6 +653,116 @@ void update_received(table_impl& t, gpu_workspace& ws, const std::uint64_t* recv
   args.state1 = t.state.size() > 1 ? static_cast<float*>(t.state[1].local_part().ptr) : nullptr;
   args.params = make_update_params(t.options.optimizer, lr, t.step);
   launch_update_rows(t.options.dtype, t.options.optimizer.kind, args, ws.runs, device, stream);
+}
+
+/// Whether a multi-rank update of this table goes through the peer exchange.
+bool uses_peer_exchange(const table_impl& t) {
+  return t.ranks() > 1 && t.options.exchange == table_options::exchange_kind::peer &&
+         t.comm->get_backend() == wholememory::backend::nccl && t.comm->topology().num_hosts == 1;
+}
+
+/// An all-ranks fence on `stream` (an NCCL allreduce of one word: it completes on a rank only
+/// once every rank's stream has reached it), with no bootstrap round.
+void peer_barrier(table_impl& t, peer_exchange& px, cudaStream_t stream) {
+  t.comm->allreduce_sum_agreed(px.word.data(), px.word.data(), 1, wholememory::dtype::int32,
+                               stream);
+}
+
+/// The peer exchange with room for `most` entries a rank, grown (collectively: every rank
+/// passes the same `most`, from the records) when smaller; nullptr when the slots would not fit
+/// 32 bits (the collective path then serves the call, on every rank alike).
+peer_exchange* peer_for(table_impl& t, gpu_workspace& ws, std::size_t most, int device) {
+  const int ranks = t.ranks();
+  if (ws.peer && ws.peer->capacity >= most) return ws.peer.get();
+  int shift = 10;
+  while ((std::size_t{1} << shift) < most) ++shift;
+  if ((static_cast<std::uint64_t>(ranks) << shift) > (std::uint64_t{1} << 32)) return nullptr;
+  ws.peer.reset();  // every rank's stream has passed the last call's closing barrier
+  auto px = std::make_unique<peer_exchange>();
+  px->shift = shift;
+  px->capacity = std::size_t{1} << shift;
+  const std::size_t dim = t.options.dim;
+  const std::size_t rows_offset = (px->capacity * sizeof(std::uint64_t) + 255) / 256 * 256;
+  const std::size_t part = rows_offset + px->capacity * dim * sizeof(float);
+  wholememory::allocation_options o;
+  o.part_bytes.assign(static_cast<std::size_t>(ranks), part);
+  o.name = "embedding update exchange";
+  px->memory = wholememory::allocation::create(t.comm, part * static_cast<std::size_t>(ranks),
+                                               wholememory::memory_type::chunked,
+                                               wholememory::memory_location::device, o);
+  for (int r = 0; r < ranks; ++r) {
+    char* base = static_cast<char*>(px->memory.part(r).ptr);
+    WM_EXPECTS(base != nullptr, "the update exchange's part of rank " << r << " is not mapped");
+    px->keys.push_back(reinterpret_cast<std::uint64_t*>(base));
+    px->rows.push_back(reinterpret_cast<float*>(base + rows_offset));
+  }
+  px->sender_rows = wholememory::device_buffer(ranks * sizeof(float*), device);
+  WM_CUDA_TRY(cudaMemcpy(px->sender_rows.data(), px->rows.data(), ranks * sizeof(float*),
+                         cudaMemcpyHostToDevice));
+  px->word = wholememory::device_buffer(sizeof(std::int32_t), device);
+  WM_CUDA_TRY(cudaMemset(px->word.data(), 0, sizeof(std::int32_t)));
+  ws.peer = std::move(px);
+  return ws.peer.get();
+}
+
+/// Steps 3 to 5 through the peer exchange: this rank's n entries into its part (keys and
+/// float32 rows, its own order), a fence, then its owned entries of every sender (in sender
+/// order, each sender's in its order: global batch order) sorted by row and updated with the
+/// rows read where the senders wrote them; a closing fence before any part is written again.
+void apply_through_peers(table_impl& t, gpu_workspace& ws, peer_exchange& px,
+                         const apply_counts& counts, const wholememory::dense_matrix& grads,
+                         std::size_t n, const std::uint64_t* keys, update_rows_args args, float lr,
+                         int device, cudaStream_t stream) {
+  const int ranks = t.ranks(), me = t.rank();
+  if (n > 0) launch_pack(grads, n, nullptr, keys, px.keys[me], px.rows[me], stream);
+  peer_barrier(t, px, stream);
+  const std::size_t m = counts.total_recv();
+  if (m > 0) {
+    const row_range own = t.own();
+    const std::vector<std::size_t> displs = displacements(counts.recv);
+    std::size_t most = 0;
+    for (std::size_t c : counts.sent_by) most = std::max(most, c);
+    auto* positions = reserve<std::uint32_t>(ws.positions, std::max(most, m), device);
+    fill_positions<<<grid_for(std::max(most, m)), block_threads, 0, stream>>>(positions,
+                                                                              std::max(most, m));
+    WM_CUDA_CHECK_LAUNCH(stream);
+    auto* owned = reserve<std::uint32_t>(ws.peer_positions, m, device);
+    auto* local_rows = reserve<std::uint32_t>(ws.local_rows, m, device);
+    auto* slots = reserve<std::uint32_t>(ws.peer_slots, m, device);
+    int* selected = reserve<int>(ws.select_count, 1, device);
+    for (int s = 0; s < ranks; ++s) {
+      const std::size_t c = counts.recv[s];
+      if (c == 0) continue;
+      const owned_entry pred{px.keys[s], own.begin, own.end};
+      const auto items = static_cast<int>(counts.sent_by[s]);
+      std::size_t temp_bytes = 0;
+      WM_CUDA_TRY(cub::DeviceSelect::If(nullptr, temp_bytes, positions, owned + displs[s], selected,
+                                        items, pred, stream));
+      void* temp = ws.sort_temp.reserve_discard(std::max<std::size_t>(temp_bytes, 1), device);
+      WM_CUDA_TRY(cub::DeviceSelect::If(temp, temp_bytes, positions, owned + displs[s], selected,
+                                        items, pred, stream));
+      peer_entries<<<grid_for(c), block_threads, 0, stream>>>(
+          px.keys[s], owned + displs[s], c, static_cast<std::uint32_t>(s), px.shift, own.begin,
+          local_rows + displs[s], slots + displs[s]);
+      WM_CUDA_CHECK_LAUNCH(stream);
+    }
+    // Stable: ties keep sender order, then each sender's order.
+    auto* sorted_rows = reserve<std::uint32_t>(ws.sorted_rows, m, device);
+    auto* order = reserve<std::uint32_t>(ws.order, m, device);
+    const int end_bit = bits_for(static_cast<std::uint64_t>(own.size()));
+    std::size_t temp_bytes = 0;
+    WM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, local_rows, sorted_rows, slots,
+                                                order, m, 0, end_bit, stream));
+    void* temp = ws.sort_temp.reserve_discard(std::max<std::size_t>(temp_bytes, 1), device);
+    WM_CUDA_TRY(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, local_rows, sorted_rows, slots,
+                                                order, m, 0, end_bit, stream));
+    args.grads = px.rows[me];  // the alignment checks' sample: every part is laid out alike
+    args.grad_stride = t.options.dim;
+    args.sender_rows = px.sender_rows.data_as<const float*>();
+    args.slot_shift = px.shift;
+    finish_update(t, ws, sorted_rows, order, m, args, lr, device, stream);
+  }
+  peer_barrier(t, px, stream);
 }
 
 }  // namespace
@@ -621,6 +829,14 @@ void table::apply_gradients(const wholememory::index_array& indices,
                 << " in one call; at most 2^32 - 1 are supported");
   t.step += 1;
   detail::gpu_workspace& ws = *t.gpu;
+  if (detail::uses_peer_exchange(t)) {
+    if (detail::peer_exchange* px = detail::peer_for(t, ws, counts.most_sent, device)) {
+      detail::update_rows_args args;
+      args.update_after = options.update_after;
+      detail::apply_through_peers(t, ws, *px, counts, grads, n, keys, args, lr, device, stream);
+      return;
+    }
+  }
 
   // 3 and 4. Received rows in rank order (one rank: the caller's rows in its order).
   std::uint64_t* recv_keys = nullptr;
@@ -692,8 +908,10 @@ void table::apply_scaled_gradients(const wholememory::index_array& indices,
       detail::gpu_workspace& ws = detail::workspace(t, device);
       if (!error.empty()) throw std::logic_error("");  // only the workspace was needed
       source_view = grads.source->view(device);
-      // One rank (checked): the source's own part is the whole table, rows follow at whole
-      // multiples of the row size.
+      // Every part of the source starts at a whole row (continuous: one range cut at rows;
+      // chunked: parts mapped apart, each at least 16-byte aligned like this one), so its rows
+      // are 16-byte aligned where the own part is and dim % 4 == 0 (which the float4 path
+      // checks).
       source_aligned16 =
           reinterpret_cast<std::uintptr_t>(grads.source->weights_memory().local_part().ptr) % 16 ==
           0;
@@ -716,23 +934,55 @@ void table::apply_scaled_gradients(const wholememory::index_array& indices,
     }
   }
   // 2. Every rank learns of every error before anything changes.
-  if (on_device && t.gpu) {
-    detail::agree_on_device(t, *t.gpu, op, error, routed, indices, &grads.source_rows, lr, stream);
-  } else {
-    detail::agree_on_apply(t, op, error, bad, send_counts, lr);
-  }
+  const detail::apply_counts counts =
+      on_device && t.gpu ? detail::agree_on_device(t, *t.gpu, op, error, routed, indices,
+                                                   &grads.source_rows, lr, stream)
+                         : detail::agree_on_apply(t, op, error, bad, send_counts, lr);
   t.step += 1;
-  if (n == 0) return;
-
-  // 5. One rank: the entries are received as they are, in caller order.
   detail::update_rows_args args;
-  args.scaled.coefs = grads.coefs;
-  args.scaled.source_rows = sources.out;
   args.scaled.source = source_view;
   args.source_aligned16 = source_aligned16;
   args.gate = deferred;
   args.update_after = options.update_after;
-  detail::update_received(t, *t.gpu, keys, n, args, lr, device, stream);
+  if (ranks == 1) {
+    if (n == 0) return;
+    // 5. One rank: the entries are received as they are, in caller order.
+    args.scaled.coefs = grads.coefs;
+    args.scaled.source_rows = sources.out;
+    detail::update_received(t, *t.gpu, keys, n, args, lr, device, stream);
+    return;
+  }
+  // 3 and 4. Several ranks: each entry goes to the owner of its target row as its key, its
+  // source row and its coefficient; the owner reads the source row in place (the source is
+  // continuous or chunked: every row is mapped here) when it updates, as one rank does.
+  detail::gpu_workspace& ws = *t.gpu;
+  const std::size_t m = counts.total_recv();
+  WM_EXPECTS(m <= std::numeric_limits<std::uint32_t>::max(),
+             op << ": " << m << " entries reached rank " << t.rank()
+                << " in one call; at most 2^32 - 1 are supported");
+  if (n > 0) {
+    std::uint32_t* perm = detail::reserve<std::uint32_t>(ws.perm, n, device);
+    std::uint32_t* owner_sorted = detail::reserve<std::uint32_t>(ws.owner_sorted, n, device);
+    detail::sort_positions(ws, ws.owner.data_as<std::uint32_t>(), owner_sorted, perm, n,
+                           detail::bits_for(static_cast<std::uint64_t>(ranks)), stream);
+    detail::pack_scaled<<<detail::grid_for(n), detail::block_threads, 0, stream>>>(
+        n, perm, keys, sources.out, grads.coefs,
+        detail::reserve<std::uint64_t>(ws.send_keys, n, device),
+        reinterpret_cast<std::uint32_t*>(detail::reserve<float>(ws.send_grads, 3 * n, device)));
+    WM_CUDA_CHECK_LAUNCH(stream);
+  }
+  auto* recv_keys = detail::reserve<std::uint64_t>(ws.recv_keys, m, device);
+  float* received = detail::reserve<float>(ws.recv_grads, 3 * m, device);
+  detail::exchange_rows(t, ws, counts, n, 3, recv_keys, received, stream);
+  if (m == 0) return;
+  auto* recv_source_rows = detail::reserve<std::uint64_t>(ws.recv_source_rows, m, device);
+  auto* recv_coefs = detail::reserve<float>(ws.recv_coefs, m, device);
+  detail::unpack_scaled<<<detail::grid_for(m), detail::block_threads, 0, stream>>>(
+      m, reinterpret_cast<const std::uint32_t*>(received), recv_source_rows, recv_coefs);
+  WM_CUDA_CHECK_LAUNCH(stream);
+  args.scaled.coefs = recv_coefs;
+  args.scaled.source_rows = recv_source_rows;
+  detail::update_received(t, ws, recv_keys, m, args, lr, device, stream);
 }
 
 }  // namespace wholestore::embedding

@@ -81,6 +81,10 @@ struct item_source {
   const float* coefs = nullptr;  // set: the scaled form (base unused)
   const std::uint64_t* source_rows = nullptr;
   table_view source{};
+  // Set: entry e's row is in sender e >> slot_shift's buffer, at row e & (2^slot_shift - 1)
+  // (rows read where the senders wrote them: update_rows_args::sender_rows).
+  const float* const* sender_rows = nullptr;
+  int slot_shift = 0;
 
   /// One item: a row and, for the scaled form, the factor every element is multiplied by.
   struct item {
@@ -90,7 +94,13 @@ struct item_source {
 
   __device__ __forceinline__ item at(std::size_t q) const {
     const std::size_t e = order != nullptr ? static_cast<std::size_t>(order[q]) : q;
-    if (coefs == nullptr) return item{base + e * stride, 1.0f};
+    if (coefs == nullptr) {
+      if (sender_rows != nullptr) {
+        const std::size_t slot = e & ((std::size_t{1} << slot_shift) - 1);
+        return item{sender_rows[e >> slot_shift] + slot * stride, 1.0f};
+      }
+      return item{base + e * stride, 1.0f};
+    }
     return item{source.row<float>(static_cast<std::size_t>(source_rows[e])), coefs[e]};
   }
   /// Element c of an item.  The scaled form rounds the product once and never fuses it into
@@ -113,6 +123,8 @@ struct item_source {
 /// The items of the sorted entries as `a` gives them (materialized or scaled rows).
 __host__ __device__ inline item_source entries_of(const update_rows_args& a) {
   item_source s{a.grads, a.grad_stride, a.order};
+  s.sender_rows = a.sender_rows;
+  s.slot_shift = a.slot_shift;
   if (a.grads == nullptr) {
     s.coefs = a.scaled.coefs;
     s.source_rows = a.scaled.source_rows;

@@ -35,6 +35,12 @@ struct update_rows_args {
   const float* grads = nullptr;                ///< received rows, float32 (nullptr: scaled)
   std::size_t grad_stride = 0;                 ///< elements between gradient rows (>= dim)
   scaled_rows_args scaled{};                   ///< used when grads is nullptr
+  /// Device array of one row pointer per sender, or nullptr.  Set (with grads set too, to
+  /// the own sender's rows, for the alignment checks): received position e is row
+  /// e & (2^slot_shift - 1) of sender e >> slot_shift's rows, read in place (the peer
+  /// exchange: every sender's buffer is mapped here; all 16-byte aligned as grads is).
+  const float* const* sender_rows = nullptr;
+  int slot_shift = 0;
   std::size_t m = 0;
   std::size_t dim = 0;
   void* weights = nullptr;  ///< own part of the weights (table dtype)

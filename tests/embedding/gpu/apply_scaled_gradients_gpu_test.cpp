@@ -28,6 +28,7 @@
 #include <limits>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace wholestore_test::embed {
 namespace {
@@ -126,14 +127,16 @@ std::vector<float> materialize(const scaled_batch& b, const table& source) {
 }
 
 /// Both forms of one step on the two tables (`by_rows` takes the materialized rows,
-/// `by_reference` the scaled form); waits for the stream.
+/// `by_reference` the scaled form); waits for the stream.  The materialized rows come from
+/// `all_rows` (a one-rank copy of the source) where given, else from the source's own bytes.
 void apply_both(table& by_rows, table& by_reference, const table& source, const scaled_batch& b,
-                dtype index_type, dtype source_type, const gpu_rank& g) {
+                dtype index_type, dtype source_type, const gpu_rank& g,
+                const table* all_rows = nullptr) {
   const std::size_t n = b.index.size(), dim = source.dim();
   auto di = to_device(index_bytes(b.index.data(), n, index_type), g.device);
   auto ds = to_device(index_bytes(b.source.data(), b.source.size(), source_type), g.device);
   auto dc = to_device(float_bytes(b.coefs), g.device);
-  auto dg = to_device(float_bytes(materialize(b, source)), g.device);
+  auto dg = to_device(float_bytes(materialize(b, all_rows ? *all_rows : source)), g.device);
   by_rows.apply_gradients(
       wholememory::index_array{n ? di.data() : nullptr, index_type, n},
       wholememory::dense_matrix{n ? dg.data() : nullptr, dtype::float32, n, dim, dim},
@@ -236,6 +239,74 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(wholememory::memory_type_name(std::get<0>(info.param))) + "_" +
              wholememory::memory_location_name(std::get<1>(info.param));
     });
+
+// Several ranks: each rank passes its share of the groups; entries cross to their owners as
+// (source row, coefficient) and the owners read the source rows in place.  Against the same
+// steps given as materialized rows (apply_gradients), bit for bit, on 2, 3 and 4 GPUs over
+// NCCL and on two ranks sharing GPU 0 over the host communicator; continuous and chunked
+// tables; a rank with no entries in a step included.
+TEST(GpuScaledApplyRanks, SeveralRanksMatchMaterializedRowsBitForBit) {
+  SCALED_REQUIRE_GPU();
+  struct setup {
+    int ranks;
+    bool nccl;
+  };
+  std::vector<setup> setups{{2, false}};
+  for (int r = 2; r <= std::min(4, gpu_count()); ++r) setups.push_back({r, true});
+  for (const setup su : setups) {
+    fork_result result = fork_ranks(su.ranks, [su](std::shared_ptr<wholememory::bootstrap> bs) {
+      gpu_rank g;
+      g.device = su.nccl ? bs->rank() : 0;
+      wholememory::set_device(g.device);
+      WM_CUDA_TRY(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking));
+      g.comm = su.nccl ? wholememory::make_nccl_communicator(bs, g.device)
+                       : wholememory::make_host_communicator(bs);
+      // Every source row, from a one-rank copy (the table is a function of seed and row).
+      auto solo_bs = wholememory::make_thread_bootstraps(1);
+      gpu_rank solo;
+      solo.comm = wholememory::make_host_communicator(
+          std::shared_ptr<wholememory::bootstrap>(std::move(solo_bs[0])));
+      std::uint64_t seed = 900;
+      for (memory_type type : {memory_type::continuous, memory_type::chunked}) {
+        for (std::size_t dim : {std::size_t{33}, std::size_t{128}}) {
+          const table source = make_source(g, dim, type, memory_location::device, dim);
+          const table all_rows =
+              make_source(solo, dim, memory_type::continuous, memory_location::host, dim);
+          for (optimizer_kind k : {optimizer_kind::adam, optimizer_kind::rowwise_adagrad}) {
+            const table_options o =
+                target_options(k, dtype::float32, dim, type, memory_location::device, ++seed);
+            table by_rows = table::create(g.comm, o), by_reference = table::create(g.comm, o);
+            const std::size_t groups[] = {300, 0, 170};  // step 1: no entries on any rank
+            for (int s = 0; s < 3; ++s) {
+              const std::size_t group = 6;
+              const scaled_batch whole = make_batch(seed, s, groups[s], group);
+              // This rank's groups (the last rank gets none in step 2).
+              const int ranks = g.comm->size(), rank = g.comm->rank();
+              const std::size_t shares = s == 2 ? ranks - 1 : ranks;
+              const std::size_t g0 =
+                  rank < static_cast<int>(shares) ? groups[s] * rank / shares : groups[s];
+              const std::size_t g1 =
+                  rank < static_cast<int>(shares) ? groups[s] * (rank + 1) / shares : groups[s];
+              scaled_batch mine;
+              mine.group = group;
+              mine.index.assign(whole.index.begin() + g0 * group, whole.index.begin() + g1 * group);
+              mine.source.assign(whole.source.begin() + g0, whole.source.begin() + g1);
+              mine.coefs.assign(whole.coefs.begin() + g0 * group, whole.coefs.begin() + g1 * group);
+              apply_both(by_rows, by_reference, source, mine, dtype::int64, dtype::int32, g,
+                         &all_rows);
+              expect_same(by_rows, by_reference,
+                          describe(o) + ", " + std::to_string(ranks) + " ranks " +
+                              (su.nccl ? "over NCCL" : "sharing GPU 0") + ", step " +
+                              std::to_string(s));
+            }
+          }
+        }
+      }
+    });
+    for (int r = 0; r < su.ranks; ++r)
+      EXPECT_EQ(result.status[r], 0) << su.ranks << " ranks, rank " << r << " failed";
+  }
+}
 
 TEST(GpuScaledApplyEdges, NoEntriesOneEntryAndOneRowForAllMatchMaterializedRows) {
   SCALED_REQUIRE_GPU();
