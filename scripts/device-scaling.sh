@@ -15,6 +15,8 @@
 #   BENCH_VARIANT='--set exchange=collective' ...  # each multi-GPU bench again with these args
 #   BASE_SRC=.device-base ...                      # an older tree's binary, built and run
 #                                                  # before ours at every N (A/B in one call)
+#   BASE_FOR='train' ...                           # the steps the baseline runs in (default
+#                                                  # embedding train)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 WHOLESTORE_EXPECT_GPU=1
@@ -73,7 +75,7 @@ if want embedding; then
     --set repeats=10)
   for n in $ranks; do
     [ "$n" -gt "$gpus" ] && continue
-    if [ -n "$base" ]; then
+    if [ -n "$base" ] && [[ " ${BASE_FOR:-embedding train} " == *" embedding "* ]]; then
       step "embedding bench, $n GPU(s), baseline"
       on_ranks "$base" "$n" "emb-base-$n" "${emb[@]}"
       grep -E 'adam' "$out/emb-base-$n.log" | head -20
@@ -101,7 +103,7 @@ if want train; then
     --set walks_per_node=1 --set holdout=0.01 --set eval_every=0 ${TRAIN_EXTRA:-})
   for n in ${TRAIN_RANKS:-$ranks}; do
     [ "$n" -gt "$gpus" ] && continue
-    if [ -n "$base" ]; then
+    if [ -n "$base" ] && [[ " ${BASE_FOR:-embedding train} " == *" train "* ]]; then
       step "train products-shaped, $n GPU(s), baseline"
       on_ranks "$base" "$n" "train-base-$n" "${tr[@]}"
       grep -E '^summary|^  (step|gpu) ' "$out/train-base-$n.log"
