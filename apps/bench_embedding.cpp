@@ -45,7 +45,6 @@
 #include <sstream>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 namespace wholestore::apps {
@@ -384,10 +383,19 @@ double timed_median(const settings& s, wm::bootstrap& bs, Body&& body) {
 
 double gbs(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
 
+/// What time_table measured.
+struct table_timing {
+  double lookup_ms = 0, update_ms = 0;
+  double rounds_per_step = 0;  ///< bootstrap rounds of `counted` per lookup + update
+};
+
 /// The lookup's and the update's median ms of table `t` on batch `b` (every rank of `bs`
-/// together).
-std::pair<double, double> time_table(const settings& s, const bench_context& c, emb::table& t,
-                                     const batch_data& b, wm::bootstrap& bs) {
+/// together), and the steady state's bootstrap rounds on `counted` (the table's
+/// communicator's): one untimed lookup and update first (one-time buffers, such as the peer
+/// exchange's, are made there), then the rounds of the warmup and timed calls less the
+/// bench's own barriers.
+table_timing time_table(const settings& s, const bench_context& c, emb::table& t,
+                        const batch_data& b, wm::bootstrap& bs, const wm::bootstrap& counted) {
   auto lookup = [&] {
     if (s.gpu) {
       t.lookup(b.indices, b.out, c.stream);
@@ -404,8 +412,16 @@ std::pair<double, double> time_table(const settings& s, const bench_context& c, 
       t.apply_gradients_host(b.indices, b.grad_matrix, s.lr, s.threads);
     }
   };
-  const double lookup_ms = timed_median(s, bs, lookup) * 1e3;
-  return {lookup_ms, timed_median(s, bs, update) * 1e3};
+  lookup();
+  update();
+  const std::uint64_t rounds_before = counted.rounds();
+  table_timing out;
+  out.lookup_ms = timed_median(s, bs, lookup) * 1e3;
+  out.update_ms = timed_median(s, bs, update) * 1e3;
+  const double own_barriers = &counted == &bs ? 2.0 * s.repeats : 0.0;
+  out.rounds_per_step = (static_cast<double>(counted.rounds() - rounds_before) - own_barriers) /
+                        (s.warmup + s.repeats);
+  return out;
 }
 
 /// Lookup and training step per memory type x location x dtype x dim x optimizer x index
@@ -447,22 +463,17 @@ std::vector<case_line> run_table_cases(const settings& s, const bench_context& c
                 line.batch = n;
                 const batch_data b = make_batch(s, c, stream_kind, n, dim, dt);
                 line.unique = b.unique;
-                const std::uint64_t rounds_before = comm->get_bootstrap().rounds();
-                std::tie(line.lookup_ms, line.update_ms) = time_table(s, c, t, b, *c.bs);
-                // Less timed_median's own barrier before each timed call (both on c.bs,
-                // which the communicators share), over every call made.
-                const double calls = s.warmup + s.repeats;
-                const double own_barriers =
-                    &comm->get_bootstrap() == c.bs.get() ? 2.0 * s.repeats : 0.0;
-                line.rounds_per_step =
-                    (static_cast<double>(comm->get_bootstrap().rounds() - rounds_before) -
-                     own_barriers) /
-                    calls;
+                const table_timing tm = time_table(s, c, t, b, *c.bs, comm->get_bootstrap());
+                line.lookup_ms = tm.lookup_ms;
+                line.update_ms = tm.update_ms;
+                line.rounds_per_step = tm.rounds_per_step;
                 if (c.ranks > 1) {
                   if (solo_comm) {
                     emb::table solo = emb::table::create(solo_comm, o);
-                    std::tie(line.solo_lookup_ms, line.solo_update_ms) =
-                        time_table(s, c, solo, b, solo_comm->get_bootstrap());
+                    const table_timing one = time_table(s, c, solo, b, solo_comm->get_bootstrap(),
+                                                        solo_comm->get_bootstrap());
+                    line.solo_lookup_ms = one.lookup_ms;
+                    line.solo_update_ms = one.update_ms;
                   }
                   c.bs->barrier();
                 }
