@@ -9,6 +9,7 @@
 #include <wholememory/allocation.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
+#include <wholememory/cuda_stream.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/device_buffer.hpp>
 #include <wholememory/dtype.hpp>
@@ -108,23 +109,18 @@ struct result_row {
 /// Times `body` (enqueued on `stream`) with events; median of `reps` after one warm-up.
 template <typename Body>
 double time_stream(cudaStream_t stream, int reps, Body body) {
-  cudaEvent_t start, stop;
-  BENCH_CUDA(cudaEventCreate(&start));
-  BENCH_CUDA(cudaEventCreate(&stop));
+  wholememory::cuda_event start(wholememory::event_flags::timing);
+  wholememory::cuda_event stop(wholememory::event_flags::timing);
   body();
   BENCH_CUDA(cudaStreamSynchronize(stream));
   std::vector<double> times;
   for (int r = 0; r < reps; ++r) {
-    BENCH_CUDA(cudaEventRecord(start, stream));
+    start.record(stream);
     body();
-    BENCH_CUDA(cudaEventRecord(stop, stream));
-    BENCH_CUDA(cudaEventSynchronize(stop));
-    float ms = 0;
-    BENCH_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    times.push_back(ms / 1e3);
+    stop.record(stream);
+    stop.synchronize();
+    times.push_back(wholememory::elapsed_ms(start, stop) / 1e3);
   }
-  BENCH_CUDA(cudaEventDestroy(start));
-  BENCH_CUDA(cudaEventDestroy(stop));
   return median(times);
 }
 
@@ -281,13 +277,13 @@ int run_bench(int argc, char** argv) {
   // ---- ceilings, one rank at a time so they do not share the links ---------------------------
   ceilings ceil;
   int device = -1;
-  cudaStream_t stream = nullptr;
+  wholememory::cuda_stream stream = nullptr;  // the GPU path's (none on the CPU path)
   std::shared_ptr<wholememory::communicator> nccl_comm;
 #if defined(WHOLESTORE_HAS_CUDA)
   if (gpu) {
     device = wholememory::default_device(*host_comm);
     wholememory::set_device(device);
-    BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    stream = wholememory::cuda_stream(wholememory::stream_flags::non_blocking);
     // gather/scatter take their scratch from the device's stream-ordered pool; keep what they
     // free cached between calls, as a training loop would, instead of unmapping it each time.
     cudaMemPool_t pool;
@@ -528,9 +524,7 @@ int run_bench(int argc, char** argv) {
       bs->barrier();
     }
   }
-#if defined(WHOLESTORE_HAS_CUDA)
-  if (stream != nullptr) BENCH_CUDA(cudaStreamDestroy(stream));
-#endif
+  stream.reset();
 
   if (lead) {
     std::printf(

@@ -22,6 +22,7 @@
 #include <embedding/table.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
+#include <wholememory/cuda_stream.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/device_buffer.hpp>
 #include <wholememory/dtype.hpp>
@@ -309,8 +310,8 @@ struct bench_context {
   int rank = 0, ranks = 1;
   bool lead = true;
   int device = -1;
-  cudaStream_t stream = nullptr;
-  double ceiling = 0;  ///< bytes read + written per second, one rank
+  wm::cuda_stream stream = nullptr;  ///< the GPU path's (none on the CPU path)
+  double ceiling = 0;                ///< bytes read + written per second, one rank
   const char* ceiling_name = "host memcpy";
 };
 
@@ -782,7 +783,7 @@ int run_bench_embedding(int argc, char** argv) {
   if (s.gpu) {
     c.device = wm::default_device(*c.host_comm);
     wm::set_device(c.device);
-    WM_CUDA_TRY(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+    c.stream = wm::cuda_stream(wm::stream_flags::non_blocking);
     // One rank at a time, so that ranks sharing a GPU do not share the measurement.
     for (int r = 0; r < c.ranks; ++r) {
       if (r == c.rank) c.ceiling = device_copy_rate(c.device, c.stream);
@@ -830,9 +831,6 @@ int run_bench_embedding(int argc, char** argv) {
   }
   const std::vector<case_line> lines = run_table_cases(s, c);
   const std::vector<cache_line> cache_lines = run_cache_cases(s, c);
-#if defined(WHOLESTORE_HAS_CUDA)
-  if (c.stream) cudaStreamDestroy(c.stream);
-#endif
   if (c.lead && !args.report_file.empty())
     write_embedding_report(args.report_file, cfg, s, c, lines, cache_lines);
   return 0;

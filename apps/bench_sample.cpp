@@ -12,6 +12,7 @@
 #include <graph/random.hpp>
 #include <graph/sampling.hpp>
 #include <graph/walks.hpp>
+#include <train/sample_runner.hpp>
 #include <wholememory/allocation.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
@@ -265,224 +266,236 @@ std::vector<walk_result> run_walk_cases(const config& cfg, const graph::host_csr
   return results;
 }
 
-int run_bench_sample(int argc, char** argv) {
-  command_args args = parse_command_args(argc, argv);
-  config cfg = load_config(bench_sample_schema, args.config_file, args.overrides);
-  auto timeout = collective_timeout(cfg);
-  const bool gpu = wm::device_count() > 0;
+namespace {
 
-  // Cases between ';', hops between ',': an empty case ("5;;5") or hop is an error, not skipped.
+// The sampler cases asked for, checked before anything collective.
+struct bench_sample_settings {
+  // Cases between ';', hops between ','.
   std::vector<std::vector<int>> fanout_cases;
   std::vector<std::string> fanout_names;
-  {
-    const std::string& text = cfg.get_string("fanouts");
-    const std::string where = cfg.origin.at("fanouts");
-    std::stringstream cases(text);
-    std::string c;
-    while (std::getline(cases, c, ';')) {
-      c.erase(0, c.find_first_not_of(" \t"));
-      c.erase(c.find_last_not_of(" \t") + 1);
-      if (c.empty()) {
-        throw config_error("fanouts: '" + text + "' has an empty case (" + where + ")");
-      }
-      fanout_cases.push_back(parse_fanouts(c, where));
-      fanout_names.push_back(c);
-    }
-    if (fanout_cases.empty()) throw config_error("fanouts: no case given (" + where + ")");
-  }
   std::vector<graph::sample_method> methods;
-  for (const auto& m : split_list(cfg.get_string("methods"), ',')) methods.push_back(method_of(m));
   std::vector<wm::memory_type> types;
   std::vector<wm::memory_location> locations;
+  std::vector<std::string> samplers;  // those that run here (`gpu` only with a GPU)
+  std::uint64_t batch_size = 0, warmup = 0, gpu_batches = 0, cpu_batches = 0, random_seed = 0;
+  unsigned threads = 0;
+  bool gpu = false;  // a GPU is present
+  std::chrono::milliseconds timeout{};
+};
+
+// An empty case ("5;;5") or hop is an error, not skipped.
+void read_fanout_cases(const config& cfg, bench_sample_settings& set) {
+  const std::string& text = cfg.get_string("fanouts");
+  const std::string where = cfg.origin.at("fanouts");
+  std::stringstream cases(text);
+  std::string c;
+  while (std::getline(cases, c, ';')) {
+    c.erase(0, c.find_first_not_of(" \t"));
+    c.erase(c.find_last_not_of(" \t") + 1);
+    if (c.empty()) {
+      throw config_error("fanouts: '" + text + "' has an empty case (" + where + ")");
+    }
+    set.fanout_cases.push_back(parse_fanouts(c, where));
+    set.fanout_names.push_back(c);
+  }
+  if (set.fanout_cases.empty()) throw config_error("fanouts: no case given (" + where + ")");
+}
+
+bench_sample_settings read_bench_settings(const config& cfg) {
+  bench_sample_settings set;
+  set.timeout = collective_timeout(cfg);
+  set.gpu = wm::device_count() > 0;
+  read_fanout_cases(cfg, set);
+  for (const auto& m : split_list(cfg.get_string("methods"), ','))
+    set.methods.push_back(method_of(m));
   try {
     for (const auto& t : split_list(cfg.get_string("types"), ','))
-      types.push_back(wm::parse_memory_type(t));
+      set.types.push_back(wm::parse_memory_type(t));
     for (const auto& l : split_list(cfg.get_string("locations"), ','))
-      locations.push_back(wm::parse_memory_location(l));
+      set.locations.push_back(wm::parse_memory_location(l));
   } catch (const wm::logic_error& e) {
     throw config_error(std::string("types/locations: ") + e.what());
   }
-  std::vector<std::string> samplers;
   for (const auto& s : split_list(cfg.get_string("samplers"), ',')) {
     if (s != "gpu" && s != "cpu") throw config_error("samplers: unknown sampler '" + s + "'");
-    if (s == "gpu" && !gpu) continue;
-    samplers.push_back(s);
+    if (s == "gpu" && !set.gpu) continue;
+    set.samplers.push_back(s);
   }
-  const auto batch_size = static_cast<std::size_t>(cfg.get_int_at_least("batch_size", 1));
-  const auto warmup = static_cast<std::uint64_t>(cfg.get_int_at_least("warmup", 0));
-  const auto gpu_batches = static_cast<std::uint64_t>(cfg.get_int_at_least("batches", 1));
-  const auto cpu_batches = static_cast<std::uint64_t>(cfg.get_int_at_least("cpu_batches", 1));
+  set.batch_size = static_cast<std::uint64_t>(cfg.get_int_at_least("batch_size", 1));
+  set.warmup = static_cast<std::uint64_t>(cfg.get_int_at_least("warmup", 0));
+  set.gpu_batches = static_cast<std::uint64_t>(cfg.get_int_at_least("batches", 1));
+  set.cpu_batches = static_cast<std::uint64_t>(cfg.get_int_at_least("cpu_batches", 1));
   // Both graph sizes are checked whether or not a GPU is present.
   for (const char* key : {"num_nodes", "cpu_num_nodes"}) cfg.get_int_at_least(key, 1);
   for (const char* key : {"gpu_target", "cpu_target"}) cfg.get_positive_number(key);
-  unsigned threads = static_cast<unsigned>(cfg.get_int_at_least("threads", 0));
-  if (threads == 0) threads = wm::default_host_threads();
-  const auto random_seed = static_cast<std::uint64_t>(cfg.get_int_at_least("random_seed", 0));
+  set.threads = static_cast<unsigned>(cfg.get_int_at_least("threads", 0));
+  if (set.threads == 0) set.threads = wm::default_host_threads();
+  set.random_seed = static_cast<std::uint64_t>(cfg.get_int_at_least("random_seed", 0));
+  return set;
+}
 
-  std::shared_ptr<wm::bootstrap> bs = wm::make_job_bootstrap(timeout);
-  agree_on_config(*bs, cfg, "bench", {"timeout_s", "threads", "gen_threads"});
-  // Over several hosts (real or launch --hosts) continuous and chunked graphs are per host.
-  auto host_comm = wm::make_local_host_communicator(bs);
-  const int rank = bs->rank(), ranks = bs->size();
-  const bool lead = rank == 0;
-  std::shared_ptr<wm::communicator> nccl_comm;
+// The ranks met, agreed on the config and hold their communicators (NCCL for the GPU sampler
+// on distributed graphs, when every rank has its own GPU) and the walks' stream.
+struct bench_job {
+  std::shared_ptr<wm::bootstrap> bs;
+  std::shared_ptr<wm::communicator> host_comm, nccl_comm;
   cudaStream_t stream = nullptr;
+  int rank = 0, ranks = 1;
+  bool lead = true;
+
+  bench_job() = default;
+  bench_job(const bench_job&) = delete;
+  bench_job& operator=(const bench_job&) = delete;
+  ~bench_job() {
 #if defined(WHOLESTORE_HAS_CUDA)
-  if (gpu) {
-    wm::set_device(wm::default_device(*host_comm));
-    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
-      WM_FAIL(wm::cuda_error, "cudaStreamCreateWithFlags failed");
-    if (std::find(types.begin(), types.end(), wm::memory_type::distributed) != types.end()) {
-      // NCCL needs a GPU per rank; with ranks sharing one, the GPU sampler skips distributed
-      // graphs (the CPU sampler still runs them over the host communicator).
-      const wm::gpu_sharing sharing = wm::describe_gpu_sharing(*bs, wm::current_device());
-      if (!sharing.shared()) {
-        nccl_comm = wm::make_nccl_communicator(bs);
-      } else if (lead) {
-        std::printf(
-            "note: GPU sampler on distributed graphs skipped: %s (NCCL needs one GPU "
-            "per rank)\n",
-            sharing.description.c_str());
-      }
+    if (stream) cudaStreamDestroy(stream);
+#endif
+  }
+};
+
+void join_bench(const config& cfg, const bench_sample_settings& set, bench_job& job) {
+  job.bs = wm::make_job_bootstrap(set.timeout);
+  agree_on_config(*job.bs, cfg, "bench", {"timeout_s", "threads", "gen_threads"});
+  // Over several hosts (real or launch --hosts) continuous and chunked graphs are per host.
+  job.host_comm = wm::make_local_host_communicator(job.bs);
+  job.rank = job.bs->rank();
+  job.ranks = job.bs->size();
+  job.lead = job.rank == 0;
+#if defined(WHOLESTORE_HAS_CUDA)
+  if (!set.gpu) return;
+  wm::set_device(wm::default_device(*job.host_comm));
+  if (cudaStreamCreateWithFlags(&job.stream, cudaStreamNonBlocking) != cudaSuccess)
+    WM_FAIL(wm::cuda_error, "cudaStreamCreateWithFlags failed");
+  if (std::find(set.types.begin(), set.types.end(), wm::memory_type::distributed) !=
+      set.types.end()) {
+    // NCCL needs a GPU per rank; with ranks sharing one, the GPU sampler skips distributed
+    // graphs (the CPU sampler still runs them over the host communicator).
+    const wm::gpu_sharing sharing = wm::describe_gpu_sharing(*job.bs, wm::current_device());
+    if (!sharing.shared()) {
+      job.nccl_comm = wm::make_nccl_communicator(job.bs);
+    } else if (job.lead) {
+      std::printf(
+          "note: GPU sampler on distributed graphs skipped: %s (NCCL needs one GPU "
+          "per rank)\n",
+          sharing.description.c_str());
     }
   }
+#else
+  (void)set;
 #endif
+}
 
-  // The graph, the same on every rank.
+// The graph, the same on every rank; rank 0 prints what runs.
+graph::host_csr generate_bench_graph(const config& cfg, const bench_sample_settings& set,
+                                     const bench_job& job, double& gen_s) {
   graph::generate_options go;
   go.num_nodes =
-      static_cast<std::uint64_t>(cfg.get_int_at_least(gpu ? "num_nodes" : "cpu_num_nodes", 1));
+      static_cast<std::uint64_t>(cfg.get_int_at_least(set.gpu ? "num_nodes" : "cpu_num_nodes", 1));
   go.num_edges =
-      static_cast<std::uint64_t>(cfg.get_int_at_least(gpu ? "num_edges" : "cpu_num_edges", 0));
+      static_cast<std::uint64_t>(cfg.get_int_at_least(set.gpu ? "num_edges" : "cpu_num_edges", 0));
   go.with_weights = cfg.get_bool("weights");
   go.seed = static_cast<std::uint64_t>(cfg.get_int_at_least("gen_seed", 0));
   go.threads = static_cast<int>(cfg.get_int_at_least("gen_threads", 0));
   if (go.threads == 0)
-    go.threads = static_cast<int>(
-        std::max(1u, wm::default_host_threads() / static_cast<unsigned>(host_comm->local_size())));
-  if (lead) {
+    go.threads = static_cast<int>(std::max(
+        1u, wm::default_host_threads() / static_cast<unsigned>(job.host_comm->local_size())));
+  if (job.lead) {
     std::printf(
-        "wholestore bench (sample): %d rank(s), %s, R-MAT %llu nodes, %llu edges%s, batch %zu, "
+        "wholestore bench (sample): %d rank(s), %s, R-MAT %llu nodes, %llu edges%s, batch %llu, "
         "%llu warm-up + %llu (gpu) / %llu (cpu) timed batches per rank\n",
-        ranks, gpu ? "GPU present" : "no GPU (CPU sampler, cpu_* sizes)",
+        job.ranks, set.gpu ? "GPU present" : "no GPU (CPU sampler, cpu_* sizes)",
         static_cast<unsigned long long>(go.num_nodes),
         static_cast<unsigned long long>(go.num_edges), go.with_weights ? ", weights" : "",
-        batch_size, static_cast<unsigned long long>(warmup),
-        static_cast<unsigned long long>(gpu_batches), static_cast<unsigned long long>(cpu_batches));
+        static_cast<unsigned long long>(set.batch_size),
+        static_cast<unsigned long long>(set.warmup),
+        static_cast<unsigned long long>(set.gpu_batches),
+        static_cast<unsigned long long>(set.cpu_batches));
     std::fflush(stdout);
   }
-  auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = std::chrono::steady_clock::now();
   graph::host_csr host = graph::generate_graph(go);
-  const double gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (lead) {
+  gen_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (job.lead) {
     std::printf("  generated in %.2f s (%d threads per rank)\n", gen_s, go.threads);
     std::printf("%-4s %-11s %-6s %-24s %-9s %14s %10s %12s %8s\n", "smp", "type", "loc", "method",
                 "fanouts", "edges/s", "batches/s", "edges/batch", "target");
     std::fflush(stdout);
   }
+  return host;
+}
 
+// One case's options: random batches (distinct seeds for every batch of every rank), sampling
+// only, warm-up batches untimed.
+train::sample_run_options case_options(const bench_sample_settings& set, bool on_gpu,
+                                       graph::sample_method method,
+                                       const std::vector<int>& fanouts) {
+  train::sample_run_options o;
+  o.order = train::seed_order::random_batches;
+  o.fanouts = fanouts;
+  o.method = method;
+  o.batch_size = set.batch_size;
+  o.epochs = 1;
+  o.batches = on_gpu ? set.gpu_batches : set.cpu_batches;
+  o.warmup_batches = set.warmup;
+  o.random_seed = set.random_seed;
+  o.use_gpu = on_gpu;
+  o.gather_features = false;
+  o.threads = set.threads;
+  return o;
+}
+
+// Every sampler x type x location x method x fanouts case: all ranks' sampled edges over the
+// slowest rank's time in the sampler; rank 0 prints each case.  Collective over job.bs.
+std::vector<case_result> run_sample_cases(const config& cfg, const bench_sample_settings& set,
+                                          const graph::host_csr& host, const bench_job& job) {
   std::vector<case_result> results;
-  std::vector<std::int64_t> seeds(batch_size);
-#if defined(WHOLESTORE_HAS_CUDA)
-  wm::device_buffer d_seeds;
-  if (gpu) d_seeds = wm::device_buffer(batch_size * sizeof(std::int64_t), wm::current_device());
-#endif
-  for (const auto& sampler : samplers) {
+  for (const auto& sampler : set.samplers) {
     const bool on_gpu = sampler == "gpu";
-    const std::uint64_t timed = on_gpu ? gpu_batches : cpu_batches;
     const double target = on_gpu ? cfg.get_number("gpu_target") : cfg.get_number("cpu_target");
-    for (auto type : types) {
-      for (auto loc : locations) {
-        if (loc == wm::memory_location::device && (!gpu || !on_gpu)) continue;
-        if (on_gpu && type == wm::memory_type::distributed && !nccl_comm) continue;
-        auto comm = (on_gpu && type == wm::memory_type::distributed) ? nccl_comm : host_comm;
-        graph::csr_graph g = graph::make_graph(comm, host, type, loc);
-#if defined(WHOLESTORE_HAS_CUDA)
-        std::unique_ptr<graph::gpu_sampler> gs;
-        if (on_gpu) gs = std::make_unique<graph::gpu_sampler>(g);
-#endif
-        [[maybe_unused]] bool path_noted = !(on_gpu && type == wm::memory_type::distributed);
-        for (auto method : methods) {
+    for (auto type : set.types) {
+      for (auto loc : set.locations) {
+        if (loc == wm::memory_location::device && (!set.gpu || !on_gpu)) continue;
+        const bool over_nccl = on_gpu && type == wm::memory_type::distributed;
+        if (over_nccl && !job.nccl_comm) continue;
+        graph::csr_graph g =
+            graph::make_graph(over_nccl ? job.nccl_comm : job.host_comm, host, type, loc);
+        train::sample_runner runner(job.bs, g);
+        bool path_noted = !over_nccl;
+        for (auto method : set.methods) {
           if (method == graph::sample_method::weighted && !g.has_weights()) continue;
-          for (std::size_t f = 0; f < fanout_cases.size(); ++f) {
-            graph::sample_options so;
-            so.fanouts = fanout_cases[f];
-            so.method = method;
-            std::uint64_t edges = 0;
-            double seconds = 0;
-            for (std::uint64_t b = 0; b < warmup + timed; ++b) {
-              // Distinct seeds for every batch of every rank.
-              const std::uint64_t batch_id = b * static_cast<std::uint64_t>(ranks) + rank;
-              for (std::size_t i = 0; i < batch_size; ++i)
-                seeds[i] = static_cast<std::int64_t>(
-                    mix64(random_seed ^ mix64(batch_id * batch_size + i)) % go.num_nodes);
-              so.random_seed = mix64(random_seed + batch_id);
-              std::uint64_t batch_edges = 0;
-              auto s0 = std::chrono::steady_clock::now();
-              if (on_gpu) {
-#if defined(WHOLESTORE_HAS_CUDA)
-                wm::copy_bytes(d_seeds.data(), seeds.data(), batch_size * sizeof(std::int64_t));
-                s0 = std::chrono::steady_clock::now();
-                auto blocks =
-                    gs->sample(d_seeds.data_as<const std::int64_t>(), batch_size, so, stream);
-                if (cudaStreamSynchronize(stream) != cudaSuccess)
-                  WM_FAIL(wm::cuda_error, "sampling stream failed");
-                for (const auto& blk : blocks)
-                  batch_edges += static_cast<std::uint64_t>(blk.num_edges);
-#endif
-              } else {
-                graph::sample_result r =
-                    graph::sample_host(g, seeds.data(), batch_size, so, threads);
-                for (const auto& blk : r.blocks)
-                  batch_edges += static_cast<std::uint64_t>(blk.num_edges());
-              }
-              const double s =
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
-              if (b >= warmup) {
-                edges += batch_edges;
-                seconds += s;
-              }
-            }
-            struct figures {
-              double seconds;
-              std::uint64_t edges;
-            } own{seconds, edges};
-            std::vector<figures> all(static_cast<std::size_t>(ranks));
-            bs->allgather(&own, all.data(), sizeof(figures));
+          for (std::size_t f = 0; f < set.fanout_cases.size(); ++f) {
+            const train::sample_run_result run =
+                runner.run(case_options(set, on_gpu, method, set.fanout_cases[f]));
             case_result r;
             r.sampler = sampler;
             r.type = wm::memory_type_name(type);
             r.location = wm::memory_location_name(loc);
             r.method = method_name(method);
-            r.fanouts = fanout_names[f];
-            r.batches = timed * static_cast<std::uint64_t>(ranks);
-            for (const auto& a : all) {
-              r.seconds = std::max(r.seconds, a.seconds);
-              r.edges += a.edges;
-            }
+            r.fanouts = set.fanout_names[f];
+            r.batches = run.total.batches;
+            r.seconds = run.total.sampler_s;
+            r.edges = run.total.sampled_edges;
             r.edges_per_s = r.seconds > 0 ? r.edges / r.seconds : 0.0;
             r.batches_per_s = r.seconds > 0 ? r.batches / r.seconds : 0.0;
             r.mean_edges = static_cast<double>(r.edges) / static_cast<double>(r.batches);
             r.target = target > 0 ? r.edges_per_s / target : 0.0;
-            if (lead) {
+            if (job.lead) {
               std::printf("%-4s %-11s %-6s %-24s %-9s %14.0f %10.1f %12.0f %7.2fx\n",
                           r.sampler.c_str(), r.type.c_str(), r.location.c_str(), r.method.c_str(),
                           r.fanouts.c_str(), r.edges_per_s, r.batches_per_s, r.mean_edges,
                           r.target);
-#if defined(WHOLESTORE_HAS_CUDA)
               if (!path_noted) {
                 // Which path the figures of this distributed graph come from.
-                if (gs->served_by_owners()) {
+                if (runner.served_by_owners()) {
                   std::printf(
                       "     (distributed graph: hops served by the nodes' owners; %llu of them "
                       "so far sized by bounds, without a wait for counts)\n",
-                      static_cast<unsigned long long>(gs->padded_hops()));
+                      static_cast<unsigned long long>(runner.padded_hops()));
                 } else {
                   std::printf(
                       "     (distributed graph: hops read through the gathers' exchanges)\n");
                 }
               }
-#endif
               std::fflush(stdout);
             }
             path_noted = true;
@@ -492,17 +505,15 @@ int run_bench_sample(int argc, char** argv) {
       }
     }
   }
-  const std::vector<walk_result> walk_results = run_walk_cases(
-      cfg, host, samplers, types, locations, host_comm, nccl_comm, *bs, stream, threads);
-#if defined(WHOLESTORE_HAS_CUDA)
-  if (stream) cudaStreamDestroy(stream);
-#endif
-  (void)stream;
+  return results;
+}
 
-  // Every memory type and location samples the same seeds with the same options, so a case
-  // must sample the same number of edges on all of them: a difference means the samples
-  // differ (a node's sample depends on the seed, the hop and the node only), and the bench
-  // fails instead of printing rates of unlike work.
+// Every memory type and location samples the same seeds with the same options, so a case
+// must sample the same number of edges on all of them: a difference means the samples
+// differ (a node's sample depends on the seed, the hop and the node only), and the bench
+// fails instead of printing rates of unlike work.
+std::vector<std::string> find_mismatches(const std::vector<case_result>& results,
+                                         const std::vector<walk_result>& walk_results) {
   std::vector<std::string> mismatches;
   for (const walk_result& a : walk_results) {
     for (const walk_result& b : walk_results) {
@@ -527,36 +538,60 @@ int run_bench_sample(int argc, char** argv) {
       }
     }
   }
-  if (lead) {
-    for (const std::string& m : mismatches) {
-      std::fprintf(stderr, "bench: the samples differ between memory types: %s\n", m.c_str());
-    }
-    std::printf(
-        "summary: %zu case(s); edges/s are all ranks' sampled edges over the slowest "
-        "rank's time; target: GPU %.0fM, CPU %.0fM edges/s\n",
-        results.size(), cfg.get_number("gpu_target") / 1e6, cfg.get_number("cpu_target") / 1e6);
-    if (!args.report_file.empty()) {
-      std::ostringstream report;
-      report << "command: bench\nsuite: sample\nranks: " << ranks << "\nnum_nodes: " << go.num_nodes
-             << "\nnum_edges: " << host.num_edges() << "\ngenerate_s: " << gen_s << "\ncases:\n";
-      for (const auto& r : results) {
-        report << "  - {sampler: " << r.sampler << ", type: " << r.type
-               << ", location: " << r.location << ", method: " << r.method << ", fanouts: \""
-               << r.fanouts << "\", batches: " << r.batches << ", edges: " << r.edges
-               << ", seconds: " << r.seconds << ", edges_per_s: " << r.edges_per_s
-               << ", batches_per_s: " << r.batches_per_s
-               << ", mean_edges_per_batch: " << r.mean_edges << ", target_ratio: " << r.target
-               << "}\n";
-      }
-      if (!walk_results.empty()) report << "walk_cases:\n";
-      for (const auto& w : walk_results) {
-        report << "  - {walker: " << w.walker << ", type: " << w.type
-               << ", location: " << w.location << ", walk: " << w.walk << ", length: " << w.length
-               << ", walks: " << w.walks << ", steps: " << w.steps << ", seconds: " << w.seconds
-               << ", steps_per_s: " << w.steps_per_s << ", target_ratio: " << w.target << "}\n";
-      }
-      write_report(args.report_file, report.str(), &cfg);
-    }
+  return mismatches;
+}
+
+// Rank 0's summary and, with --report, the YAML report.
+void report_bench(const command_args& args, const config& cfg, int ranks,
+                  const graph::host_csr& host, double gen_s,
+                  const std::vector<case_result>& results,
+                  const std::vector<walk_result>& walk_results,
+                  const std::vector<std::string>& mismatches) {
+  for (const std::string& m : mismatches) {
+    std::fprintf(stderr, "bench: the samples differ between memory types: %s\n", m.c_str());
+  }
+  std::printf(
+      "summary: %zu case(s); edges/s are all ranks' sampled edges over the slowest "
+      "rank's time; target: GPU %.0fM, CPU %.0fM edges/s\n",
+      results.size(), cfg.get_number("gpu_target") / 1e6, cfg.get_number("cpu_target") / 1e6);
+  if (args.report_file.empty()) return;
+  std::ostringstream report;
+  report << "command: bench\nsuite: sample\nranks: " << ranks << "\nnum_nodes: " << host.num_nodes
+         << "\nnum_edges: " << host.num_edges() << "\ngenerate_s: " << gen_s << "\ncases:\n";
+  for (const auto& r : results) {
+    report << "  - {sampler: " << r.sampler << ", type: " << r.type << ", location: " << r.location
+           << ", method: " << r.method << ", fanouts: \"" << r.fanouts
+           << "\", batches: " << r.batches << ", edges: " << r.edges << ", seconds: " << r.seconds
+           << ", edges_per_s: " << r.edges_per_s << ", batches_per_s: " << r.batches_per_s
+           << ", mean_edges_per_batch: " << r.mean_edges << ", target_ratio: " << r.target << "}\n";
+  }
+  if (!walk_results.empty()) report << "walk_cases:\n";
+  for (const auto& w : walk_results) {
+    report << "  - {walker: " << w.walker << ", type: " << w.type << ", location: " << w.location
+           << ", walk: " << w.walk << ", length: " << w.length << ", walks: " << w.walks
+           << ", steps: " << w.steps << ", seconds: " << w.seconds
+           << ", steps_per_s: " << w.steps_per_s << ", target_ratio: " << w.target << "}\n";
+  }
+  write_report(args.report_file, report.str(), &cfg);
+}
+
+}  // namespace
+
+int run_bench_sample(int argc, char** argv) {
+  command_args args = parse_command_args(argc, argv);
+  config cfg = load_config(bench_sample_schema, args.config_file, args.overrides);
+  const bench_sample_settings set = read_bench_settings(cfg);
+  bench_job job;
+  join_bench(cfg, set, job);
+  double gen_s = 0;
+  const graph::host_csr host = generate_bench_graph(cfg, set, job, gen_s);
+  const std::vector<case_result> results = run_sample_cases(cfg, set, host, job);
+  const std::vector<walk_result> walk_results =
+      run_walk_cases(cfg, host, set.samplers, set.types, set.locations, job.host_comm,
+                     job.nccl_comm, *job.bs, job.stream, set.threads);
+  const std::vector<std::string> mismatches = find_mismatches(results, walk_results);
+  if (job.lead) {
+    report_bench(args, cfg, job.ranks, host, gen_s, results, walk_results, mismatches);
   }
   return mismatches.empty() ? 0 : 1;
 }

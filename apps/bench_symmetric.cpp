@@ -18,6 +18,7 @@
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/cuda_check.hpp>
+#include <wholememory/cuda_stream.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/device_buffer.hpp>
 #include <wholememory/error.hpp>
@@ -142,38 +143,17 @@ class host_clock final : public repetition_clock {
 /// The stream of the GPU cases, on the current device, and the events that time them.
 class gpu_clock final : public repetition_clock {
  public:
-  gpu_clock() {
-    WM_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    try {
-      WM_CUDA_TRY(cudaEventCreate(&start_));
-      WM_CUDA_TRY(cudaEventCreate(&stop_));
-    } catch (...) {
-      release();
-      throw;
-    }
-  }
-  ~gpu_clock() override { release(); }
-  gpu_clock(const gpu_clock&) = delete;
-  gpu_clock& operator=(const gpu_clock&) = delete;
-
   cudaStream_t stream() const { return stream_; }
-  void begin() override { WM_CUDA_TRY(cudaEventRecord(start_, stream_)); }
+  void begin() override { start_.record(stream_); }
   double end() override {
-    WM_CUDA_TRY(cudaEventRecord(stop_, stream_));
-    WM_CUDA_TRY(cudaEventSynchronize(stop_));
-    float ms = 0;
-    WM_CUDA_TRY(cudaEventElapsedTime(&ms, start_, stop_));
-    return ms / 1e3;
+    stop_.record(stream_);
+    stop_.synchronize();
+    return wm::elapsed_ms(start_, stop_) / 1e3;
   }
 
  private:
-  void release() noexcept {
-    if (stop_) cudaEventDestroy(stop_);
-    if (start_) cudaEventDestroy(start_);
-    if (stream_) cudaStreamDestroy(stream_);
-  }
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  wm::cuda_stream stream_{wm::stream_flags::non_blocking};
+  wm::cuda_event start_{wm::event_flags::timing}, stop_{wm::event_flags::timing};
 };
 #endif
 

@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <sstream>
 #include <string>
@@ -15,6 +16,12 @@
 namespace wholestore::apps {
 
 namespace {
+
+/// WHOLESTORE_DEBUG=1: messages keep their source locations.
+bool debug_messages() {
+  const char* v = std::getenv("WHOLESTORE_DEBUG");
+  return v != nullptr && std::string(v) == "1";
+}
 
 constexpr std::size_t terminal_width = 80;
 constexpr std::size_t markdown_width = 100;
@@ -55,6 +62,9 @@ const std::vector<std::pair<std::string, std::string>> environment = {
      "`PMIX_NAMESPACE` (or `OMPI_MCA_ess_base_jobid`); without any, a running job still refuses "
      "newcomers once all its ranks have connected"},
     {"`WHOLESTORE_RANKS`", "ranks `scripts/run.sh` starts (default: one per GPU, 2 without)"},
+    {"`WHOLESTORE_DEBUG`",
+     "`1`: error messages keep the library's source locations (`(file.cpp:123, failed: ...)`), "
+     "which are left out otherwise"},
     {"`WHOLESTORE_TIMEOUT`",
      "collective timeout in seconds, in (0, 31536000]: when set, it replaces the `timeout_s` of "
      "every command's config (file, `--set` or default) and the library's default of 300 s; any "
@@ -379,6 +389,60 @@ std::string config_reference_markdown() {
   return out;
 }
 
+namespace {
+
+/// Whether s[at...] is "name.ext:digits" followed by ')' or ", failed: " (a location group's
+/// inside, as wholememory::detail::format_location writes it).
+bool location_at(const std::string& s, std::size_t at) {
+  std::size_t i = at;
+  while (i < s.size() && (std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '_' ||
+                          s[i] == '-' || s[i] == '.'))
+    ++i;
+  const std::string name = s.substr(at, i - at);
+  const bool source =
+      name.size() > 2 &&
+      (name.rfind(".cpp") == name.size() - 4 || name.rfind(".hpp") == name.size() - 4 ||
+       name.rfind(".cu") == name.size() - 3 || name.rfind(".cuh") == name.size() - 4 ||
+       name.rfind(".h") == name.size() - 2);
+  if (!source || i >= s.size() || s[i] != ':') return false;
+  const std::size_t digits = ++i;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  return i > digits && i < s.size() && (s[i] == ')' || s.compare(i, 10, ", failed: ") == 0);
+}
+
+}  // namespace
+
+std::string user_message(const std::string& what, bool keep_locations) {
+  std::string out;
+  out.reserve(what.size());
+  for (std::size_t i = 0; i < what.size();) {
+    if (!keep_locations && what[i] == ' ' && i + 1 < what.size() && what[i + 1] == '(' &&
+        location_at(what, i + 2)) {
+      // Skip to the group's own closing parenthesis (a failed check may hold parentheses).
+      std::size_t j = i + 1;
+      int depth = 0;
+      for (; j < what.size(); ++j) {
+        if (what[j] == '(') ++depth;
+        if (what[j] == ')' && --depth == 0) break;
+      }
+      if (j < what.size()) {
+        i = j + 1;
+        continue;
+      }
+    }
+    const auto c = static_cast<unsigned char>(what[i]);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", c);
+      out += escaped;
+    } else {
+      out += what[i];
+    }
+    ++i;
+  }
+  return out;
+}
+
 int run_wholestore(int argc, char** argv) {
   if (argc < 2) {
     std::fputs(overview().c_str(), stderr);
@@ -401,10 +465,12 @@ int run_wholestore(int argc, char** argv) {
     return command->run(argc - 1, argv + 1);
   } catch (const usage_error& e) {
     std::fprintf(stderr, "wholestore %s: %s\nusage: %s\nsee 'wholestore %s --help'\n", name.c_str(),
-                 e.what(), usage_line(*command).c_str(), name.c_str());
+                 user_message(e.what(), debug_messages()).c_str(), usage_line(*command).c_str(),
+                 name.c_str());
     return exit_usage;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "wholestore %s: error: %s\n", name.c_str(), e.what());
+    std::fprintf(stderr, "wholestore %s: error: %s\n", name.c_str(),
+                 user_message(e.what(), debug_messages()).c_str());
     return exit_error;
   }
 }

@@ -45,6 +45,12 @@ std::string overview();
 /// docs/config.md: the reference of every command, as Markdown (`wholestore help --markdown`).
 std::string config_reference_markdown();
 
+/// What the program prints of an exception's message: without the "(file.cpp:123[, failed:
+/// check])" groups the library appends for developers (kept with `keep_locations`,
+/// WHOLESTORE_DEBUG=1), so a message wrapped by another layer does not show two; control bytes
+/// (from hostile input echoed in a message) shown as \xNN, so none reaches the terminal raw.
+std::string user_message(const std::string& what, bool keep_locations = false);
+
 /// The program: dispatches argv[1] and turns exceptions into messages and exit codes.
 int run_wholestore(int argc, char** argv);
 

@@ -310,21 +310,29 @@ command_args parse_command_args(int argc, char** argv,
       if (arg == o || arg.rfind(o + "=", 0) == 0) return &o;
     return nullptr;
   };
+  // An empty file name would silently write nothing (--report '', --export ''): refused.
+  auto value = [](const std::string& option, const std::string& text) {
+    if (text.empty())
+      throw usage_error(option +
+                        " needs a value, got an empty one (give a file or directory name)");
+    return text;
+  };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--set" || arg == "--report") {
       if (i + 1 >= argc) throw usage_error(arg + " needs a value");
-      (arg == "--set" ? a.overrides.emplace_back(argv[++i]) : a.report_file = argv[++i]);
+      (arg == "--set" ? a.overrides.emplace_back(argv[++i])
+                      : a.report_file = value("--report", argv[++i]));
     } else if (arg.rfind("--set=", 0) == 0) {
       a.overrides.push_back(arg.substr(6));
     } else if (arg.rfind("--report=", 0) == 0) {
-      a.report_file = arg.substr(9);
+      a.report_file = value("--report", arg.substr(9));
     } else if (const std::string* o = own_option(arg)) {
       if (arg == *o) {
         if (i + 1 >= argc) throw usage_error(arg + " needs a value");
-        a.options[*o] = argv[++i];
+        a.options[*o] = value(*o, argv[++i]);
       } else {
-        a.options[*o] = arg.substr(o->size() + 1);
+        a.options[*o] = value(*o, arg.substr(o->size() + 1));
       }
     } else if (!arg.empty() && arg[0] == '-') {
       throw usage_error("unknown option '" + arg + "'");

@@ -95,8 +95,9 @@ void agree_on_config(wholememory::bootstrap& bs, const config& cfg, const std::s
 
 /// Splits a subcommand's arguments into an optional config path, --set overrides and
 /// --report <file>, or notes -h/--help (then nothing else is checked); throws usage_error on
-/// anything else.  The rank that writes reports (rank 0, or a process without a launch
-/// environment) checks up front that the --report file can be written (check_report_file).
+/// anything else, an empty value of --report or of a `value_options` included.  The rank that
+/// writes reports (rank 0, or a process without a launch environment) checks up front that the
+/// --report file can be written (check_report_file).
 ///
 /// `value_options` are a command's own options that take a value ("--plot" for `--plot FILE` or
 /// `--plot=FILE`); they land in `options`, the last one given winning.

@@ -294,10 +294,29 @@ class signal_guard {
     return out;
   }
 
-  // For a forked child before exec: the launcher's handlers must not run there.
+  // For a forked child before exec: the launcher's handlers must not run there.  Called with
+  // the handled signals blocked (fork_blocked), so that a signal sent to the child before it
+  // gets here (stop_all of a job whose other rank already failed) waits and then meets the
+  // default action, rather than the launcher's handler, which would write it into the pipe the
+  // child shares with the launcher and make the launcher believe it was signalled.
   static void reset_in_child() {
     for (std::size_t i = 0; i < handled_count; ++i) ::signal(handled[i], SIG_DFL);
     ::signal(SIGPIPE, SIG_DFL);
+  }
+
+  // fork() with the handled signals blocked in the child until it has called reset_in_child
+  // and unblock_in_child.  The launcher gets its own mask back before fork_blocked returns.
+  static pid_t fork_blocked(sigset_t& saved) {
+    sigset_t block;
+    sigemptyset(&block);
+    for (std::size_t i = 0; i < handled_count; ++i) sigaddset(&block, handled[i]);
+    ::sigprocmask(SIG_BLOCK, &block, &saved);
+    const pid_t pid = ::fork();
+    if (pid != 0) ::sigprocmask(SIG_SETMASK, &saved, nullptr);
+    return pid;
+  }
+  static void unblock_in_child(const sigset_t& saved) {
+    ::sigprocmask(SIG_SETMASK, &saved, nullptr);
   }
 
  private:
@@ -342,10 +361,12 @@ void start_rank(rank_process& proc, const launch_options& opts) {
     throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   std::fflush(stdout);
   std::fflush(stderr);
-  pid_t pid = ::fork();
+  sigset_t mask;
+  pid_t pid = signal_guard::fork_blocked(mask);
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
     signal_guard::reset_in_child();
+    signal_guard::unblock_in_child(mask);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     // Died between fork and prctl: the signal will never come.
     if (::getppid() != launcher) ::_exit(127);
@@ -406,9 +427,10 @@ class watchdog {
     std::fflush(stdout);
     std::fflush(stderr);
     const pid_t launcher = ::getpid();
-    pid_ = ::fork();
+    sigset_t mask;
+    pid_ = signal_guard::fork_blocked(mask);
     if (pid_ < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-    if (pid_ == 0) watch(fds[0], fds[1], launcher, groups);
+    if (pid_ == 0) watch(fds[0], fds[1], launcher, groups, mask);
     ::close(fds[0]);
     write_fd_ = fds[1];
   }
@@ -427,12 +449,13 @@ class watchdog {
 
  private:
   [[noreturn]] static void watch(int read_fd, int write_fd, pid_t launcher,
-                                 const std::vector<pid_t>& groups) {
+                                 const std::vector<pid_t>& groups, const sigset_t& mask) {
     ::close(write_fd);
     // Not the launcher's handlers, and not the terminal's signals (the launcher forwards
     // those); stdout is the launcher's, and may be a pipe someone reads to its end.
     signal_guard::reset_in_child();
     for (int sig : {SIGINT, SIGHUP, SIGTERM, SIGQUIT}) ::signal(sig, SIG_IGN);
+    signal_guard::unblock_in_child(mask);
     int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
     if (devnull >= 0) {
       ::dup2(devnull, STDIN_FILENO);

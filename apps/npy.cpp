@@ -2,8 +2,8 @@
 #include "npy.hpp"
 
 #include "config.hpp"
+#include "output_file.hpp"
 
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -31,13 +31,11 @@ void write_npy(const std::string& path, const float* data, std::size_t rows, std
   unsigned char first = 0;
   std::memcpy(&first, &probe, 1);
   if (first != 1) throw config_error("--export: .npy is written little-endian only");
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) throw config_error("--export: cannot write " + path + ": " + std::strerror(errno));
   const std::string header = npy_header(rows, cols);
-  bool ok = std::fwrite(header.data(), 1, header.size(), f) == header.size();
-  if (ok && rows * cols != 0) ok = std::fwrite(data, sizeof(float), rows * cols, f) == rows * cols;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok) throw config_error("--export: writing " + path + " failed: " + std::strerror(errno));
+  write_output_file(path, "--export", [&](std::FILE* f) {
+    std::fwrite(header.data(), 1, header.size(), f);
+    if (rows * cols != 0) std::fwrite(data, sizeof(float), rows * cols, f);
+  });
 }
 
 }  // namespace wholestore::apps

@@ -11,8 +11,9 @@ namespace wholestore::apps {
 /// 1.0, header length, the dict padded with spaces and ended by '\n' to a multiple of 64 bytes.
 std::string npy_header(std::size_t rows, std::size_t cols);
 
-/// Writes `data` (rows x cols float32) to `path` as .npy.  Throws config_error when the file
-/// cannot be written.
+/// Writes `data` (rows x cols float32) to `path` as .npy, through a temporary file renamed into
+/// place (output_file.hpp).  Throws config_error when the file cannot be written; a previous
+/// file of that name is then kept.
 void write_npy(const std::string& path, const float* data, std::size_t rows, std::size_t cols);
 
 }  // namespace wholestore::apps

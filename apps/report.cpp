@@ -1,6 +1,7 @@
 // --report files (report.hpp).
 #include "report.hpp"
 
+#include "output_file.hpp"
 #include "version.hpp"
 
 #include <sys/stat.h>
@@ -8,7 +9,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 namespace wholestore::apps {
@@ -38,15 +38,14 @@ void check_report_file(const std::string& path) {
 }
 
 void write_report(const std::string& path, const std::string& body, const config* cfg) {
-  std::ofstream report(path);
+  std::ostringstream report;
   report << body << version_yaml();
   if (cfg != nullptr) {
     report << "config:\n";
     std::istringstream lines(cfg->to_yaml());
     for (std::string line; std::getline(lines, line);) report << "  " << line << "\n";
   }
-  report.flush();
-  if (!report) throw config_error(path + ": cannot write the report");
+  write_output_file(path, "--report", report.str());
 }
 
 }  // namespace wholestore::apps

@@ -12,7 +12,8 @@ namespace wholestore::apps {
 
 /// Writes `path`: `body` (the command's figures as YAML lines, starting with `command: NAME`),
 /// the `version:` block (version.hpp) and, when `cfg` is given, the effective config under
-/// `config:`.  Throws config_error when the file cannot be written.
+/// `config:`, through a temporary file renamed into place (output_file.hpp).  Throws
+/// config_error when the file cannot be written; a previous file of that name is then kept.
 void write_report(const std::string& path, const std::string& body, const config* cfg);
 
 /// Checks before a run that `path` can be written: not a directory, and either a writable

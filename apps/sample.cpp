@@ -10,23 +10,15 @@
 
 #include <graph/csr_graph.hpp>
 #include <graph/generate.hpp>
-#include <graph/random.hpp>
 #include <graph/sampling.hpp>
+#include <train/sample_runner.hpp>
 #include <wholememory/allocation.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
 #include <wholememory/device.hpp>
-#include <wholememory/device_buffer.hpp>
 #include <wholememory/dtype.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
-
-#if defined(WHOLESTORE_HAS_CUDA)
-#include <cuda_runtime_api.h>
-#endif
-
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -36,6 +28,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace wholestore::apps {
@@ -110,43 +103,6 @@ graph::sample_method parse_method(const config& cfg) {
     throw config_error(std::string("method: ") + e.what() + " (" + cfg.origin.at("method") + ")");
   }
 }
-
-// SplitMix64 (the sampler's own mixer) for seed orders and per-batch random seeds.
-using graph::mix64;
-
-// All node ids in an order that depends only on (seed, epoch): Fisher-Yates with a
-// counter-based generator, the same on every rank and platform.
-std::vector<std::int64_t> shuffled_nodes(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch) {
-  std::vector<std::int64_t> ids(n);
-  for (std::uint64_t i = 0; i < n; ++i) ids[i] = static_cast<std::int64_t>(i);
-  const std::uint64_t key = mix64(seed ^ mix64(epoch + 0x5851F42D4C957F2Dull));
-  for (std::uint64_t i = n; i > 1; --i) {
-    std::uint64_t j = mix64(key + i) % i;
-    std::swap(ids[i - 1], ids[j]);
-  }
-  return ids;
-}
-
-double peak_rss_mib() {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_maxrss / 1024.0;  // KiB on Linux
-}
-
-double gpu_used_mib() {
-#if defined(WHOLESTORE_HAS_CUDA)
-  std::size_t free_b = 0, total_b = 0;
-  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) return (total_b - free_b) / 1048576.0;
-#endif
-  return 0.0;
-}
-
-// Per-rank figures exchanged over the bootstrap at the end.
-struct rank_figures {
-  double sample_s = 0, gather_s = 0, loop_s = 0;
-  std::uint64_t batches = 0, seeds = 0, sampled_edges = 0, gathered_rows = 0, gathered_bytes = 0;
-  double rss_mib = 0, gpu_mib = 0;
-};
 
 // What a sample run is asked for: the config, checked before anything collective.
 struct sample_settings {
@@ -332,33 +288,6 @@ loaded_graph load_or_generate(const config& cfg, const sample_settings& set,
   return out;
 }
 
-// All ranks' figures: counts summed, times the slowest rank's, memory per rank.
-struct run_totals {
-  rank_figures sum;
-  double rss_max = 0, rss_sum = 0, gpu_max = 0;
-};
-
-// Collective over `bs`.
-run_totals all_ranks(wm::bootstrap& bs, const rank_figures& mine) {
-  std::vector<rank_figures> all(static_cast<std::size_t>(bs.size()));
-  bs.allgather(&mine, all.data(), sizeof(rank_figures));
-  run_totals t;
-  for (const auto& f : all) {
-    t.sum.sample_s = std::max(t.sum.sample_s, f.sample_s);
-    t.sum.gather_s = std::max(t.sum.gather_s, f.gather_s);
-    t.sum.loop_s = std::max(t.sum.loop_s, f.loop_s);
-    t.sum.batches += f.batches;
-    t.sum.seeds += f.seeds;
-    t.sum.sampled_edges += f.sampled_edges;
-    t.sum.gathered_rows += f.gathered_rows;
-    t.sum.gathered_bytes += f.gathered_bytes;
-    t.rss_max = std::max(t.rss_max, f.rss_mib);
-    t.rss_sum += f.rss_mib;
-    t.gpu_max = std::max(t.gpu_max, f.gpu_mib);
-  }
-  return t;
-}
-
 // What rank 0 prints and reports at the end.
 struct sample_outcome {
   int ranks = 0;
@@ -369,7 +298,7 @@ struct sample_outcome {
   double gen_s = 0, load_s = 0;  // load_s: the slowest rank's load (or placement)
   double check_s = 0;
   std::uint64_t load_bytes = 0;
-  run_totals totals;
+  train::sample_run_result run;  // the figures of the sampling loop
 };
 
 struct sample_rates {
@@ -378,7 +307,7 @@ struct sample_rates {
 
 sample_rates rates_of(const sample_outcome& o) {
   auto rate = [](double x, double s) { return s > 0 ? x / s : 0.0; };
-  const rank_figures& tot = o.totals.sum;
+  const train::sample_figures& tot = o.run.total;
   return {rate(static_cast<double>(o.load_bytes), o.load_s) / 1e9,
           rate(static_cast<double>(tot.batches), tot.loop_s),
           rate(static_cast<double>(tot.sampled_edges), tot.sample_s),
@@ -386,7 +315,7 @@ sample_rates rates_of(const sample_outcome& o) {
 }
 
 void print_summary(const sample_outcome& o) {
-  const rank_figures& tot = o.totals.sum;
+  const train::sample_figures& tot = o.run.total;
   const sample_rates r = rates_of(o);
   std::printf("  sample    %8.3f s  %10.0f edges/s  (%llu edges, %llu batches, %llu seeds)\n",
               tot.sample_s, r.edges_per_s, static_cast<unsigned long long>(tot.sampled_edges),
@@ -396,9 +325,9 @@ void print_summary(const sample_outcome& o) {
               r.gather_gbps, static_cast<unsigned long long>(tot.gathered_rows),
               tot.gathered_bytes / 1e6);
   std::printf("  loop      %8.3f s  %7.1f batches/s\n", tot.loop_s, r.batches_per_s);
-  std::printf("  memory    peak RSS %.1f MiB (max rank), %.1f MiB (all ranks)", o.totals.rss_max,
-              o.totals.rss_sum);
-  if (o.use_gpu) std::printf(", GPU used %.1f MiB (max device)", o.totals.gpu_max);
+  std::printf("  memory    peak RSS %.1f MiB (max rank), %.1f MiB (all ranks)", o.run.total.rss_mib,
+              o.run.rss_sum_mib);
+  if (o.use_gpu) std::printf(", GPU used %.1f MiB (max device)", o.run.total.gpu_mib);
   std::printf("\n");
   std::printf(
       "summary: %d rank(s), %s sampler, %llu batches, %llu sampled edges, %.0f edges/s, "
@@ -410,7 +339,7 @@ void print_summary(const sample_outcome& o) {
 }
 
 void write_sample_report(const std::string& path, const sample_outcome& o, const config& cfg) {
-  const rank_figures& tot = o.totals.sum;
+  const train::sample_figures& tot = o.run.total;
   const sample_rates r = rates_of(o);
   std::ostringstream report;
   report << "command: sample\nranks: " << o.ranks << "\nsampler: " << (o.use_gpu ? "gpu" : "cpu")
@@ -424,9 +353,9 @@ void write_sample_report(const std::string& path, const sample_outcome& o, const
          << "\nsampled_edges_per_s: " << r.edges_per_s << "\nloop_s: " << tot.loop_s
          << "\nbatches_per_s: " << r.batches_per_s << "\ngathered_rows: " << tot.gathered_rows
          << "\ngathered_bytes: " << tot.gathered_bytes << "\ngather_s: " << tot.gather_s
-         << "\ngathered_gbps: " << r.gather_gbps << "\npeak_rss_mib: " << o.totals.rss_max
-         << "\npeak_rss_mib_all_ranks: " << o.totals.rss_sum
-         << "\ngpu_used_mib: " << o.totals.gpu_max << "\n";
+         << "\ngathered_gbps: " << r.gather_gbps << "\npeak_rss_mib: " << o.run.total.rss_mib
+         << "\npeak_rss_mib_all_ranks: " << o.run.rss_sum_mib
+         << "\ngpu_used_mib: " << o.run.total.gpu_mib << "\n";
   write_report(path, report.str(), &cfg);
 }
 
@@ -509,187 +438,34 @@ sample_job join_job(const config& cfg, const sample_settings& set) {
   return job;
 }
 
-// This rank's seeds per epoch ([first, last) of every epoch's shuffled order) and how many
-// sampling calls it makes per epoch.
-struct batch_plan {
-  std::uint64_t first = 0, last = 0;
-  std::uint64_t local_batches = 0;  // batches with seeds
-  std::uint64_t calls = 0;          // local_batches, or the most of any rank when collective
-};
-
-// Collective over job.bs.
-batch_plan plan_batches(const sample_job& job, const sample_settings& set,
-                        const graph::csr_graph& g) {
-  batch_plan p;
-  const std::uint64_t n = g.num_nodes;
-  p.first = n * static_cast<std::uint64_t>(job.rank) / job.ranks;
-  p.last = n * static_cast<std::uint64_t>(job.rank + 1) / job.ranks;
-  p.local_batches = (p.last - p.first + set.batch_size - 1) / set.batch_size;
-  if (set.max_batches > 0) p.local_batches = std::min(p.local_batches, set.max_batches);
-  std::vector<std::uint64_t> all_batches(static_cast<std::size_t>(job.ranks));
-  job.bs->allgather(&p.local_batches, all_batches.data(), sizeof(std::uint64_t));
-  const std::uint64_t most = *std::max_element(all_batches.begin(), all_batches.end());
-  // Distributed memory makes sampling and gathering collective: every rank calls equally often.
-  const bool collective = set.graph_type == wm::memory_type::distributed ||
-                          (g.has_features() && set.features_type == wm::memory_type::distributed);
-  p.calls = collective ? most : p.local_batches;
-  return p;
+// The sampling loop's options from the settings (the seeds shuffled per epoch, all nodes).
+train::sample_run_options run_options(const config& cfg, const sample_settings& set) {
+  train::sample_run_options o;
+  o.order = train::seed_order::shuffled_epochs;
+  o.fanouts = set.fanouts;
+  o.method = set.method;
+  o.edge_ids = cfg.get_bool("edge_ids");
+  o.batch_size = set.batch_size;
+  o.epochs = set.epochs;
+  o.batches = set.max_batches;
+  o.random_seed = set.random_seed;
+  o.use_gpu = set.use_gpu;
+  o.gather_features = true;
+  o.threads = set.threads;
+  return o;
 }
 
-// One batch at a time: sample the seeds' neighborhoods, gather the input nodes' features, add
-// the counts and times to `mine`.  The CPU path on host buffers; the GPU path with its sampler,
-// stream and device buffers, kept across batches.
-class batch_runner {
- public:
-  batch_runner(const sample_settings& set, graph::csr_graph& g)
-      : set_(set),
-        g_(g),
-        row_bytes_(g.has_features() ? g.feature_dim * wm::dtype_size(g.feature_type) : 0) {
-#if defined(WHOLESTORE_HAS_CUDA)
-    if (set_.use_gpu) {
-      gs_ = std::make_unique<graph::gpu_sampler>(g_);
-      if (cudaStreamCreate(&stream_) != cudaSuccess)
-        WM_FAIL(wm::cuda_error, "cudaStreamCreate failed");
-      d_seeds_ = wm::device_buffer(set_.batch_size * sizeof(std::int64_t), wm::current_device());
-    }
-#endif
-  }
-  batch_runner(const batch_runner&) = delete;
-  batch_runner& operator=(const batch_runner&) = delete;
-  ~batch_runner() {
-#if defined(WHOLESTORE_HAS_CUDA)
-    gs_.reset();
-    if (stream_) cudaStreamDestroy(stream_);
-#endif
-  }
-
-  // Returns the rows gathered (the batch's input nodes).
-  std::size_t run(const std::int64_t* seeds, std::size_t count, const graph::sample_options& so,
-                  rank_figures& mine) {
-    return set_.use_gpu ? run_gpu(seeds, count, so, mine) : run_cpu(seeds, count, so, mine);
-  }
-
-  std::size_t row_bytes() const { return row_bytes_; }
-
- private:
-  std::size_t run_cpu(const std::int64_t* seeds, std::size_t count, const graph::sample_options& so,
-                      rank_figures& mine) {
-    auto t0 = std::chrono::steady_clock::now();
-    graph::sample_result r = graph::sample_host(g_, seeds, count, so, set_.threads);
-    for (const auto& blk : r.blocks)
-      mine.sampled_edges += static_cast<std::uint64_t>(blk.num_edges());
-    mine.sample_s += seconds_since(t0);
-    if (!g_.has_features()) return 0;
-    const std::vector<std::int64_t> empty;
-    const std::vector<std::int64_t>& input = r.blocks.empty() ? empty : r.input_nodes();
-    const std::size_t rows = input.size();
-    if (host_out_.size() < rows * row_bytes_) host_out_.resize(rows * row_bytes_);
-    t0 = std::chrono::steady_clock::now();
-    wm::index_array idx{input.data(), wm::dtype::int64, rows};
-    wm::dense_matrix out{host_out_.data(), g_.feature_type, rows, g_.feature_dim, g_.feature_dim};
-    wm::gather_host(g_.features_tensor(), idx, out, set_.threads);
-    mine.gather_s += seconds_since(t0);
-    return rows;
-  }
-
-  std::size_t run_gpu(const std::int64_t* seeds, std::size_t count, const graph::sample_options& so,
-                      rank_figures& mine) {
-#if defined(WHOLESTORE_HAS_CUDA)
-    auto t0 = std::chrono::steady_clock::now();
-    if (count) wm::copy_bytes(d_seeds_.data(), seeds, count * sizeof(std::int64_t));
-    std::vector<graph::device_block> blocks =
-        gs_->sample(d_seeds_.data_as<const std::int64_t>(), count, so, stream_);
-    if (cudaStreamSynchronize(stream_) != cudaSuccess)
-      WM_FAIL(wm::cuda_error, "sampling stream failed");
-    for (const auto& blk : blocks) mine.sampled_edges += static_cast<std::uint64_t>(blk.num_edges);
-    mine.sample_s += seconds_since(t0);
-    if (!g_.has_features()) return 0;
-    const std::size_t rows = blocks.empty() ? 0 : static_cast<std::size_t>(blocks.back().num_src);
-    if (rows * row_bytes_ > d_out_bytes_) {
-      d_out_.reset();
-      d_out_bytes_ = std::max(rows * row_bytes_, d_out_bytes_ * 2);
-      d_out_ = wm::device_buffer(d_out_bytes_, wm::current_device());
-    }
-    t0 = std::chrono::steady_clock::now();
-    wm::index_array idx{blocks.empty() ? nullptr : blocks.back().src_nodes, wm::dtype::int64, rows};
-    wm::dense_matrix out{d_out_.data(), g_.feature_type, rows, g_.feature_dim, g_.feature_dim};
-    wm::gather(g_.features_tensor(), idx, out, stream_);
-    if (cudaStreamSynchronize(stream_) != cudaSuccess)
-      WM_FAIL(wm::cuda_error, "gather stream failed");
-    mine.gather_s += seconds_since(t0);
-    return rows;
-#else
-    (void)seeds;
-    (void)count;
-    (void)so;
-    (void)mine;
-    WM_FAIL(wm::logic_error, "the GPU sampler needs a build with CUDA");
-#endif
-  }
-
-  const sample_settings& set_;
-  graph::csr_graph& g_;
-  const std::size_t row_bytes_;
-  std::vector<unsigned char> host_out_;
-#if defined(WHOLESTORE_HAS_CUDA)
-  std::unique_ptr<graph::gpu_sampler> gs_;
-  cudaStream_t stream_ = nullptr;
-  wm::device_buffer d_seeds_, d_out_;
-  std::size_t d_out_bytes_ = 0;
-#endif
-};
-
-// Every epoch's batches on this rank; returns its figures.  Collective over job.bs (and over
-// the communicator for distributed memory).
-rank_figures run_epochs(const sample_job& job, const sample_settings& set, const config& cfg,
-                        graph::csr_graph& g, const batch_plan& plan) {
-  graph::sample_options so;
-  so.fanouts = set.fanouts;
-  so.method = set.method;
-  so.edge_ids = cfg.get_bool("edge_ids");
-  rank_figures mine;
-  batch_runner runner(set, g);
+// Every epoch's batches on every rank, rank 0 showing progress.  Collective over job.bs (and
+// over the communicator for distributed memory).
+train::sample_run_result run_loop(const sample_job& job, const train::sample_run_options& o,
+                                  graph::csr_graph& g) {
   progress_display bar(job.lead, "sample");
-  const std::uint64_t total_calls = plan.calls * set.epochs;
-  job.bs->barrier();
-  const auto loop_t0 = std::chrono::steady_clock::now();
-  for (std::uint64_t epoch = 0; epoch < set.epochs; ++epoch) {
-    const std::vector<std::int64_t> order = shuffled_nodes(g.num_nodes, set.random_seed, epoch);
-    // The sampler's randomness differs per epoch only: a node's sample in an epoch is then the
-    // same whichever rank or batch takes it, for any rank count and batch size.
-    so.random_seed = mix64(set.random_seed ^ mix64(epoch));
-    for (std::uint64_t b = 0; b < plan.calls; ++b) {
-      const std::uint64_t begin = std::min(plan.last, plan.first + b * set.batch_size);
-      const std::uint64_t end = b < plan.local_batches ? std::min(plan.last, begin + set.batch_size)
-                                                       : begin;  // padding: empty
-      const std::size_t count = static_cast<std::size_t>(end - begin);
-      const std::size_t rows = runner.run(order.data() + begin, count, so, mine);
-      if (count) {
-        ++mine.batches;
-        mine.seeds += count;
-      }
-      mine.gathered_rows += rows;
-      mine.gathered_bytes += rows * runner.row_bytes();
-      bar.update(epoch * plan.calls + b + 1, total_calls);
-    }
-  }
-  mine.loop_s = seconds_since(loop_t0);
-  mine.rss_mib = peak_rss_mib();
-  mine.gpu_mib = set.use_gpu ? gpu_used_mib() : 0.0;
-  return mine;
+  return train::run_sampling(
+      job.bs, g, o, [&](std::uint64_t done, std::uint64_t total) { bar.update(done, total); });
 }
 
-}  // namespace
-
-int run_sample(int argc, char** argv) {
-  command_args args = parse_command_args(argc, argv);
-  config cfg = load_config(sample_schema, args.config_file, args.overrides);
-  const sample_settings set = read_settings(cfg);
-  const sample_job job = join_job(cfg, set);
-  loaded_graph loaded = load_or_generate(cfg, set, job.comm, job.features_comm, *job.bs, job.lead);
-  const batch_plan plan = plan_batches(job, set, loaded.g);
-  const rank_figures mine = run_epochs(job, set, cfg, loaded.g, plan);
-
+sample_outcome outcome_of(const sample_job& job, const sample_settings& set,
+                          const loaded_graph& loaded, train::sample_run_result run) {
   sample_outcome outcome;
   outcome.ranks = job.ranks;
   outcome.use_gpu = set.use_gpu;
@@ -703,7 +479,20 @@ int run_sample(int argc, char** argv) {
   outcome.load_s = loaded.load_s;
   outcome.check_s = loaded.check_s;
   outcome.load_bytes = loaded.load_bytes;
-  outcome.totals = all_ranks(*job.bs, mine);
+  outcome.run = std::move(run);
+  return outcome;
+}
+
+}  // namespace
+
+int run_sample(int argc, char** argv) {
+  command_args args = parse_command_args(argc, argv);
+  config cfg = load_config(sample_schema, args.config_file, args.overrides);
+  const sample_settings set = read_settings(cfg);
+  const sample_job job = join_job(cfg, set);
+  loaded_graph loaded = load_or_generate(cfg, set, job.comm, job.features_comm, *job.bs, job.lead);
+  train::sample_run_result run = run_loop(job, run_options(cfg, set), loaded.g);
+  const sample_outcome outcome = outcome_of(job, set, loaded, std::move(run));
   if (job.lead) {
     print_summary(outcome);
     if (!args.report_file.empty()) write_sample_report(args.report_file, outcome, cfg);

@@ -1,12 +1,11 @@
 // svg_line_chart (svg_plot.hpp): axes with five ticks, a polyline and dots per series, a legend.
 #include "svg_plot.hpp"
 
-#include "config.hpp"
+#include "output_file.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 namespace wholestore::apps {
@@ -105,10 +104,7 @@ std::string svg_line_chart(const std::string& title, const std::string& x_label,
 }
 
 void write_svg(const std::string& path, const std::string& svg) {
-  std::ofstream f(path, std::ios::trunc);
-  f << svg;
-  f.flush();
-  if (!f.good()) throw config_error("--plot: cannot write " + path);
+  write_output_file(path, "--plot", svg);
 }
 
 }  // namespace wholestore::apps

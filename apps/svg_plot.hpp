@@ -19,7 +19,8 @@ struct plot_series {
 std::string svg_line_chart(const std::string& title, const std::string& x_label,
                            const plot_series& left, const plot_series& right);
 
-/// Writes svg_line_chart to `path`; throws config_error when the file cannot be written.
+/// Writes svg_line_chart to `path` through a temporary file renamed into place
+/// (output_file.hpp); throws config_error when the file cannot be written.
 void write_svg(const std::string& path, const std::string& svg);
 
 }  // namespace wholestore::apps

@@ -312,6 +312,29 @@ void write_plot(const std::string& path, const train_result& r, const std::strin
   write_svg(path, svg_line_chart("wholestore train: " + source, "epoch", loss, auc));
 }
 
+// Two outputs named the same file (`--export X --plot X`) would leave only the last one
+// written: refused before the run, on every rank, naming both options.  Paths are compared
+// after resolving `.`, `..` and symbolic links, and existing files by identity.
+void check_distinct_outputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
+  namespace fs = std::filesystem;
+  auto resolved = [](const std::string& file) {
+    std::error_code ec;
+    fs::path p = fs::weakly_canonical(fs::absolute(file, ec), ec);
+    return ec ? fs::absolute(file, ec).lexically_normal() : p;
+  };
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    for (std::size_t j = i + 1; j < outputs.size(); ++j) {
+      const auto& [flag_a, file_a] = outputs[i];
+      const auto& [flag_b, file_b] = outputs[j];
+      if (file_a.empty() || file_b.empty()) continue;
+      std::error_code ec;
+      if (resolved(file_a) == resolved(file_b) || fs::equivalent(file_a, file_b, ec))
+        throw config_error(flag_a + " " + file_a + " and " + flag_b + " " + file_b +
+                           " name the same file: give each output its own; nothing was run");
+    }
+  }
+}
+
 int run_train(int argc, char** argv) {
   command_args args = parse_command_args(argc, argv, train_options);
   config cfg = load_config(train_schema, args.config_file, args.overrides);
@@ -325,6 +348,8 @@ int run_train(int argc, char** argv) {
     return it == args.options.end() ? std::string() : it->second;
   };
   const std::string plot_file = option("--plot"), export_file = option("--export");
+  check_distinct_outputs(
+      {{"--export", export_file}, {"--plot", plot_file}, {"--report", args.report_file}});
   // Output files are checked before the run (by the rank that writes them, as --report is), so
   // a typo costs nothing.
   const char* rank_env = std::getenv("RANK");

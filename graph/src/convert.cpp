@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cfloat>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,12 +56,19 @@ bool is_integer(std::string_view s) {
 
 // `field` must be followed in memory by a non-number character (a separator, a line end or the
 // string's terminating NUL), which holds for fields inside the read buffer.
-bool parse_weight(std::string_view field, float& weight) {
-  if (field.empty()) return false;
+// How a weight field reads: a float32, not a number at all, or a number too large for float32
+// (1e300: strtof's overflow).  A number too small for float32 (1e-50) reads as its rounding to
+// zero or a subnormal, as any decimal rounds to the nearest float.
+enum class weight_text { number, not_a_number, too_large };
+
+weight_text parse_weight(std::string_view field, float& weight) {
+  if (field.empty()) return weight_text::not_a_number;
   char* end = nullptr;
   errno = 0;
   weight = std::strtof(field.data(), &end);
-  return end == field.data() + field.size() && errno == 0;
+  if (end != field.data() + field.size()) return weight_text::not_a_number;
+  if (errno == ERANGE && std::fabs(weight) > 1.0f) return weight_text::too_large;
+  return weight_text::number;
 }
 
 // Integer id -> node index, open addressing with linear probing: the node-based
@@ -242,8 +250,14 @@ class edge_list_parser {
     float weight = 1.0f;
     if (num_fields_ == 3) {
       // Without has_weights a numeric third column (a weight) is read and ignored.
-      if (!parse_weight(fields_[2], weight)) {
+      const weight_text read = parse_weight(fields_[2], weight);
+      if (read == weight_text::not_a_number) {
         fail(line_no, text, "third field '" + std::string(fields_[2]) + "' is not a number");
+      }
+      if (read == weight_text::too_large) {
+        fail(line_no, text,
+             "weight '" + std::string(fields_[2]) +
+                 "' must be finite and >= 0 (it is beyond float32's largest, 3.40282e+38)");
       }
       // NaN fails both comparisons.  Such a weight would be sampled as weight zero.
       if (options_.has_weights && !(weight >= 0.0f && weight <= FLT_MAX)) {

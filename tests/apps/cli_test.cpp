@@ -456,3 +456,23 @@ TEST(Version, YamlBlockHasTheBuildAndTheMachine) {
 }
 
 }  // namespace
+
+// What the program prints of an error (issue 36): the library's source locations left out,
+// also two of them from a wrapped message, parentheses inside a failed check included; text
+// in parentheses that is not a location kept; control bytes from hostile input escaped.
+TEST(UserMessage, LeavesOutLocationsAndEscapesControlBytes) {
+  using wholestore::apps::user_message;
+  EXPECT_EQ(user_message("bad dim 0 (table.cpp:12, failed: o.dim >= 1)"), "bad dim 0");
+  EXPECT_EQ(user_message("load: rank 1 failed (dataset.cpp:330, failed: (a) && (b)) "
+                         "(bootstrap.cpp:238)"),
+            "load: rank 1 failed");
+  EXPECT_EQ(user_message("kernel failed (apply_gradients.cu:77): out of memory"),
+            "kernel failed: out of memory");
+  EXPECT_EQ(user_message("values (1, 2) and (x.cpp) stay (a.cpp:x)"),
+            "values (1, 2) and (x.cpp) stay (a.cpp:x)");
+  EXPECT_EQ(user_message("line 3: 'a\x1b[2Jb\x07' is not a number"),
+            "line 3: 'a\\x1b[2Jb\\x07' is not a number");
+  EXPECT_EQ(user_message("tab\tand\nnewline stay"), "tab\tand\nnewline stay");
+  EXPECT_EQ(user_message("kept (gather.cpp:9)", true), "kept (gather.cpp:9)");
+  EXPECT_EQ(user_message("unclosed (file.cpp:3, failed: x"), "unclosed (file.cpp:3, failed: x");
+}

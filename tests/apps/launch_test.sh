@@ -118,6 +118,24 @@ rc=$?
 grep -q "rank 0 killed by signal 9" "$WORK/err" || fail "no report of rank 0's signal"
 [ $failures -eq $before ] && pass "a rank killed by SIGKILL gives status 137"
 
+# ---- a missing program: the launcher's own report, never a signal it did not get ---------------
+# Every rank fails to exec at once; the launcher stops the ranks still starting with SIGTERM.
+# A rank signalled between its fork and resetting the launcher's handlers ran the launcher's
+# handler, which wrote the signal into the pipe it shares with the launcher: "received signal
+# 15; passing it on to the ranks" in most runs of 8 ranks (issue 36).
+before=$failures
+spurious=0
+for i in $(seq 1 20); do
+  "$WHOLESTORE" launch -n 8 -- "$WORK/no-such-program" >"$WORK/out" 2>"$WORK/err"
+  rc=$?
+  [ $rc -eq 127 ] || fail "launch of a missing program, run $i: exit $rc, expected 127"
+  grep -q "cannot run '$WORK/no-such-program': No such file or directory" "$WORK/err" ||
+    fail "launch of a missing program, run $i: no 'cannot run' line: $(head -3 "$WORK/err")"
+  grep -q "received signal" "$WORK/err" && spurious=$((spurious + 1))
+done
+[ $spurious -eq 0 ] || fail "launch of a missing program said 'received signal' in $spurious of 20 runs: $(grep "received signal" "$WORK/err")"
+[ $failures -eq $before ] && pass "a missing program: exit 127, 'cannot run', no spurious signal (20 runs of 8 ranks)"
+
 # ---- SIGKILL of the launcher takes its ranks down ------------------------------------------------
 # The launcher cannot forward a SIGKILL: its ranks, and what they started, must die on their own
 # within a few seconds.  Two jobs: shells that start a child and wait (a rank's own processes

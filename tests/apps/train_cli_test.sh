@@ -140,6 +140,84 @@ rc=$?
 [ -f "$work/d/epoch-2024-photos/img1.jpg" ] && [ -f "$work/d/epoch-notes.txt" ] ||
   fail "train --checkpoint removed the user's files"
 
+# Issue 36's mild faults of the outputs and checkpoints.
+# An empty value and two outputs on one file: refused before the run, nothing written.
+expect_error 2 "--export needs a value, got an empty one" --export ''
+expect_error 2 "--plot needs a value, got an empty one" --plot=
+expect_error 2 "--report needs a value, got an empty one" --report ''
+expect_error 2 "--checkpoint needs a value, got an empty one" --checkpoint ''
+expect_error 1 "error: --export $work/same.out and --plot $work/same.out name the same file" \
+  --export "$work/same.out" --plot "$work/same.out"
+expect_error 1 "error: --plot $work/./same.out and --report $work/same.out name the same file" \
+  --plot "$work/./same.out" --report "$work/same.out"
+[ -e "$work/same.out" ] && fail "a refused run wrote $work/same.out"
+# A write that fails: /dev/full (a device is written in place, never replaced, even as root).
+expect_error 1 "error: --export: cannot write /dev/full: No space left on device" \
+  --set epochs=1 --export /dev/full
+[ -c /dev/full ] || fail "/dev/full is no longer a device"
+# A directory made read-only after the check before the run: the previous export and plot stay
+# byte for byte, nothing else is left.  Root writes into read-only directories, so this case
+# runs only for other users (tests/apps/train_outputs_test.cpp fails writes under a file size
+# limit, which binds root too).
+if [ "$(id -u)" != 0 ]; then
+  mkdir -p "$work/ro" && echo "previous export" >"$work/ro/e.npy" && echo "previous plot" >"$work/ro/p.svg"
+  for flag in --export --plot; do
+    file=$work/ro/e.npy
+    [ $flag = --plot ] && file=$work/ro/p.svg
+    chmod u+w "$work/ro"
+    "$bin" train "${cora[@]}" --set epochs=1 $flag "$file" >"$work/ro.log" 2>&1 &
+    pid=$!
+    for _ in $(seq 1 600); do grep -q "graph: " "$work/ro.log" && break; sleep 0.05; done
+    chmod a-w "$work/ro"
+    wait $pid
+    rc=$?
+    chmod u+w "$work/ro"
+    [ $rc -eq 1 ] && grep -q "error: $flag: cannot write $file: Permission denied" "$work/ro.log" ||
+      fail "$flag into a read-only directory (exit $rc): $(tail -2 "$work/ro.log")"
+  done
+  [ "$(cat "$work/ro/e.npy")" = "previous export" ] && [ "$(cat "$work/ro/p.svg")" = "previous plot" ] ||
+    fail "a failed write changed the previous output"
+  [ "$(ls -A "$work/ro" | tr '\n' ' ')" = "e.npy p.svg " ] || fail "leftovers: $(ls -A "$work/ro")"
+else
+  echo "note: running as root, which ignores directory permissions: the read-only directory case is skipped"
+fi
+# Resuming with other settings than the checkpoint's: refused, naming the setting and both values.
+resume_other() {  # setting, checkpoint's value, this run's value
+  expect_error 1 "error: resume: the checkpoint in $work/ck was trained with $1 $2, this run has $1 $3 (" \
+    --resume "$work/ck" --set "$1=$3"
+}
+resume_other seed 0 7
+resume_other lr 0.1 0.5  # a lower one is allowed: the way out of a diverged run
+resume_other optimizer adagrad sgd
+resume_other walk_length 20 10
+resume_other window 3 2
+resume_other walks_per_node 1 2
+resume_other negatives 5 4
+resume_other p 1 0.5
+resume_other q 1 2
+resume_other batch_size 4096 1000
+expect_error 1 "error: resume: the checkpoint in $work/ck was trained with mode deepwalk, this run has node2vec" \
+  --resume "$work/ck" --set mode=node2vec
+# A damaged state.txt: refused naming the file and the line, not clamped or accepted.
+cp -r "$work/ck" "$work/ck-bad"
+sed -i 's/^epoch: 1$/epoch: 99999999999999999999/' "$work/ck-bad/state.txt"
+expect_error 1 "error: resume: $work/ck-bad/state.txt is not a train checkpoint state: line 2: epoch '99999999999999999999' is not a whole number in [1, 2147483647]" \
+  --resume "$work/ck-bad"
+sed -i -e 's/^epoch: .*/epoch: 1/' -e 's/^curve: .*/curve: 1 garbage/' "$work/ck-bad/state.txt"
+line=$(grep -n '^curve:' "$work/ck-bad/state.txt" | cut -d: -f1)
+expect_error 1 "error: resume: $work/ck-bad/state.txt is not a train checkpoint state: line $line: 'curve:' needs 7 value(s), got 2" \
+  --resume "$work/ck-bad"
+expect_error 1 "error: checkpoint: $work/ck-bad/state.txt is not a train checkpoint's state (line $line:" \
+  --checkpoint "$work/ck-bad"
+# What a checkpoint killed while it stored epoch 2 leaves (epoch-2/input.tmp-*) is removed by
+# the next run that stores into the directory.
+rm -rf "$work/ck-bad" && cp -r "$work/ck" "$work/ck-killed"
+mkdir -p "$work/ck-killed/epoch-2/input.tmp-123-0" && echo partial >"$work/ck-killed/epoch-2/input.tmp-123-0/data.bin"
+"$bin" train "${cora[@]}" --resume "$work/ck-killed" --checkpoint "$work/ck-killed" >"$work/killed.log" 2>&1 ||
+  fail "resume into a killed checkpoint exited non-zero: $(tail -3 "$work/killed.log")"
+[ -z "$(find "$work/ck-killed" -name '*.tmp*')" ] && [ -d "$work/ck-killed/epoch-2/input" ] ||
+  fail "the killed store's leftover stayed: $(find "$work/ck-killed")"
+
 # The headline: the shipped default on ego-Facebook, 10% held out, dim 128.
 "$bin" train configs/train.yaml --set dataset="$data/facebook_combined.txt" >"$work/fb.log" 2>&1 ||
   fail "facebook run exited non-zero: $(tail -5 "$work/fb.log")"

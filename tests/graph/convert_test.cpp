@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -187,6 +188,15 @@ TEST_F(ConvertTest, WeightsMustBeFiniteAndNonNegative) {
   }
   auto g = convert_edge_list(file("zero.txt", "0 1 0\n1 2 -0\n"), o);
   EXPECT_EQ(g.edge_weights, (std::vector<float>{0.0f, -0.0f}));
+  // Beyond float32 (issue 36: "1e300 is not a number"): named as too large; a number too
+  // small for float32 rounds, as any decimal does.
+  for (const std::string w : {"1e300", "3.5e38", "-1e300"}) {
+    const std::string path = file("big.txt", "0 1 0.5\n1 2 " + w + "\n");
+    expect_error([&] { convert_edge_list(path, o); },
+                 {path + ":2", "'1 2 " + w + "'", "finite and >= 0", "beyond float32's largest"});
+  }
+  auto tiny = convert_edge_list(file("tiny.txt", "0 1 1e-50\n1 2 1e-40\n"), o);
+  EXPECT_EQ(tiny.edge_weights, (std::vector<float>{0.0f, std::strtof("1e-40", nullptr)}));
 }
 
 // A UTF-8 byte order mark on the first line is not part of the first id: without this the

@@ -30,6 +30,7 @@
 #include <iterator>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -478,11 +479,12 @@ TEST(Train, DivergenceStopsEveryRankNamingTheStepAndKeepsTheCheckpoint) {
     const std::string state((std::istreambuf_iterator<char>(state_file)), {});
     ASSERT_NE(state.find("epoch: 1"), std::string::npos) << state;
 
+    // A new run at the diverging rate into the same directory (a resume must keep the
+    // checkpoint's lr: check_resume_settings): it stops before its first store.
     train_settings bad = good;
     bad.stop_after_epochs = 0;
     bad.epochs = 3;
     bad.lr = d.lr;
-    bad.resume_dir = ckpt;
     for (int ranks : {1, 2}) {
       const std::vector<std::string> msgs = divergence_messages(ranks, bad);
       for (int r = 0; r < ranks; ++r) {
@@ -498,6 +500,10 @@ TEST(Train, DivergenceStopsEveryRankNamingTheStepAndKeepsTheCheckpoint) {
       EXPECT_TRUE(fs::is_directory(ckpt + "/epoch-1/input"));
       EXPECT_FALSE(fs::exists(ckpt + "/epoch-2"));
     }
+    // A resume at the diverging rate is refused before any step: another lr than the
+    // checkpoint's does not continue it.
+    bad.resume_dir = ckpt;
+    EXPECT_NE(error_of(bad).find("was trained with lr 0.01, this run has lr "), std::string::npos);
   }
 }
 
@@ -537,6 +543,190 @@ TEST(Train, CheckpointDirectoryWithOtherFilesIsRefusedAndKept) {
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"epoch-2", "state.txt"}));
   EXPECT_FALSE(fs::exists(dir.path / "epoch-2" / "input.tmp-killed"));
+}
+
+std::string file_text(const fs::path& p) {
+  std::ifstream f(p);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+
+// One stored epoch of small_settings(mode) in `dir`; returns its settings.
+train_settings store_one_epoch(const std::string& dir, train_mode mode) {
+  train_settings s = small_settings(mode);
+  s.epochs = 2;
+  s.stop_after_epochs = 1;
+  s.checkpoint_dir = dir;
+  run_ranks(1, s);
+  s.checkpoint_dir.clear();
+  s.stop_after_epochs = 0;
+  s.resume_dir = dir;
+  return s;
+}
+
+TEST(Train, ResumeWithOtherSettingsIsRefusedNamingBothValues) {
+  using wholestore::embedding::optimizer_kind;
+  const wholestore_test::temp_dir dir("train-resume-settings");
+  const train_settings same = store_one_epoch(dir.str(), train_mode::node2vec);
+  const std::string state = file_text(dir.path / "state.txt");
+  struct other {
+    std::function<void(train_settings&)> change;
+    const char* names;  // "<setting> <checkpoint's> ... <this run's>"
+    const char* saved;
+    const char* now;
+  };
+  const std::vector<other> others = {
+      {[](train_settings& s) { s.seed = 12; }, "seed", "11", "12"},
+      {[](train_settings& s) { s.lr = 0.2f; }, "lr", "0.1", "0.2"},
+      {[](train_settings& s) { s.min_lr_fraction = 0.5f; }, "min_lr_fraction", "0.0001", "0.5"},
+      {[](train_settings& s) { s.optimizer.kind = optimizer_kind::adam; }, "optimizer", "adagrad",
+       "adam"},
+      {[](train_settings& s) { s.walk_length = 7; }, "walk_length", "6", "7"},
+      {[](train_settings& s) { s.window = 1; }, "window", "2", "1"},
+      {[](train_settings& s) { s.walks_per_node = 2; }, "walks_per_node", "1", "2"},
+      {[](train_settings& s) { s.p = 0.25; }, "p", "0.5", "0.25"},
+      {[](train_settings& s) { s.q = 1.0 / 3; }, "q", "2", "0.3333333333333333"},
+      {[](train_settings& s) { s.negatives = 4; }, "negatives", "3", "4"},
+      {[](train_settings& s) { s.negatives_by_degree = false; }, "negative_distribution", "degree",
+       "uniform"},
+      {[](train_settings& s) { s.batch_size = 334; }, "batch_size", "333", "334"},
+  };
+  for (const other& o : others) {
+    train_settings s = same;
+    o.change(s);
+    const std::string msg = error_of(s);
+    const std::string want = std::string("resume: the checkpoint in ") + dir.str() +
+                             " was trained with " + o.names + " " + o.saved + ", this run has " +
+                             o.names + " " + o.now + " (";
+    EXPECT_EQ(msg.rfind(want, 0), 0u) << msg;
+    EXPECT_NE(msg.find("start a new run without --resume"), std::string::npos) << msg;
+  }
+  train_settings line = same;
+  line.mode = train_mode::line;
+  EXPECT_NE(error_of(line).find("was trained with mode node2vec, this run has line"),
+            std::string::npos);
+  EXPECT_EQ(file_text(dir.path / "state.txt"), state) << "a refused resume changed the state";
+  // A lower learning rate resumes (the way out of a diverged run, which its message names).
+  {
+    const wholestore_test::temp_dir lower_dir("train-resume-lower-lr");
+    train_settings lower = store_one_epoch(lower_dir.str(), train_mode::node2vec);
+    lower.lr = 0.05f;
+    EXPECT_EQ(error_of(lower), "(no error)");
+  }
+  // The same settings (threads, epochs and the checkpoint's own directory may differ) resume.
+  train_settings more = same;
+  more.threads = 1;
+  more.epochs = 3;
+  more.checkpoint_dir = dir.str();
+  EXPECT_EQ(error_of(more), "(no error)");
+  EXPECT_NE(file_text(dir.path / "state.txt").find("epoch: 3\n"), std::string::npos);
+}
+
+TEST(Train, DamagedStateIsRefusedNamingTheFileAndLine) {
+  const wholestore_test::temp_dir dir("train-state");
+  const train_settings resume = store_one_epoch(dir.str(), train_mode::deepwalk);
+  const fs::path state_path = dir.path / "state.txt";
+  const std::string good = file_text(state_path);
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(good);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+  }
+  ASSERT_EQ(lines[0], "format: wholestore-train 2");
+  ASSERT_EQ(lines[1], "epoch: 1");
+  ASSERT_EQ(lines.back().rfind("curve: 1 ", 0), 0u) << good;
+  const std::string last = std::to_string(lines.size());
+  struct damage {
+    std::function<void(std::vector<std::string>&)> change;
+    std::string where;  // "line N: what"
+  };
+  const std::vector<damage> damages = {
+      {[](auto& l) { l[1] = "epoch: 99999999999999999999"; },
+       "line 2: epoch '99999999999999999999' is not a whole number in [1, 2147483647]"},
+      {[](auto& l) { l[1] = "epoch: 0"; }, "line 2: epoch '0' is not a whole number"},
+      {[](auto& l) { l[1] = "epoch: -1"; }, "line 2: epoch '-1' is not a whole number"},
+      {[](auto& l) { l[1] = "epoch: 1x"; }, "line 2: epoch '1x' is not a whole number"},
+      {[](auto& l) { l[1] = "epoch: 1 2"; }, "line 2: 'epoch:' needs 1 value(s), got 2"},
+      {[](auto& l) { l.back() = "curve: garbage"; },
+       "line " + last + ": 'curve:' needs 7 value(s), got 1"},
+      {[](auto& l) { l.back() = "curve: 1 nan 5 1 0.5 0.5 1"; },
+       "line " + last + ": 'curve: 1 nan 5 1 0.5 0.5 1' is not 'curve: EPOCH"},
+      {[](auto& l) { l.back() = "curve: 1 0.5 5 1 7 0.5 1"; },
+       "line " + last + ": 'curve: 1 0.5 5 1 7 0.5 1' is not"},
+      {[](auto& l) { l.back() = "curve: 2 0.5 5 1 0.5 0.5 1"; },
+       "line " + last + ": curve of epoch 2 where epoch 1 comes next"},
+      {[](auto& l) { l.pop_back(); },
+       "line " + last + ": 0 curve line(s) for epoch 1 (one per epoch done)"},
+      {[](auto& l) { l.push_back(l.back()); },
+       "line " + std::to_string(std::stoi(last) + 1) + ": curve of epoch 1 where epoch 2"},
+      {[](auto& l) { l.insert(l.begin() + 2, "epoch: 1"); }, "line 3: 'epoch' given twice"},
+      {[](auto& l) { l.insert(l.begin() + 2, "colour: blue"); }, "line 3: unknown key 'colour'"},
+      {[](auto& l) { l[0] = "format: wholestore-train 3"; },
+       "line 1: format 'wholestore-train 3' is not wholestore-train 1 or 2"},
+      {[](auto& l) { l.erase(l.begin()); }, "line 1: the first line must be 'format: ...'"},
+      {[](auto& l) {
+         for (auto& x : l)
+           if (x.rfind("lr: ", 0) == 0) x = "lr: abc";
+       },
+       ": lr 'abc' is not a positive finite number"},
+      {[](auto& l) {
+         l.erase(std::remove_if(l.begin(), l.end(),
+                                [](const std::string& x) { return x.rfind("seed: ", 0) == 0; }),
+                 l.end());
+       },
+       ": no 'seed:' line"},
+  };
+  for (const damage& d : damages) {
+    std::vector<std::string> l = lines;
+    d.change(l);
+    std::string text;
+    for (const std::string& x : l) text += x + "\n";
+    std::ofstream(state_path, std::ios::trunc) << text;
+    const std::string msg = error_of(resume);
+    EXPECT_EQ(msg.rfind("resume: " + state_path.string() + " is not a train checkpoint state: ", 0),
+              0u)
+        << msg;
+    EXPECT_NE(msg.find(d.where), std::string::npos) << "want: " << d.where << "\ngot: " << msg;
+    // As --checkpoint: refused the same way, and the directory is left alone.
+    train_settings into = small_settings(train_mode::deepwalk);
+    into.checkpoint_dir = dir.str();
+    const std::string claim = error_of(into);
+    EXPECT_EQ(claim.rfind(
+                  "checkpoint: " + state_path.string() + " is not a train checkpoint's state (", 0),
+              0u)
+        << claim;
+    EXPECT_NE(claim.find(d.where), std::string::npos) << claim;
+    EXPECT_EQ(file_text(state_path), text);
+    EXPECT_TRUE(fs::is_directory(dir.path / "epoch-1" / "input"));
+  }
+  // A state written before the settings were recorded (format 1) still resumes.
+  std::string old = "format: wholestore-train 1\n";
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const std::string& x = lines[i];
+    const std::string key = x.substr(0, x.find(':'));
+    if (key == "epoch" || key == "nodes" || key == "dim" || key == "mode" || key == "curve")
+      old += x + "\n";
+  }
+  std::ofstream(state_path, std::ios::trunc) << old;
+  EXPECT_EQ(error_of(resume), "(no error)");
+}
+
+TEST(Train, KilledStoresLeftoverIsRemovedByTheNextStore) {
+  // A store killed while it wrote epoch 2's input table left epoch-2/input.tmp-*; the state
+  // still names epoch 1.  The next run that stores into the directory removes it.
+  const wholestore_test::temp_dir dir("train-killed-store");
+  train_settings resume = store_one_epoch(dir.str(), train_mode::line);
+  fs::create_directories(dir.path / "epoch-2" / "input.tmp-12345-0");
+  std::ofstream(dir.path / "epoch-2" / "input.tmp-12345-0" / "data.bin") << "partial";
+  resume.checkpoint_dir = dir.str();
+  EXPECT_EQ(error_of(resume), "(no error)");
+  std::vector<std::string> names;
+  for (const auto& e : fs::recursive_directory_iterator(dir.path))
+    if (e.path().filename().string().find(".tmp") != std::string::npos)
+      names.push_back(e.path().string());
+  EXPECT_TRUE(names.empty()) << names.front();
+  EXPECT_TRUE(fs::is_directory(dir.path / "epoch-2" / "input"));
+  EXPECT_FALSE(fs::exists(dir.path / "epoch-1"));
+  EXPECT_NE(file_text(dir.path / "state.txt").find("epoch: 2\n"), std::string::npos);
 }
 
 }  // namespace

@@ -78,14 +78,11 @@ trainer::trainer(std::shared_ptr<wm::bootstrap> bs, const graph::edge_split& spl
   if (s_.use_gpu) {
     device_ = wm::default_device(*comm_);
     wm::set_device(device_);
-#if defined(WHOLESTORE_HAS_CUDA)
-    if (cudaStreamCreate(&stream_) != cudaSuccess) WM_FAIL(wm::cuda_error, "cudaStreamCreate");
+    stream_ = wm::cuda_stream(wm::stream_flags::blocking);
     // Non-blocking: the walks of the next batch must not wait for the legacy stream's
     // implicit order with stream_ (assemble() enqueues only on this stream).
-    if (cudaStreamCreateWithFlags(&walk_stream_, cudaStreamNonBlocking) != cudaSuccess ||
-        cudaStreamCreateWithFlags(&input_stream_, cudaStreamNonBlocking) != cudaSuccess)
-      WM_FAIL(wm::cuda_error, "cudaStreamCreateWithFlags");
-#endif
+    walk_stream_ = wm::cuda_stream(wm::stream_flags::non_blocking);
+    input_stream_ = wm::cuda_stream(wm::stream_flags::non_blocking);
     // One GPU per rank: the tables' exchanges (apply_gradients sends every gradient row to
     // its owner) go over NCCL, peer to peer.  The host communicator stages them through host
     // memory, which made two ranks on two GPUs ten times slower than one.  Ranks sharing a
@@ -149,23 +146,11 @@ trainer::trainer(std::shared_ptr<wm::bootstrap> bs, const graph::edge_split& spl
 }
 
 trainer::~trainer() {
-#if defined(WHOLESTORE_HAS_CUDA)
-  // A step that threw may have left work on either stream.
-  if (walk_stream_) cudaStreamSynchronize(walk_stream_);
-  if (input_stream_) cudaStreamSynchronize(input_stream_);
-  if (stream_) cudaStreamSynchronize(stream_);
-  for (cudaEvent_t e : events_)
-    if (e) cudaEventDestroy(e);
-  for (cudaEvent_t e : {sgns_done_, output_done_, input_done_})
-    if (e) cudaEventDestroy(e);
-  for (int set = 0; set < 2; ++set) {
-    if (pairs_ready_[set]) cudaEventDestroy(pairs_ready_[set]);
-    if (pairs_free_[set]) cudaEventDestroy(pairs_free_[set]);
-  }
-  if (walk_stream_) cudaStreamDestroy(walk_stream_);
-  if (input_stream_) cudaStreamDestroy(input_stream_);
-  if (stream_) cudaStreamDestroy(stream_);
-#endif
+  // A step that threw may have left work on any stream; the members destroy the events and
+  // streams after this.
+  walk_stream_.synchronize_no_throw();
+  input_stream_.synchronize_no_throw();
+  stream_.synchronize_no_throw();
 }
 
 train_result trainer::run(const train_callbacks& cb) {
@@ -183,6 +168,7 @@ train_result trainer::run(const train_callbacks& cb) {
     WM_EXPECTS(st.mode == train_mode_name(s_.mode),
                "resume: the checkpoint in " << s_.resume_dir << " was trained with mode " << st.mode
                                             << ", this run has " << train_mode_name(s_.mode));
+    check_resume_settings(s_.resume_dir, st, s_);
     WM_EXPECTS(st.epoch <= s_.epochs, "resume: the checkpoint in "
                                           << s_.resume_dir << " has done " << st.epoch
                                           << " epochs, more than this run's " << s_.epochs);
@@ -277,13 +263,15 @@ std::string trainer::number(double x) {
 void trainer::diverged(const std::string& where, const std::string& why) const {
   std::ostringstream m;
   m << "training diverged " << where << ": " << why << ". ";
-  if (!s_.checkpoint_dir.empty() && last_stored_epoch_ > 0) {
+  const bool kept = !s_.checkpoint_dir.empty() && last_stored_epoch_ > 0;
+  if (kept) {
     m << "The last good checkpoint, " << epoch_dir(s_.checkpoint_dir, last_stored_epoch_)
       << ", is unchanged; ";
   } else {
     m << "Nothing was stored; ";
   }
-  m << "lower the learning rate (lr " << s_.lr << ", e.g. --set lr=" << s_.lr / 10 << ")";
+  m << "lower the learning rate (lr " << s_.lr << ", e.g. --set lr=" << s_.lr / 10
+    << (kept ? " with --resume " + s_.checkpoint_dir + " to go on from that checkpoint)" : ")");
   if (s_.optimizer.kind == embedding::optimizer_kind::sgd)
     m << " or use the adam or adagrad optimizer, whose steps are bounded";
   throw train_diverged(m.str());
@@ -424,6 +412,7 @@ void trainer::store(int epochs_done, const std::vector<epoch_record>& curve) {
     st.nodes = nodes_;
     st.dim = s_.dim;
     st.mode = train_mode_name(s_.mode);
+    st.settings = saved_settings(s_);
     st.curve = curve;
     write_state(dir, st);
     // Older epochs' tables are no longer named by the state (only directories of our own

@@ -154,24 +154,13 @@ trainer::step_totals trainer::step_gpu(float lr, const std::function<void()>& wh
 }
 
 void trainer::mark(int i) {
-#if defined(WHOLESTORE_HAS_CUDA)
-  if (!events_[i] && cudaEventCreate(&events_[i]) != cudaSuccess)
-    WM_FAIL(wm::cuda_error, "train: cudaEventCreate failed");
-  if (cudaEventRecord(events_[i], stream_) != cudaSuccess)
-    WM_FAIL(wm::cuda_error, "train: cudaEventRecord failed");
-#else
-  (void)i;
-#endif
+  if (events_[i].value() == nullptr) events_[i] = wm::cuda_event(wm::event_flags::timing);
+  events_[i].record(stream_);  // nothing in a build without CUDA
 }
 
 void trainer::add_phase_times() {
 #if defined(WHOLESTORE_HAS_CUDA)
-  for (int i = 0; i < phases; ++i) {
-    float ms = 0;
-    if (cudaEventElapsedTime(&ms, events_[i], events_[i + 1]) != cudaSuccess)
-      WM_FAIL(wm::cuda_error, "train: cudaEventElapsedTime failed");
-    phase_s_[i] += ms / 1e3;
-  }
+  for (int i = 0; i < phases; ++i) phase_s_[i] += wm::elapsed_ms(events_[i], events_[i + 1]) / 1e3;
 #endif
 }
 
@@ -189,26 +178,13 @@ void trainer::copy_on(cudaStream_t stream, void* dst, const void* src, std::size
 #endif
 }
 
-void trainer::record_event(cudaEvent_t& e, cudaStream_t stream) {
-#if defined(WHOLESTORE_HAS_CUDA)
-  if (!e && cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess)
-    WM_FAIL(wm::cuda_error, "train: cudaEventCreateWithFlags failed");
-  if (cudaEventRecord(e, stream) != cudaSuccess)
-    WM_FAIL(wm::cuda_error, "train: cudaEventRecord failed");
-#else
-  (void)e;
-  (void)stream;
-#endif
+void trainer::record_event(wm::cuda_event& e, cudaStream_t stream) {
+  if (e.value() == nullptr) e = wm::cuda_event(wm::event_flags::disable_timing);
+  e.record(stream);  // nothing in a build without CUDA
 }
 
-void trainer::wait_event(cudaStream_t stream, cudaEvent_t e) {
-#if defined(WHOLESTORE_HAS_CUDA)
-  if (e && cudaStreamWaitEvent(stream, e, 0) != cudaSuccess)
-    WM_FAIL(wm::cuda_error, "train: cudaStreamWaitEvent failed");
-#else
-  (void)stream;
-  (void)e;
-#endif
+void trainer::wait_event(cudaStream_t stream, const wm::cuda_event& e) {
+  if (e.value() != nullptr) e.wait(stream);
 }
 
 void trainer::sync() {

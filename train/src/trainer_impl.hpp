@@ -1,7 +1,7 @@
 /*
  * The per-rank trainer behind train_embeddings (train/trainer.hpp): its state and its members,
  * declared for the files that define them.  Internal to train/; plain C++ (the GPU members are
- * CUDA runtime handles, null in a build without CUDA).
+ * owned CUDA streams and events, holding none in a build without CUDA).
  *   run.cpp        train_embeddings and the settings check, construction (graph, sampler,
  *                  tables, streams), run and run_epoch (the batch loop, the next batch's
  *                  assembly overlapped with the step on the GPU path), the divergence checks,
@@ -23,16 +23,12 @@
 #include <graph/walks.hpp>
 #include <wholememory/bootstrap.hpp>
 #include <wholememory/communicator.hpp>
+#include <wholememory/cuda_stream.hpp>
 #include <wholememory/device_buffer.hpp>
 #include <wholememory/stream.hpp>
 
 #if defined(WHOLESTORE_HAS_CUDA)
 #include <cuda_runtime_api.h>
-#else
-// The event type as CUDA's driver_types.h declares it (as wholememory/stream.hpp does for
-// streams): the GPU members exist, unused, in a build without CUDA.
-struct CUevent_st;
-typedef struct CUevent_st* cudaEvent_t;
 #endif
 
 #include <cmath>
@@ -161,9 +157,9 @@ class trainer {
 
   // The pair sets' dependencies between the two streams (events without timing, made on first
   // use; waiting for one never recorded is a no-op).
-  void record_event(cudaEvent_t& e, cudaStream_t stream);
+  void record_event(wm::cuda_event& e, cudaStream_t stream);
 
-  void wait_event(cudaStream_t stream, cudaEvent_t e);
+  void wait_event(cudaStream_t stream, const wm::cuda_event& e);
 
   // Waits for stream_ (nothing on the CPU path); throws cuda_error when its work failed.
   void sync();
@@ -214,19 +210,19 @@ class trainer {
   std::uint64_t nodes_;
   std::shared_ptr<wm::communicator> comm_;
   int device_ = -1;
-  cudaStream_t stream_ = nullptr;
-  cudaStream_t walk_stream_ = nullptr;  // assemble()'s GPU work (run_epoch overlaps it)
+  // The GPU path's streams and events, owned (none on the CPU path or in a build without CUDA);
+  // the destructor waits for the streams before they go.
+  wm::cuda_stream stream_ = nullptr;
+  wm::cuda_stream walk_stream_ = nullptr;  // assemble()'s GPU work (run_epoch overlaps it)
   // One rank: the input table's update beside the output table's (step_gpu).
-  cudaStream_t input_stream_ = nullptr;
-  cudaEvent_t sgns_done_ = nullptr, output_done_ = nullptr, input_done_ = nullptr;
+  wm::cuda_stream input_stream_ = nullptr;
+  wm::cuda_event sgns_done_ = nullptr, output_done_ = nullptr, input_done_ = nullptr;
   // The stream assemble() enqueues on: walk_stream_, or stream_ for a distributed graph's
   // collective walks (not overlapped).
   cudaStream_t assembly_stream_ = nullptr;
   static constexpr int phases = 4;  // lookups, SGNS, output update, input update
-#if defined(WHOLESTORE_HAS_CUDA)
-  cudaEvent_t events_[phases + 1] = {};
-#endif
-  cudaEvent_t pairs_ready_[2] = {}, pairs_free_[2] = {};  // per pair set
+  wm::cuda_event events_[phases + 1] = {nullptr, nullptr, nullptr, nullptr, nullptr};
+  wm::cuda_event pairs_ready_[2] = {nullptr, nullptr}, pairs_free_[2] = {nullptr, nullptr};
   double phase_s_[phases] = {};
   graph::csr_graph graph_;
   std::unique_ptr<graph::negative_sampler> negatives_;

@@ -258,9 +258,8 @@ template <typename K>
 void gpu_sampler::impl::capture_graph(const std::int64_t* seeds, std::size_t count,
                                       const sample_options& options,
                                       const std::uint64_t* seed_word) {
-  if (capture_stream == nullptr) {
-    WM_CUDA_TRY(cudaStreamCreateWithFlags(&capture_stream, cudaStreamNonBlocking));
-  }
+  if (capture_stream.value() == nullptr)
+    capture_stream = wholememory::cuda_stream(wholememory::stream_flags::non_blocking);
   const std::uint64_t epoch = gpu::buffer_epoch.load();
   captured c;
   c.count = count;

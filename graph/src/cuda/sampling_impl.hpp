@@ -33,6 +33,7 @@
 
 #include <graph/sampling.hpp>
 #include <wholememory/cuda_check.hpp>
+#include <wholememory/cuda_stream.hpp>
 #include <wholememory/device_buffer.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/ptr_gen.hpp>
@@ -170,7 +171,7 @@ struct gpu_sampler::impl {
     std::vector<device_block> blocks;  // pointers; counts filled per replay
   };
   std::vector<captured> graphs;
-  cudaStream_t capture_stream = nullptr;
+  wholememory::cuda_stream capture_stream = nullptr;  // made at the first capture
 
   /// What the hops of one run share: its options, where the counts live on the device (the
   /// info words' layout is described at `info`) and whether the seeds were checked yet.
@@ -244,7 +245,7 @@ struct gpu_sampler::impl {
 
   ~impl() {
     for (captured& c : graphs) WM_CUDA_WARN(cudaGraphExecDestroy(c.exec));
-    if (capture_stream != nullptr) WM_CUDA_WARN(cudaStreamDestroy(capture_stream));
+    capture_stream.reset();
     if (host_seed != nullptr) WM_CUDA_WARN(cudaFreeHost(host_seed));
     if (host_info != nullptr) WM_CUDA_WARN(cudaFreeHost(host_info));
     if (owned.host_meta != nullptr) WM_CUDA_WARN(cudaFreeHost(owned.host_meta));

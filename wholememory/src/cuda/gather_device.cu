@@ -11,6 +11,7 @@
 
 #include <wholememory/communicator.hpp>
 #include <wholememory/cuda_check.hpp>
+#include <wholememory/cuda_stream.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
 
@@ -39,24 +40,22 @@ void launch_convert_rows(dtype src_type, const rows_ref& src, index_ref src_idx,
 cudaStream_t side_stream(int which) {
   constexpr int per_device = 3;
   WM_EXPECTS(which >= 0 && which < per_device, "side_stream: no side stream " << which);
-  thread_local std::vector<cudaStream_t> streams;
+  // Destroyed with the thread (the vector's destructor at thread exit); CUDA releases each
+  // stream once the work enqueued on it has finished.
+  thread_local std::vector<cuda_stream> streams;
   int device = 0;
   WM_CUDA_TRY(cudaGetDevice(&device));
   const std::size_t at = static_cast<std::size_t>(device) * per_device + which;
-  if (streams.size() <= at) streams.resize(at + 1, nullptr);
-  if (streams[at] == nullptr)
-    WM_CUDA_TRY(cudaStreamCreateWithFlags(&streams[at], cudaStreamNonBlocking));
+  while (streams.size() <= at) streams.emplace_back(nullptr);
+  if (streams[at].value() == nullptr) streams[at] = cuda_stream(stream_flags::non_blocking);
   return streams[at];
 }
 
 /// Makes `waiter` wait for the work enqueued on `from` so far.
 void stream_wait(cudaStream_t waiter, cudaStream_t from) {
-  cudaEvent_t ev;
-  WM_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-  cudaError_t err = cudaEventRecord(ev, from);
-  if (err == cudaSuccess) err = cudaStreamWaitEvent(waiter, ev, 0);
-  WM_CUDA_WARN(cudaEventDestroy(ev));  // released once the recorded work completes
-  WM_CUDA_TRY(err);
+  cuda_event ev(event_flags::disable_timing);  // released once the recorded work completes
+  ev.record(from);
+  ev.wait(waiter);
 }
 
 int resident_blocks(const void* kernel, int (*query)(const void*)) {
@@ -239,13 +238,21 @@ rows_ref table_rows(const wm_tensor& t, const gather_geometry& g) {
 }
 
 /// The calling thread's pinned, device-mapped host word for the index check's result on the
-/// current device, and the event that marks the check's end: allocated once, kept for the
-/// thread's life (like side_stream), so a check costs no host allocation.  One thread waits for
-/// one check at a time, so one word and one event serve all its checks.
+/// current device, and the event that marks the check's end: allocated once per thread and
+/// device, so a check costs no host allocation, and freed when the thread ends (the vector of
+/// slots is thread_local).  One thread waits for one check at a time, so one word and one event
+/// serve all its checks.
 struct check_slot {
-  unsigned long long* host = nullptr;
+  pinned_host word;                      // the word as the host reads it
   unsigned long long* mapped = nullptr;  // the same word as the device addresses it
-  cudaEvent_t done = nullptr;
+  cuda_event done{nullptr};
+  check_slot() = default;
+  check_slot(check_slot&&) noexcept = default;  // the vector's growth
+  check_slot& operator=(check_slot&&) = delete;
+  ~check_slot() {
+    // A check whose call threw before waiting for it may still write the word.
+    if (done.value() != nullptr) WM_CUDA_WARN(cudaEventSynchronize(done));
+  }
 };
 check_slot& thread_check_slot() {
   thread_local std::vector<check_slot> slots;
@@ -253,17 +260,12 @@ check_slot& thread_check_slot() {
   WM_CUDA_TRY(cudaGetDevice(&device));
   if (static_cast<int>(slots.size()) <= device) slots.resize(device + 1);
   check_slot& s = slots[device];
-  if (s.host == nullptr) {
-    void* h = nullptr;
-    WM_CUDA_TRY(cudaHostAlloc(&h, sizeof(unsigned long long), cudaHostAllocMapped));
+  if (s.word.get() == nullptr) {
+    pinned_host word(sizeof(unsigned long long), cudaHostAllocMapped);
     void* d = nullptr;
-    const cudaError_t err = cudaHostGetDevicePointer(&d, h, 0);
-    if (err != cudaSuccess) {
-      WM_CUDA_WARN(cudaFreeHost(h));
-      WM_CUDA_TRY(err);
-    }
-    WM_CUDA_TRY(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
-    s.host = static_cast<unsigned long long*>(h);
+    WM_CUDA_TRY(cudaHostGetDevicePointer(&d, word.get(), 0));
+    s.done = cuda_event(event_flags::disable_timing);
+    s.word = std::move(word);
     s.mapped = static_cast<unsigned long long*>(d);
   }
   return s;
@@ -312,7 +314,7 @@ class index_check {
     check_and_publish_kernel<<<blocks_for_items(sn), block_threads, 0, stream>>>(
         idx, sn, static_cast<std::int64_t>(rows), word_.as<unsigned long long>(), slot_->mapped);
     WM_CUDA_CHECK_LAUNCH(stream);
-    WM_CUDA_TRY(cudaEventRecord(slot_->done, stream));
+    slot_->done.record(stream);
   }
 
   /// The word for rows_ref::skip_word (nullptr when there is nothing to check).
@@ -321,8 +323,9 @@ class index_check {
   /// Waits for the check; the first bad index, if any.
   bad_index result() {
     if (n_ == 0) return {};
-    WM_CUDA_TRY(cudaEventSynchronize(slot_->done));
-    const unsigned long long verdict = *static_cast<volatile unsigned long long*>(slot_->host);
+    slot_->done.synchronize();
+    const unsigned long long verdict =
+        *static_cast<volatile unsigned long long*>(slot_->word.as<unsigned long long>());
     if (verdict == ~0ull) return {};
     const auto position = static_cast<std::int64_t>(verdict);
     IndexT value = 0;

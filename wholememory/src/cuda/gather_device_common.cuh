@@ -11,6 +11,7 @@
 #include "gather_common.hpp"
 
 #include <wholememory/cuda_check.hpp>
+#include <wholememory/cuda_stream.hpp>
 #include <wholememory/error.hpp>
 #include <wholememory/gather.hpp>
 
@@ -45,9 +46,41 @@ class stream_buffer {
   cudaStream_t stream_;
 };
 
+/// Pinned host memory (cudaHostAlloc with `flags`), owned: move-only, freed on destruction
+/// (never throws).  For the host words the GPU path keeps per thread.
+class pinned_host {
+ public:
+  pinned_host() = default;
+  pinned_host(std::size_t bytes, unsigned flags) {
+    WM_CUDA_TRY(cudaHostAlloc(&ptr_, bytes, flags));
+  }
+  pinned_host(pinned_host&& other) noexcept : ptr_(other.ptr_) { other.ptr_ = nullptr; }
+  pinned_host& operator=(pinned_host&& other) noexcept {
+    if (this != &other) {
+      if (ptr_ != nullptr) WM_CUDA_WARN(cudaFreeHost(ptr_));
+      ptr_ = other.ptr_;
+      other.ptr_ = nullptr;
+    }
+    return *this;
+  }
+  pinned_host(const pinned_host&) = delete;
+  pinned_host& operator=(const pinned_host&) = delete;
+  ~pinned_host() {
+    if (ptr_ != nullptr) WM_CUDA_WARN(cudaFreeHost(ptr_));
+  }
+  void* get() const { return ptr_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
 /// Side stream `which` (0, 1 or 2) of the current device for the calling thread, for work
-/// that overlaps an exchange on the caller's stream.  Created on first use, kept for the
-/// thread's life.
+/// that overlaps an exchange on the caller's stream.  Created on first use, destroyed when the
+/// thread ends.
 cudaStream_t side_stream(int which = 0);
 /// Makes `waiter` wait for the work enqueued on `from` so far.
 void stream_wait(cudaStream_t waiter, cudaStream_t from);

@@ -140,11 +140,12 @@ struct device_exchange {
   std::vector<std::size_t> peer_starts;
 };
 
-/// The calling thread's pinned host words on the current device (at least `count`), kept for
-/// the thread's life: the exchanged counts come back into them by an asynchronous copy.
+/// The calling thread's pinned host words on the current device (at least `count`), kept
+/// while the thread lives and freed when it ends: the exchanged counts come back into them by
+/// an asynchronous copy.
 std::int64_t* pinned_words(std::size_t count) {
   struct slot {
-    std::int64_t* words = nullptr;
+    pinned_host words;
     std::size_t count = 0;
   };
   thread_local std::vector<slot> slots;
@@ -153,13 +154,10 @@ std::int64_t* pinned_words(std::size_t count) {
   if (static_cast<int>(slots.size()) <= device) slots.resize(device + 1);
   slot& s = slots[device];
   if (s.count < count) {
-    void* p = nullptr;
-    WM_CUDA_TRY(cudaHostAlloc(&p, count * sizeof(std::int64_t), cudaHostAllocDefault));
-    if (s.words != nullptr) WM_CUDA_WARN(cudaFreeHost(s.words));
-    s.words = static_cast<std::int64_t*>(p);
+    s.words = pinned_host(count * sizeof(std::int64_t), cudaHostAllocDefault);
     s.count = count;
   }
-  return s.words;
+  return s.words.as<std::int64_t>();
 }
 
 communicator& nccl_comm_of(const allocation& wm, const char* op) {
@@ -312,14 +310,8 @@ struct peer_buffers {
   std::unique_ptr<peer_buffer_set> set;
   /// Recorded after this rank's last read of its own buffer: the next call's stream waits for
   /// it before its first collective, so no owner writes while a place still reads.
-  cudaEvent_t released = nullptr;
+  cuda_event released{nullptr};
   bool unavailable = false;  // creation failed on every rank: the NCCL exchange from now on
-  peer_buffers() = default;
-  peer_buffers(const peer_buffers&) = delete;
-  peer_buffers& operator=(const peer_buffers&) = delete;
-  ~peer_buffers() {
-    if (released != nullptr) WM_CUDA_WARN(cudaEventDestroy(released));
-  }
 };
 
 std::shared_ptr<peer_buffers> peer_buffers_of(const allocation& table) {
@@ -337,13 +329,12 @@ peer_buffers* ensure_peer_buffers(const allocation& table, const std::vector<std
   if (peer_buffers_hold(state.set.get(), need)) return &state;
   // Peers' writes into the old buffers ended before this call's first exchange, and this
   // rank's reads end with the event.  Grown in steps of 2 MiB.
-  if (state.released != nullptr) WM_CUDA_TRY(cudaEventSynchronize(state.released));
+  if (state.released.value() != nullptr) state.released.synchronize();
   state.set = grow_peer_buffers(table, std::move(state.set), need, memory_location::device,
                                 std::size_t{2} << 20, "gather");
   state.unavailable = state.set == nullptr;
   if (state.unavailable) return nullptr;
-  if (state.released == nullptr)
-    WM_CUDA_TRY(cudaEventCreateWithFlags(&state.released, cudaEventDisableTiming));
+  if (state.released.value() == nullptr) state.released = cuda_event(event_flags::disable_timing);
   return &state;
 }
 
@@ -370,8 +361,7 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
   const std::shared_ptr<peer_buffers> state = peer_buffers_of(*table.memory);
   // No owner writes into this rank's receive buffer before its last read has ended: the
   // first exchange below waits for it, and owners write only after that exchange.
-  if (state != nullptr && state->released != nullptr)
-    WM_CUDA_TRY(cudaStreamWaitEvent(stream, state->released, 0));
+  if (state != nullptr && state->released.value() != nullptr) state->released.wait(stream);
   const int setting = gather_peer_setting();
   const bool may_write_peers =
       ranks > 1 && comm.topology().num_hosts == 1 && !(state != nullptr && state->unavailable);
@@ -493,7 +483,7 @@ void gather_distributed(const wm_tensor& table, const IndexT* idx, const dense_m
       place_entries(table.cols, table.type, packed_rows(received + b * row_bytes, row_bytes),
                     nullptr, out.type, dense, positions + b, e - b, row_bytes, stream);
     }
-    if (peer) WM_CUDA_TRY(cudaEventRecord(buffers->released, stream));
+    if (peer) buffers->released.record(stream);
     return;
   }
   // Slice s of a block of `count` rows: [count * s / slices, count * (s + 1) / slices); both
