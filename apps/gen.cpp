@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <new>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -150,7 +152,23 @@ int run_gen(int argc, char** argv) {
     so.threads = opts.threads;
   }
   auto t0 = std::chrono::steady_clock::now();
-  graph::host_csr g = sbm ? graph::generate_sbm(so) : graph::generate_graph(opts);
+  graph::host_csr g;
+  try {
+    g = sbm ? graph::generate_sbm(so) : graph::generate_graph(opts);
+  } catch (const std::bad_alloc&) {
+    // Issue 36: a bare "std::bad_alloc".  The generator holds the edge list and the CSR in
+    // host memory (about 25 bytes an edge, more with symmetrize, features and weights).
+    const double edges = static_cast<double>(opts.num_edges) * (opts.symmetrize ? 2.0 : 1.0);
+    std::ostringstream m;
+    m << "out of host memory generating " << opts.num_nodes << " nodes and " << opts.num_edges
+      << " edges (about "
+      << (25.0 * edges +
+          4.0 * static_cast<double>(opts.num_nodes) * static_cast<double>(opts.feature_dim)) /
+             1e9
+      << " GB are held at once); lower num_edges or feature_dim, or run on a machine with more "
+         "memory";
+    throw std::runtime_error(m.str());
+  }
   const double gen_s = seconds_since(t0);
   std::printf("  generate %8.3f s  (%.1f M edges/s)\n", gen_s,
               gen_s > 0 ? opts.num_edges / gen_s / 1e6 : 0.0);

@@ -391,6 +391,21 @@ int run_train(int argc, char** argv) {
     throw config_error(source + " has no edges: nothing to train on (" +
                        std::to_string(g.num_nodes) + " nodes)");
   graph::edge_split split = graph::split_edges(g, holdout, s.seed);
+  if (split.test_edges.empty()) {
+    // round(holdout x edges) is 0: say what would help (issue 36: a one-edge graph was told
+    // to raise the fraction, which cannot help it).
+    const std::uint64_t edges = g.directed ? g.num_edges() : (g.num_edges() + 1) / 2;
+    std::ostringstream m;
+    m << "no held-out edges to evaluate on: " << source << " has " << edges
+      << " edge(s), and holding out " << holdout << " of them rounds to none; ";
+    if (edges < 2) {
+      m << "train needs at least 2 edges (one to train on, one to evaluate)";
+    } else {
+      m << "raise holdout to at least " << 0.5 / static_cast<double>(edges)
+        << " (below 1) or give a larger graph";
+    }
+    throw config_error(m.str());
+  }
   g = graph::host_csr();
   const double prep_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

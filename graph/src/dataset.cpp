@@ -265,6 +265,12 @@ std::string trim(const std::string& s) {
 }
 
 std::map<std::string, manifest_entry> parse_manifest_lines(const std::string& path) {
+  // A directory opens as an empty stream on Linux: say what it is instead of "missing key".
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  WM_EXPECTS(!fs::exists(st) || fs::is_regular_file(st),
+             path << ": the manifest is not a regular file (it is "
+                  << (fs::is_directory(st) ? "a directory" : "a special file") << ")");
   std::ifstream in(path, std::ios::binary);
   WM_EXPECTS(in.is_open(), path << ": cannot open the manifest (missing or unreadable)");
   std::map<std::string, manifest_entry> entries;

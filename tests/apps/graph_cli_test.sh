@@ -140,6 +140,15 @@ for bad in "output=$work/foreign" "output=$work/plainfile/sub" "features_dtype=i
 done
 [ -e "$work/g-early" ] || [ -e "$work/c-early" ] && fail "a refused run created its output"
 
+# Out of memory in gen (issue 36: a bare "std::bad_alloc"): the sizes and the way out, exit 1,
+# no output.  The address space is limited to 400 MB for the one command.
+out=$( (ulimit -v 400000 && exec "$bin" gen configs/gen.yaml --set num_nodes=1000000 \
+  --set num_edges=200000000 --set output="$work/g-oom") 2>&1)
+rc=$?
+[ $rc -eq 1 ] && grep -q "error: out of host memory generating 1000000 nodes and 200000000 edges" <<<"$out" &&
+  grep -q "lower num_edges" <<<"$out" || fail "gen out of memory (exit $rc): $(tail -2 <<<"$out")"
+[ -e "$work/g-oom" ] && fail "gen out of memory left $work/g-oom"
+
 if [ "$failures" -ne 0 ]; then
   echo "graph_cli_test: $failures failure(s)"
   exit 1

@@ -120,7 +120,11 @@ expect_error 1 "error: --checkpoint: cannot create the directory $work/a-file/ck
 : >"$work/empty.txt"
 expect_error 1 "has no edges: nothing to train on" --set dataset="$work/empty.txt"
 printf '0 1\n2 2\n' >"$work/one-edge.txt"  # one edge: holding out 10% leaves nothing to score
-expect_error 1 "no held-out edges to evaluate on" --set dataset="$work/one-edge.txt"
+expect_error 1 "no held-out edges to evaluate on: $work/one-edge.txt has 1 edge(s), and holding out 0.1 of them rounds to none; train needs at least 2 edges" \
+  --set dataset="$work/one-edge.txt"
+printf '0 1\n1 2\n2 3\n' >"$work/three-edges.txt"  # 10% of 3 rounds to none; 17% would not
+expect_error 1 "has 3 edge(s), and holding out 0.1 of them rounds to none; raise holdout to at least 0.166667" \
+  --set dataset="$work/three-edges.txt"
 
 # Issue 36's severe faults.  A diverging run (SGD at lr 2 on a generated graph) stops at the
 # step, exit 1, within the time limit, instead of spinning forever in the scoring.

@@ -258,6 +258,19 @@ TEST(Dataset, LabelsAndSplitRoundTripAndDamageRefused) {
   EXPECT_FALSE(fs::exists(dir.file("manifest.yaml")));  // nothing written
 }
 
+// A directory (or a FIFO) named manifest.yaml is named as such (issue 36: it read as an empty
+// manifest, "missing required key 'format_version'").
+TEST(Dataset, ManifestThatIsNotAFileIsNamedAsSuch) {
+  temp_dir dir;
+  fs::create_directories(dir.file("manifest.yaml"));
+  expect_error(
+      [&] { wholestore::graph::read_manifest(dir.str()); },
+      {dir.file("manifest.yaml"), "the manifest is not a regular file (it is a directory)"});
+  temp_dir missing;
+  expect_error([&] { wholestore::graph::read_manifest(missing.str()); },
+               {missing.file("manifest.yaml"), "cannot open the manifest (missing or unreadable)"});
+}
+
 TEST(Dataset, RewriteWithoutOptionalArraysRemovesThem) {
   temp_dir dir;
   wholestore::graph::write_dataset(dir.str(), random_csr(50, 4, true, 3, 2));
