@@ -5,6 +5,10 @@
 #include <wholememory/bootstrap.hpp>
 
 #include <yaml-cpp/yaml.h>
+#if __has_include(<yaml-cpp/depthguard.h>)
+#include <yaml-cpp/depthguard.h>  // yaml-cpp >= 0.7: DeepRecursion
+#define WHOLESTORE_YAML_DEPTH_GUARD 1
+#endif
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -184,6 +188,14 @@ config load_config(const std::vector<config_key>& schema, const std::string& fil
     YAML::Node root;
     try {
       root = YAML::Load(in);
+#if defined(WHOLESTORE_YAML_DEPTH_GUARD)
+    } catch (const YAML::DeepRecursion& e) {
+      // yaml-cpp says "bad file" for this one (issue 36).
+      throw config_error(file + ":" + std::to_string(e.mark.line + 1) +
+                         ": malformed YAML: nested " + std::to_string(e.depth()) +
+                         " levels deep, past the parser's limit (a config is a few levels of "
+                         "keys)");
+#endif
     } catch (const YAML::Exception& e) {
       throw config_error(file + ":" + std::to_string(e.mark.line + 1) +
                          ": malformed YAML: " + e.msg);

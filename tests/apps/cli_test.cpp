@@ -283,6 +283,29 @@ TEST(ConfigErrors, DirectoryAsConfigFileIsNamed) {
   }
 }
 
+// Nesting past the YAML parser's depth limit is named as such (issue 36: yaml-cpp says "bad
+// file"), for flow sequences and for indented mappings; a config of ordinary depth loads.
+TEST(ConfigErrors, DeepNestingIsNamed) {
+  const std::vector<config_key> schema = {{"n", value_kind::integer, "1", "a count"}};
+  scratch_dir dir;
+  std::string indented = "n:\n";
+  for (int i = 0; i < 3000; ++i) indented += std::string(2 * (i + 1), ' ') + "k:\n";
+  for (const std::string& text :
+       {"n: " + std::string(100000, '[') + std::string(100000, ']') + "\n", indented}) {
+    const std::string file = dir.file("deep.yaml", text);
+    try {
+      load_config(schema, file, {});
+      ADD_FAILURE() << "a deep file was accepted";
+    } catch (const config_error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind(file + ":", 0), 0u) << what;
+      EXPECT_NE(what.find("levels deep, past the parser's limit"), std::string::npos) << what;
+      EXPECT_EQ(what.find("bad file"), std::string::npos) << what;
+    }
+  }
+  EXPECT_EQ(load_config(schema, dir.file("ok.yaml", "n: 3\n"), {}).get_int("n"), 3);
+}
+
 // --report to a path that cannot be written fails before anything runs, creating nothing.
 TEST(CommandArgs, ReportFileIsCheckedUpFront) {
   scratch_dir dir;
