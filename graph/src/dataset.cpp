@@ -467,9 +467,11 @@ void verify_checksums(const std::string& dir, const manifest& m) {
 }
 
 void verify_node_ids(const std::string& dir, const manifest& m) {
-  if (m.node_ids_checksum) {
-    // The ids: the checksum, and one line per node (a line break inside an id would shift
-    // every later one; the writer refuses those, so a count that differs is damage).
+  // The ids: one line per node, whether or not the manifest has their checksum (issue 36:
+  // `sample` loaded a file with more lines than nodes when it had none), and the checksum
+  // where it has one.  A line break inside an id would shift every later one; the writer
+  // refuses those, so a count that differs is damage.
+  if (!m.node_ids_file.empty()) {
     const std::string path = join(dir, m.node_ids_file);
     file_ptr f = open_file(path, "rb");
     std::vector<char> buf(io_chunk_bytes);
@@ -480,9 +482,9 @@ void verify_node_ids(const std::string& dir, const manifest& m) {
       lines += static_cast<std::uint64_t>(std::count(buf.data(), buf.data() + got, '\n'));
     }
     WM_EXPECTS(!std::ferror(f.get()), path << ": read error while computing its checksum");
-    WM_EXPECTS(h == *m.node_ids_checksum, path << ": checksum mismatch: manifest says "
-                                               << hex64(*m.node_ids_checksum) << ", file has "
-                                               << hex64(h) << " (corrupt or modified)");
+    WM_EXPECTS(!m.node_ids_checksum || h == *m.node_ids_checksum,
+               path << ": checksum mismatch: manifest says " << hex64(*m.node_ids_checksum)
+                    << ", file has " << hex64(h) << " (corrupt or modified)");
     WM_EXPECTS(lines == m.num_nodes,
                path << ": has " << lines << " lines, expected num_nodes = " << m.num_nodes);
   }

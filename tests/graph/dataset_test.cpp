@@ -192,6 +192,22 @@ TEST(Dataset, DamagedNodeIdsRefused) {
     expect_error([&] { wholestore::graph::read_manifest(dir.str()); },
                  {"node_ids_bytes and node_ids_checksum go together"});
   }
+  {
+    // A manifest without the ids' size and checksum (both are optional): the line count is
+    // still checked (issue 36: sample loaded 7 ids for 5 nodes).
+    temp_dir dir;
+    wholestore::graph::write_dataset(dir.str(), g);
+    std::string text = read_text(dir.file("manifest.yaml")), kept;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("node_ids_bytes:", 0) != 0 && line.rfind("node_ids_checksum:", 0) != 0)
+        kept += line + "\n";
+    write_text(dir.file("manifest.yaml"), kept);
+    EXPECT_EQ(wholestore::graph::read_dataset(dir.str()).node_ids, g.node_ids);
+    write_text(dir.file("node_ids.txt"), "a\n1155073\nx y\n35\n-\nsix\nseven\n");
+    expect_error([&] { wholestore::graph::read_dataset(dir.str()); },
+                 {"node_ids.txt: has 7 lines, expected num_nodes = 5"});
+  }
 }
 
 // Labels and split (node classification): round trip with their checksums and num_classes; a
