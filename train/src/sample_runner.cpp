@@ -3,6 +3,7 @@
 #include <train/sample_runner.hpp>
 
 #include <graph/random.hpp>
+#include <wholememory/cuda_stream.hpp>
 #include <wholememory/device.hpp>
 #include <wholememory/device_buffer.hpp>
 #include <wholememory/dtype.hpp>
@@ -101,7 +102,7 @@ struct sample_runner::impl {
   std::vector<unsigned char> host_out;
 #if defined(WHOLESTORE_HAS_CUDA)
   std::unique_ptr<graph::gpu_sampler> gs;
-  cudaStream_t stream = nullptr;
+  wm::cuda_stream stream = nullptr;
   wm::device_buffer d_seeds, d_out;
   std::size_t d_seeds_bytes = 0, d_out_bytes = 0;
 #endif
@@ -111,8 +112,7 @@ struct sample_runner::impl {
   impl& operator=(const impl&) = delete;
   ~impl() {
 #if defined(WHOLESTORE_HAS_CUDA)
-    gs.reset();
-    if (stream) cudaStreamDestroy(stream);
+    gs.reset();  // before its stream
 #endif
   }
 
@@ -126,8 +126,8 @@ struct sample_runner::impl {
 #if defined(WHOLESTORE_HAS_CUDA)
     if (!gs) {
       gs = std::make_unique<graph::gpu_sampler>(g);
-      if (cudaStreamCreate(&stream) != cudaSuccess)
-        WM_FAIL(wm::cuda_error, "cudaStreamCreate failed");
+      // Blocking: the seeds go up through the legacy default stream (copy_bytes).
+      stream = wm::cuda_stream(wm::stream_flags::blocking);
     }
     const std::size_t bytes = o.batch_size * sizeof(std::int64_t);
     if (bytes > d_seeds_bytes) {

@@ -720,11 +720,10 @@ void apply_through_peers(table_impl& t, gpu_workspace& ws, peer_exchange& px,
   if (m > 0) {
     const row_range own = t.own();
     const std::vector<std::size_t> displs = displacements(counts.recv);
-    std::size_t most = 0;
-    for (std::size_t c : counts.sent_by) most = std::max(most, c);
-    auto* positions = reserve<std::uint32_t>(ws.positions, std::max(most, m), device);
-    fill_positions<<<grid_for(std::max(most, m)), block_threads, 0, stream>>>(positions,
-                                                                              std::max(most, m));
+    // 0, 1, ...: DeviceSelect's input over any sender's entries, then the update's positions.
+    const std::size_t iota = std::max(counts.most_sent, m);
+    auto* positions = reserve<std::uint32_t>(ws.positions, iota, device);
+    fill_positions<<<grid_for(iota), block_threads, 0, stream>>>(positions, iota);
     WM_CUDA_CHECK_LAUNCH(stream);
     auto* owned = reserve<std::uint32_t>(ws.peer_positions, m, device);
     auto* local_rows = reserve<std::uint32_t>(ws.local_rows, m, device);
