@@ -92,7 +92,8 @@ lacks off 'cache case'
 # positive counts (stoull would take '-1' as 2^64 - 1 and 'x' would escape as an exception).
 for bad in cache_fractions=0 cache_fractions=1.5 cache_fractions=0.1,x cache_fractions= \
   cache_sample=0 cache_optimizer=nosuch dims=0 dims=-1 dims=8,x dims= dims=70000 batches=0 \
-  batches=-5 batches=1e3 cpu_batches=0 cpu_batches=512,abc; do
+  batches=-5 batches=1e3 cpu_batches=0 cpu_batches=512,abc exchange=nccl exchange= \
+  exchange=PEER; do
   "$bin" bench configs/bench_embedding.yaml "${tiny[@]}" --set "$bad" >"$work/bad.log" 2>&1
   rc=$?
   [ $rc -eq 1 ] && grep -q "error: ${bad%%=*}" "$work/bad.log" ||
