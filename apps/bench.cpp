@@ -186,6 +186,28 @@ void fill_part(const wholememory::allocation& wm, std::uint64_t seed) {
   }
 }
 
+// A count of lookups the bench cannot hold is refused before anything is allocated (issue 36:
+// 1e8 lookups of 4 KiB rows ask for 400 GB of gathered rows, and the allocation fails only
+// after the table is made): at most 2^31 indices (an index array of 16 GiB), and the gathered
+// rows of a call (lookups x row_bytes, on the host or the device) at most 64 GiB per rank.
+void check_lookups(const config& cfg, const char* key, const std::vector<std::size_t>& row_sizes) {
+  constexpr std::uint64_t max_lookups = std::uint64_t{1} << 31;
+  constexpr std::uint64_t max_gathered_bytes = std::uint64_t{64} << 30;
+  const auto lookups = static_cast<std::uint64_t>(cfg.get_int_at_least(key, 1));
+  if (lookups > max_lookups)
+    throw config_error(std::string(key) + " must be at most " + std::to_string(max_lookups) +
+                       " (2^31 indices per rank per call: an index array of 16 GiB), got " +
+                       std::to_string(lookups) + " (" + cfg.origin.at(key) + "); lower " + key);
+  const std::uint64_t row_bytes = *std::max_element(row_sizes.begin(), row_sizes.end());
+  if (lookups > max_gathered_bytes / row_bytes)
+    throw config_error(
+        std::string(key) + " must be at most " + std::to_string(max_gathered_bytes / row_bytes) +
+        " with row_bytes " + std::to_string(row_bytes) + ", got " + std::to_string(lookups) + " (" +
+        cfg.origin.at(key) +
+        "): a call gathers lookups x row_bytes bytes, more than 64 GiB per rank; lower " + key +
+        " or row_bytes");
+}
+
 }  // namespace
 
 int run_bench(int argc, char** argv) {
@@ -228,7 +250,7 @@ int run_bench(int argc, char** argv) {
     throw config_error("index_dtype must be int32 or int64");
   // Both size pairs are checked whether or not a GPU is present, so a bad config fails the
   // same way on every machine.
-  for (const char* key : {"lookups", "cpu_lookups"}) cfg.get_int_at_least(key, 1);
+  for (const char* key : {"lookups", "cpu_lookups"}) check_lookups(cfg, key, row_sizes);
   const char* table_key = gpu ? "table_gib" : "cpu_table_gib";
   const double table_gib = cfg.get_positive_number(table_key);
   const auto lookups =

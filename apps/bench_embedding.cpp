@@ -212,6 +212,39 @@ struct settings {
   emb::optimizer_kind cache_optimizer = emb::optimizer_kind::sgd;
 };
 
+// A batch the bench cannot hold is refused before anything is allocated (issue 36: a batch of
+// 1e8 indices on a table of 1,000 rows ran on for a long time or died in an allocation).  `key`'s
+// batches run on a table of `rows_key` rows at every one of `dims`.
+void check_batches_fit(const config& cfg, const char* key,
+                       const std::vector<std::uint64_t>& batches, const char* rows_key,
+                       const std::vector<std::size_t>& dims) {
+  // Indices are drawn from the table's rows: past 64 a row a batch only repeats them.
+  constexpr std::uint64_t max_per_row = 64;
+  // A batch's gradients are batch x dim float32, on the host and again on the device, beside
+  // as many looked-up elements: 2^31 of them is 8 GiB a copy, per rank.
+  constexpr std::uint64_t max_elements = std::uint64_t{1} << 31;
+  const std::int64_t rows_value = cfg.get_int(rows_key);
+  if (rows_value < 1)
+    throw config_error(std::string(rows_key) + " must be >= 1 (" + cfg.origin.at(rows_key) + ")");
+  const auto rows = static_cast<std::uint64_t>(rows_value);
+  const std::uint64_t dim = *std::max_element(dims.begin(), dims.end());
+  for (std::uint64_t batch : batches) {
+    if (rows <= (std::uint64_t{1} << 40) && batch > max_per_row * rows)
+      throw config_error(std::string(key) + ": " + std::to_string(batch) + " is more than 64 x " +
+                         rows_key + " " + std::to_string(rows) + " = " +
+                         std::to_string(max_per_row * rows) + " (" + cfg.origin.at(key) +
+                         "): its indices are drawn from the table's rows, so a larger batch "
+                         "only repeats each row more than 64 times; lower it or raise " +
+                         rows_key);
+    if (batch > max_elements / dim)
+      throw config_error(std::string(key) + ": " + std::to_string(batch) + " x dims " +
+                         std::to_string(dim) + " is more than 2^31 gradient elements (" +
+                         cfg.origin.at(key) +
+                         "): 8 GiB of float32 per rank for the gradients alone (on the GPU path "
+                         "on the host and again on the device); lower the batch or the dim");
+  }
+}
+
 settings read_settings(const config& cfg) {
   auto list = [&](const char* key) { return split_list(cfg.get_string(key), ','); };
   auto positive = [&](const char* key) {
@@ -232,6 +265,8 @@ settings read_settings(const config& cfg) {
   };
   const auto gpu_batches = batches("batches");
   const auto cpu_batches = batches("cpu_batches");
+  check_batches_fit(cfg, "batches", gpu_batches, "rows", s.dims);
+  check_batches_fit(cfg, "cpu_batches", cpu_batches, "cpu_rows", s.dims);
   for (auto b : s.gpu ? gpu_batches : cpu_batches) s.batches.push_back(static_cast<std::size_t>(b));
   try {
     for (const auto& t : list("dtypes")) s.dtypes.push_back(wm::parse_dtype(t));

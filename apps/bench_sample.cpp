@@ -160,10 +160,9 @@ std::vector<walk_result> run_walk_cases(const config& cfg, const graph::host_csr
     if (k != "deepwalk" && k != "node2vec")
       throw config_error("walks: unknown walk '" + k + "' (deepwalk or node2vec)");
   if (kinds.empty()) return results;
+  // Both checked, with their bounds, before anything was allocated (check_walk_sizes).
   const std::int64_t length = cfg.get_int("walk_length");
-  if (length < 1) throw config_error("walk_length must be >= 1");
   const std::int64_t batch = cfg.get_int("walk_batch");
-  if (batch < 1) throw config_error("walk_batch must be >= 1");
   const double p = cfg.get_number("node2vec_p"), q = cfg.get_number("node2vec_q");
   if (!(p > 0) || !(q > 0)) throw config_error("node2vec_p and node2vec_q must be > 0");
   const int rank = bs.rank(), ranks = bs.size();
@@ -301,6 +300,47 @@ void read_fanout_cases(const config& cfg, bench_sample_settings& set) {
   if (set.fanout_cases.empty()) throw config_error("fanouts: no case given (" + where + ")");
 }
 
+// A batch the bench cannot hold is refused before anything is allocated (issue 36: a batch of
+// 1e8 seeds on a 1,000-node graph ran on for a long time or died in an allocation).  The
+// sampler cases' seeds per batch: at most 2^31 (a sampled block indexes its nodes with 32
+// bits), and at most 64 a node of the graph that runs (`nodes_key`): seeds are drawn from its
+// nodes, so a larger batch only repeats them while its blocks (up to the batch x the fanouts'
+// product edges) outgrow memory instead of measuring anything new.
+void check_batch_size(const config& cfg, const char* nodes_key) {
+  constexpr std::uint64_t max_seeds = std::uint64_t{1} << 31;
+  constexpr std::uint64_t max_per_node = 64;
+  const auto seeds = static_cast<std::uint64_t>(cfg.get_int_at_least("batch_size", 1));
+  const auto nodes = static_cast<std::uint64_t>(cfg.get_int_at_least(nodes_key, 1));
+  const std::string got = ", got " + std::to_string(seeds) + " (" + cfg.origin.at("batch_size");
+  if (seeds > max_seeds)
+    throw config_error("batch_size must be at most " + std::to_string(max_seeds) +
+                       " (2^31: a sampled block indexes its nodes with 32 bits)" + got +
+                       "); lower batch_size");
+  if (nodes <= max_seeds / max_per_node && seeds > max_per_node * nodes)
+    throw config_error("batch_size must be at most " + std::to_string(max_per_node * nodes) +
+                       " (64 x " + nodes_key + " " + std::to_string(nodes) + ")" + got +
+                       "): its seeds are drawn from the graph's nodes, so a larger batch only "
+                       "repeats each node over 64 times while its samples grow past what memory "
+                       "holds; lower batch_size or raise " +
+                       nodes_key);
+}
+
+// The walk cases' sizes, when `walks` asks for any: walk_length and walk_batch at least 1, and
+// a call's walks (walk_batch rows of walk_length + 1 ids, on the host and on the device) at
+// most 2^31 ids.
+void check_walk_sizes(const config& cfg) {
+  if (split_list(cfg.get_string("walks"), ',').empty()) return;
+  constexpr std::uint64_t max_ids = std::uint64_t{1} << 31;
+  const auto width = static_cast<std::uint64_t>(cfg.get_int_at_least("walk_length", 1)) + 1;
+  const auto walks = static_cast<std::uint64_t>(cfg.get_int_at_least("walk_batch", 1));
+  if (walks > max_ids / width)
+    throw config_error("walk_batch x (walk_length + 1) must be at most " + std::to_string(max_ids) +
+                       " node ids per call (2^31: 16 GiB of int64 per rank), got " +
+                       std::to_string(walks) + " x " + std::to_string(width) + " (" +
+                       cfg.origin.at("walk_batch") + ", " + cfg.origin.at("walk_length") +
+                       "); lower walk_batch or walk_length");
+}
+
 bench_sample_settings read_bench_settings(const config& cfg) {
   bench_sample_settings set;
   set.timeout = collective_timeout(cfg);
@@ -327,6 +367,9 @@ bench_sample_settings read_bench_settings(const config& cfg) {
   set.cpu_batches = static_cast<std::uint64_t>(cfg.get_int_at_least("cpu_batches", 1));
   // Both graph sizes are checked whether or not a GPU is present.
   for (const char* key : {"num_nodes", "cpu_num_nodes"}) cfg.get_int_at_least(key, 1);
+  const char* nodes_key = set.gpu ? "num_nodes" : "cpu_num_nodes";  // the graph that runs
+  check_batch_size(cfg, nodes_key);
+  check_walk_sizes(cfg);
   for (const char* key : {"gpu_target", "cpu_target"}) cfg.get_positive_number(key);
   set.threads = static_cast<unsigned>(cfg.get_int_at_least("threads", 0));
   if (set.threads == 0) set.threads = wm::default_host_threads();

@@ -5,7 +5,9 @@
 # cost), a power-law hit rate above the uniform one, the note that skips distributed tables and
 # the report's cache_cases.  Without a GPU, or in a build without CUDA: the note that skips the
 # case (naming which) and no cache rows.  `cache: false` prints neither; bad cache keys fail
-# naming the key.  No timing is checked.  Runs from the project root.
+# naming the key; a batch a bench cannot hold (sample, embedding and gather suites) is refused
+# before anything is made, naming the key, the value and the bound, and runs at the bound.  No
+# timing is checked.  Runs from the project root.
 # Usage: bench_embedding_cli_test.sh <path-to-wholestore>
 set -uo pipefail
 bin=$1
@@ -105,6 +107,50 @@ WHOLESTORE_TIMEOUT=-3 "$bin" bench configs/bench_embedding.yaml "${tiny[@]}" >"$
 rc=$?
 [ $rc -eq 1 ] && grep -q "WHOLESTORE_TIMEOUT" "$work/bad.log" ||
   fail "WHOLESTORE_TIMEOUT=-3: exit $rc, expected 1 naming the variable: $(head -3 "$work/bad.log")"
+
+# Issue 36: a batch a bench cannot hold (1e8 seeds or indices on 1,000 nodes or rows, more than
+# 2^31, or more gathered bytes or gradient elements than a rank holds) is refused before
+# anything is made, exit 1, naming the key, the value and the bound.
+refused() {  # expected text, bench args...
+  local text=$1
+  shift
+  out=$("$bin" bench "$@" 2>&1)
+  rc=$?
+  [ $rc -eq 1 ] && grep -qF -- "error: $text" <<<"$out" && ! grep -Eq '^wholestore bench( \(|: [0-9])' <<<"$out" ||
+    fail "bench $* (exit $rc, expected 1 and '$text' before any header): $(head -3 <<<"$out")"
+}
+graph1k=(configs/bench_sample.yaml --set num_nodes=1000 --set num_edges=5000 --set cpu_num_nodes=1000
+  --set cpu_num_edges=5000)
+refused "batch_size must be at most 64000 (64 x " "${graph1k[@]}" --set batch_size=100000000
+refused "batch_size must be at most 2147483648 (2^31: " configs/bench_sample.yaml \
+  --set num_nodes=100000000 --set cpu_num_nodes=100000000 --set batch_size=2147483649
+refused "walk_batch x (walk_length + 1) must be at most 2147483648 node ids per call" \
+  configs/bench_sample.yaml --set walk_length=100000 --set walk_batch=30000
+emb1k=(configs/bench_embedding.yaml "${tiny[@]}" --set rows=1000 --set cpu_rows=1000)
+refused "cpu_batches: 100000000 is more than 64 x cpu_rows 1000 = 64000" "${emb1k[@]}" --set cpu_batches=100000000
+refused "batches: 100000000 is more than 64 x rows 1000 = 64000" "${emb1k[@]}" --set batches=100000000
+refused "cpu_batches: 262145 is more than 64 x cpu_rows 4096 = 262144" configs/bench_embedding.yaml \
+  "${tiny[@]}" --set cpu_batches=262145
+refused "batches: 268435457 x dims 8 is more than 2^31 gradient elements" configs/bench_embedding.yaml \
+  "${tiny[@]}" --set rows=33554432 --set batches=268435457
+refused "lookups must be at most 2147483648 (2^31 " configs/bench_gather.yaml --set lookups=2147483649
+refused "cpu_lookups must be at most 16777216 with row_bytes 4096, got 100000000" configs/bench_gather.yaml \
+  --set cpu_lookups=100000000
+# At the bounds they run: 64000 seeds on 1,000 nodes; 262144 indices on 4096 rows.
+run at_bound_sample "$bin" bench "${graph1k[@]}" --set batch_size=64000 --set walks= --set fanouts=1 \
+  --set methods=uniform --set types=continuous --set locations=host --set samplers=cpu \
+  --set batches=1 --set cpu_batches=1 --set warmup=0 --set threads=2
+has at_bound_sample 'batch 64000, '
+has at_bound_sample '^cpu +continuous +host +uniform +1 '
+run at_bound_embedding "$bin" bench configs/bench_embedding.yaml "${tiny[@]}" --set batches=262144 \
+  --set cpu_batches=262144 --set streams=uniform --set cache=false
+has at_bound_embedding '^continuous/(host|device) float32 d8 sgd uniform +262144 '
+# Bounds too large to run here pass the checks: what fails is a key checked after them, before
+# anything is allocated (walks of 2^31 ids; 2^31 lookups of 32-byte rows, 64 GiB).
+refused "cpu_target must be a positive number" configs/bench_sample.yaml --set walk_length=1 \
+  --set walk_batch=1073741824 --set cpu_target=0
+refused "repeats must be >= 1" configs/bench_gather.yaml --set row_bytes=32 --set lookups=2147483648 \
+  --set cpu_lookups=2147483648 --set repeats=0
 
 # Ranks with different configs (here each rank's own seed or size) fail on every rank naming
 # the key and the ranks, before any table is built: the embedding, gather and sample suites
