@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -44,6 +45,7 @@ using train::train_callbacks;
 using train::train_mode;
 using train::train_mode_name;
 using train::train_result;
+using train::train_schedule;
 using train::train_settings;
 
 const std::vector<config_key> train_schema = {
@@ -83,6 +85,16 @@ const std::vector<config_key> train_schema = {
     {"optimizer", value_kind::string, "adagrad",
      "`sgd`, `adam`, `adagrad`, `rowwise_adagrad` or `rmsprop` (embedding tables' sparse "
      "optimizers)"},
+    {"schedule", value_kind::string, "global",
+     "how several ranks share the steps: `global` (every step over both whole tables, the same "
+     "embeddings on any rank count) or `blocks` (the tables cut into `partitions`; each round "
+     "every rank trains one node partition against one context partition on its own GPU, "
+     "GraphVite-style: the same embeddings on every rank count that divides `partitions`)"},
+    {"partitions", value_kind::integer, "0",
+     "blocks: partitions of the tables, a multiple of the rank count (0: the rank count)"},
+    {"block_steps", value_kind::integer, "0",
+     "blocks: steps per block and round on average (the episode is block_steps x batch_size x "
+     "partitions pair slots); 0: episodes of about 32 pair slots per node"},
     {"table.type", value_kind::string, "continuous",
      "memory type of both embedding tables: `continuous`, `chunked`, `distributed`"},
     {"table.location", value_kind::string, "host",
@@ -139,9 +151,19 @@ train_settings read_settings(const config& cfg, const command_args& args) {
                          std::to_string(v) + where(cfg, key));
     return v;
   };
-  s.walk_length = static_cast<int>(at_least("walk_length", 1));
-  s.window = static_cast<int>(at_least("window", 1));
-  s.walks_per_node = static_cast<int>(at_least("walks_per_node", 1));
+  // The trainer's int settings: a value past int would wrap (negatives 4294967297 became 1), so
+  // it is refused here; train_embeddings refuses, naming it, what is past the setting's bound.
+  auto int_at_least = [&](const char* key, std::int64_t min) {
+    const std::int64_t v = at_least(key, min);
+    if (v > std::numeric_limits<int>::max())
+      throw config_error(std::string(key) + " must be at most " +
+                         std::to_string(std::numeric_limits<int>::max()) + ", got " +
+                         std::to_string(v) + where(cfg, key));
+    return static_cast<int>(v);
+  };
+  s.walk_length = int_at_least("walk_length", 1);
+  s.window = int_at_least("window", 1);
+  s.walks_per_node = int_at_least("walks_per_node", 1);
   for (const char* key : {"p", "q"}) {
     const double v = cfg.get_number(key);
     if (!(v > 0) || !std::isfinite(v))
@@ -150,7 +172,7 @@ train_settings read_settings(const config& cfg, const command_args& args) {
   }
   s.p = cfg.get_number("p");
   s.q = cfg.get_number("q");
-  s.negatives = static_cast<int>(at_least("negatives", 1));
+  s.negatives = int_at_least("negatives", 1);
   const std::string& dist = cfg.get_string("negative_distribution");
   if (dist != "degree" && dist != "uniform")
     throw config_error("negative_distribution must be degree or uniform, got '" + dist + "'" +
@@ -158,7 +180,7 @@ train_settings read_settings(const config& cfg, const command_args& args) {
   s.negatives_by_degree = dist == "degree";
   s.dim = static_cast<std::size_t>(at_least("dim", 1));
   s.batch_size = static_cast<std::uint64_t>(at_least("batch_size", 1));
-  s.epochs = static_cast<int>(at_least("epochs", 1));
+  s.epochs = int_at_least("epochs", 1);
   s.lr = static_cast<float>(cfg.get_positive_number("lr"));
   const double min_frac = cfg.get_number("min_lr_fraction");
   if (!(min_frac >= 0 && min_frac <= 1))
@@ -166,6 +188,13 @@ train_settings read_settings(const config& cfg, const command_args& args) {
                        cfg.values.at("min_lr_fraction") + where(cfg, "min_lr_fraction"));
   s.min_lr_fraction = static_cast<float>(min_frac);
   s.optimizer.kind = parse_key(cfg, "optimizer", embedding::parse_optimizer);
+  const std::string& schedule = cfg.get_string("schedule");
+  if (schedule != "global" && schedule != "blocks")
+    throw config_error("schedule must be global or blocks, got '" + schedule + "'" +
+                       where(cfg, "schedule"));
+  s.schedule = schedule == "blocks" ? train_schedule::blocks : train_schedule::global;
+  s.partitions = int_at_least("partitions", 0);
+  s.block_steps = int_at_least("block_steps", 0);
   s.graph_type = parse_key(cfg, "graph.type", wm::parse_memory_type);
   s.graph_location = parse_key(cfg, "graph.location", wm::parse_memory_location);
   s.table_type = parse_key(cfg, "table.type", wm::parse_memory_type);
@@ -183,12 +212,12 @@ train_settings read_settings(const config& cfg, const command_args& args) {
                      s.table_location == wm::memory_location::device))
     throw config_error("device: cpu needs graph.location and table.location host");
   s.seed = static_cast<std::uint64_t>(at_least("seed", 0));
-  s.eval_every = static_cast<int>(at_least("eval_every", 0));
-  s.hits_k = static_cast<int>(at_least("hits_k", 1));
+  s.eval_every = int_at_least("eval_every", 0);
+  s.hits_k = int_at_least("hits_k", 1);
   s.threads = static_cast<unsigned>(at_least("threads", 0));
   if (s.threads == 0) s.threads = wm::default_host_threads();
-  s.checkpoint_every = static_cast<int>(at_least("checkpoint_every", 1));
-  s.stop_after_epochs = static_cast<int>(at_least("stop_after_epochs", 0));
+  s.checkpoint_every = int_at_least("checkpoint_every", 1);
+  s.stop_after_epochs = int_at_least("stop_after_epochs", 0);
   auto option = [&](const char* flag) {
     auto it = args.options.find(flag);
     return it == args.options.end() ? std::string() : it->second;
@@ -335,6 +364,41 @@ void check_distinct_outputs(const std::vector<std::pair<std::string, std::string
   }
 }
 
+// The size of the job before it starts (issue 36): pair slots and steps per epoch, so a run of
+// days shows as one before it begins.  In doubles: settings past the trainer's bounds, which
+// train_embeddings refuses right after, must not wrap the figures.
+void print_job_size(const train_settings& s, const graph::edge_split& split, int ranks) {
+  const double steps_of = static_cast<double>(s.batch_size);
+  double slots = 0;
+  std::ostringstream what;
+  if (s.mode == train_mode::line) {
+    slots = static_cast<double>(split.train.num_edges());
+    what << "one per training edge";
+  } else {
+    const std::uint64_t per_walk = train::slots_per_walk(s.walk_length, s.window);
+    const double walks = static_cast<double>(split.train.num_nodes) * s.walks_per_node;
+    slots = walks * static_cast<double>(per_walk);
+    what.precision(0);
+    what << std::fixed << walks << " walks x " << per_walk << " slots";
+  }
+  std::printf(
+      "  job: %.0f pair slots per epoch (%s), %.0f step(s) of %llu slots per epoch, %d "
+      "epoch(s)\n",
+      slots, what.str().c_str(), std::ceil(slots / steps_of),
+      static_cast<unsigned long long>(s.batch_size), s.epochs);
+  if (s.schedule == train_schedule::blocks) {
+    const int parts = s.partitions > 0 ? s.partitions : ranks;
+    const double target =
+        static_cast<double>(train::episode_slots(s, split.train.num_nodes, parts));
+    const double episodes = std::max(1.0, std::round(slots / target)), episode = slots / episodes;
+    std::printf(
+        "  schedule blocks: %d partitions, %.0f episode(s) of %.0f slots per epoch, each "
+        "%d rounds of steps of %llu pairs per block\n",
+        parts, episodes, episode, parts,
+        static_cast<unsigned long long>(std::max<std::uint64_t>(1, s.batch_size / parts)));
+  }
+}
+
 int run_train(int argc, char** argv) {
   command_args args = parse_command_args(argc, argv, train_options);
   config cfg = load_config(train_schema, args.config_file, args.overrides);
@@ -417,6 +481,7 @@ int run_train(int argc, char** argv) {
         static_cast<unsigned long long>(split.train.num_edges()), split.test_edges.size(),
         split.test_non_edges.size(), prep_s);
     if (!s.resume_dir.empty()) std::printf("  resuming from %s\n", s.resume_dir.c_str());
+    print_job_size(s, split, ranks);
     std::fflush(stdout);
   }
 

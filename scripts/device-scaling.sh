@@ -17,6 +17,10 @@
 #                                                  # before ours at every N (A/B in one call)
 #   BASE_FOR='train' ...                           # the steps the baseline runs in (default
 #                                                  # embedding train)
+#   TRAIN_VARIANT='--set schedule=blocks ...' ...  # each trainer run again with these args
+#                                                  # (at every N, 1 GPU included)
+#   FACEBOOK=path/facebook_combined.txt ...        # also train ego-Facebook on 1 GPU and on
+#                                                  # the most GPUs, plain and with TRAIN_VARIANT
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 WHOLESTORE_EXPECT_GPU=1
@@ -110,12 +114,32 @@ if want train; then
     fi
     step "train products-shaped, $n GPU(s)"
     on_ranks "$b" "$n" "train-$n" "${tr[@]}"
-    grep -E '^summary|^  (step|gpu) |error' "$out/train-$n.log" | head -8
+    grep -E 'summary|  (step|gpu) |error' "$out/train-$n.log" | head -8
+    if [ -n "${TRAIN_VARIANT:-}" ]; then
+      step "train products-shaped, $n GPU(s), $TRAIN_VARIANT"
+      on_ranks "$b" "$n" "train-args-$n" "${tr[@]}" $TRAIN_VARIANT
+      grep -E 'summary|  (step|gpu|schedule) |error' "$out/train-args-$n.log" | head -8
+    fi
     if [ -n "${VARIANT:-}" ] && [ "$n" -gt 1 ]; then
       step "train products-shaped, $n GPU(s), $VARIANT"
       (export $VARIANT; on_ranks "$b" "$n" "train-variant-$n" "${tr[@]}")
-      grep -E '^summary|^  (step|gpu) |error' "$out/train-variant-$n.log" | head -8
+      grep -E 'summary|  (step|gpu) |error' "$out/train-variant-$n.log" | head -8
     fi
   done
+  if [ -n "${FACEBOOK:-}" ]; then
+    fb=(train configs/train.yaml --set dataset="$FACEBOOK" --set device=gpu
+      --set graph.location=device --set table.location=device)
+    most=$(for n in ${TRAIN_RANKS:-$ranks}; do [ "$n" -le "$gpus" ] && echo "$n"; done | tail -1)
+    for n in 1 $most; do
+      step "train ego-Facebook, $n GPU(s)"
+      on_ranks "$b" "$n" "fb-$n" "${fb[@]}"
+      grep -E 'summary|error' "$out/fb-$n.log" | head -3
+      if [ -n "${TRAIN_VARIANT:-}" ]; then
+        step "train ego-Facebook, $n GPU(s), $TRAIN_VARIANT"
+        on_ranks "$b" "$n" "fb-args-$n" "${fb[@]}" $TRAIN_VARIANT
+        grep -E 'summary|error' "$out/fb-args-$n.log" | head -3
+      fi
+    done
+  fi
 fi
 step done

@@ -24,6 +24,11 @@ grep -q "graph: $data/cora.cites: 2708 nodes" "$work/one.log" || fail "cora not 
 grep -Eq "^summary: 1 rank\(s\), cpu, deepwalk, 2 epoch\(s\), ROC-AUC 0\.[0-9]+, Hits@50 [01]\.[0-9]+, loss [0-9.]+, [0-9]+ pairs/s" \
   "$work/one.log" || fail "no summary: $(tail -3 "$work/one.log")"
 grep -Eq "^  epoch 1: loss [0-9.]+, [0-9]+ pairs, .*ROC-AUC" "$work/one.log" || fail "no epoch line with ROC-AUC"
+# The size of the job before it starts: 2708 walks of 20 steps, window 3 (114 slots each), and
+# the steps the progress then counts.
+grep -q "^  job: 308712 pair slots per epoch (2708 walks x 114 slots), 76 step(s) of 4096 slots per epoch, 2 epoch(s)$" \
+  "$work/one.log" || fail "no job size line: $(grep -m1 job: "$work/one.log")"
+grep -q "(76/76 steps)" "$work/one.log" || fail "the job line's steps are not the run's: $(grep -m1 steps "$work/one.log")"
 for key in command ranks device mode roc_auc hits_at_k pairs pairs_per_s train_s curve config version; do
   grep -q "^$key:" "$work/r.yaml" 2>/dev/null || fail "report lacks $key"
 done
@@ -110,6 +115,24 @@ expect_error 1 "error: negatives must be at least 1, got 0" --set negatives=0
 expect_error 1 "error: holdout must be in (0, 1), got 0" --set holdout=0
 expect_error 1 "error: holdout must be in (0, 1), got 1.5" --set holdout=1.5
 expect_error 1 "error: mode must be deepwalk, node2vec or line, got 'walk'" --set mode=walk
+# Upper bounds (issue 36: these ran for hours without a word or died in an allocation), each
+# named with its bound, and a value past int refused rather than wrapped (4294967297 was 1).
+expect_error 1 "error: negatives must be at most 1024, got 100000: " --set negatives=100000
+expect_error 1 "error: walk_length must be at most 100000, got 100000000: " --set walk_length=100000000
+expect_error 1 "error: walks_per_node must be at most 10000, got 100000: " --set walks_per_node=100000
+expect_error 1 "error: window must be at most 1024, got 1025: " --set window=1025
+expect_error 1 "error: dim must be at most 65536, got 65537: " --set dim=65537
+expect_error 1 "error: batch_size must be at most 2147483648 (2^31), got 2147483649: " --set batch_size=2147483649
+expect_error 1 "error: epochs must be at most 1000000, got 1000001: " --set epochs=1000001
+expect_error 1 "error: hits_k must be at most 1000000, got 1000001: " --set hits_k=1000001
+expect_error 1 "error: negatives must be at most 2147483647, got 4294967297 (--set)" --set negatives=4294967297
+# At the bounds it trains: a tiny generated graph, one epoch in one step.
+out=$("$bin" train configs/train.yaml --set gen.num_nodes=30 --set gen.num_edges=120 --set epochs=1 \
+  --set walk_length=4 --set walks_per_node=1 --set dim=4 --set negatives=1024 --set window=1024 \
+  --set hits_k=1000000 --set batch_size=2147483648 2>&1)
+rc=$?
+[ $rc -eq 0 ] && grep -Eq "^  job: 600 pair slots per epoch \(30 walks x 20 slots\), 1 step\(s\) of 2147483648 slots per epoch, 1 epoch\(s\)$" <<<"$out" ||
+  fail "settings at their bounds (exit $rc): $(tail -3 <<<"$out")"
 expect_error 2 "unknown option '--plt'" --plt x.svg
 expect_error 2 "--export needs a value" --export
 expect_error 1 "error: --export $work/no-dir/e.npy: its directory $work/no-dir does not exist" \

@@ -345,6 +345,110 @@ TEST(Train, BadSettingsNameTheProblem) {
   }
 }
 
+// Ten nodes without edges: the check after the settings' fails on it, so a test of the settings
+// check alone never trains (and ends at once on code without the check).
+const wg::edge_split& edgeless_split() {
+  static const wg::edge_split split = [] {
+    wg::edge_split s;
+    s.train.num_nodes = 10;
+    s.train.row_offsets.assign(11, 0);
+    return s;
+  }();
+  return split;
+}
+
+// Issue 36: negatives=100000, walk_length=100000000 or walks_per_node=100000 ran for hours
+// without a word or died in an allocation.  Each setting has an upper bound, and the message
+// leads with the setting and its bound, then says what would help.
+TEST(Train, SettingsPastTheirBoundsNameTheBound) {
+  const train_settings good = small_settings(train_mode::node2vec);
+  struct bad_case {
+    std::function<void(train_settings&)> change;
+    const char* message;
+    const char* help;
+  };
+  const std::vector<bad_case> cases = {
+      {[](train_settings& s) { s.negatives = 1025; }, "negatives must be at most 1024, got 1025",
+       "lower negatives"},
+      {[](train_settings& s) { s.negatives = 100000; },
+       "negatives must be at most 1024, got 100000", "word2vec, DeepWalk and node2vec use 1 to 20"},
+      {[](train_settings& s) { s.window = 1025; }, "window must be at most 1024, got 1025",
+       "lower window"},
+      {[](train_settings& s) { s.walk_length = 100001; },
+       "walk_length must be at most 100000, got 100001", "raise walks_per_node or epochs"},
+      {[](train_settings& s) { s.walk_length = 100000000; },
+       "walk_length must be at most 100000, got 100000000", "raise walks_per_node or epochs"},
+      {[](train_settings& s) { s.walks_per_node = 10001; },
+       "walks_per_node must be at most 10000, got 10001", "raise epochs"},
+      {[](train_settings& s) { s.walks_per_node = 100000; },
+       "walks_per_node must be at most 10000, got 100000", "raise epochs"},
+      {[](train_settings& s) { s.dim = 65537; }, "dim must be at most 65536, got 65537",
+       "lower dim"},
+      {[](train_settings& s) { s.batch_size = (std::uint64_t{1} << 31) + 1; },
+       "batch_size must be at most 2147483648 (2^31), got 2147483649", "lower batch_size"},
+      {[](train_settings& s) { s.epochs = 1000001; }, "epochs must be at most 1000000, got 1000001",
+       "lower epochs"},
+      {[](train_settings& s) { s.hits_k = 1000001; }, "hits_k must be at most 1000000, got 1000001",
+       "lower hits_k"},
+  };
+  for (const bad_case& c : cases) {
+    train_settings s = good;
+    c.change(s);
+    const std::string msg = error_of(s, edgeless_split());
+    EXPECT_EQ(msg.rfind(c.message, 0), 0u) << "got: " << msg;  // leads with the problem
+    EXPECT_NE(msg.find(c.help), std::string::npos) << "got: " << msg;
+  }
+}
+
+// Every bound is a value the trainer accepts: all of them at once pass the settings check
+// (the next check, a graph without edges, is what fails), and the ones a test can afford run.
+TEST(Train, SettingsAtTheirBoundsAreAccepted) {
+  train_settings at = small_settings(train_mode::deepwalk);
+  at.negatives = 1024;
+  at.window = 1024;
+  at.walk_length = 100000;
+  at.walks_per_node = 10000;
+  at.dim = 65536;
+  at.batch_size = std::uint64_t{1} << 31;
+  at.epochs = 1000000;
+  at.hits_k = 1000000;
+  const std::string msg = error_of(at, edgeless_split());
+  EXPECT_EQ(msg.rfind("the training graph has no edges", 0), 0u) << msg;
+
+  wg::generate_options go;
+  go.num_nodes = 30;
+  go.num_edges = 120;
+  go.seed = 8;
+  go.symmetrize = true;
+  go.drop_self_loops = true;
+  const wg::edge_split tiny = wg::split_edges(wg::generate_graph(go), 0.1, 9);
+  train_settings s = small_settings(train_mode::deepwalk);
+  s.epochs = 1;
+  s.dim = 4;
+  s.negatives = 1024;
+  s.window = 1024;                        // wider than the walk: every pair of the walk
+  s.batch_size = std::uint64_t{1} << 31;  // the whole epoch in one step
+  s.hits_k = 1000000;                     // more than the non-edges: Hits@K is 1
+  train_result r = run_ranks(1, s, tiny);
+  EXPECT_EQ(r.steps, 1u);
+  EXPECT_GT(r.pairs, 0u);
+  EXPECT_EQ(r.final_scores.hits, 1.0);
+  s = small_settings(train_mode::deepwalk);
+  s.epochs = 1;
+  s.walk_length = 1;
+  s.window = 1;
+  s.negatives = 1;
+  s.dim = 65536;
+  r = run_ranks(1, s, tiny);
+  EXPECT_EQ(r.embeddings.size(), tiny.train.num_nodes * 65536);
+  EXPECT_GT(r.pairs, 0u);
+  s.dim = 4;
+  s.walks_per_node = 10000;
+  s.batch_size = std::uint64_t{1} << 20;
+  r = run_ranks(1, s, tiny);
+  EXPECT_EQ(r.steps, (tiny.train.num_nodes * 10000 * 2 + (1u << 20) - 1) >> 20);
+}
+
 TEST(Train, GraphWithoutEdgesIsAnError) {
   wg::edge_split split;
   split.train.num_nodes = 10;

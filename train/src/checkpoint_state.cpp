@@ -80,7 +80,15 @@ std::string setting_rule(const std::string& name, const std::string& value) {
   }
   if (name == "negative_distribution")
     return value == "degree" || value == "uniform" ? "" : "degree or uniform";
+  if (name == "schedule") return value == "global" || value == "blocks" ? "" : "global or blocks";
+  if (name == "partitions") return whole(value, 0, max_int, i) ? "" : "a whole number >= 0";
+  if (name == "block_steps") return whole(value, 0, max_int, i) ? "" : "a whole number >= 0";
   return "?";
+}
+
+// Settings that format-2 states name since the blocks schedule came; older ones lack them.
+bool added_in_format_2(const std::string& name) {
+  return name == "schedule" || name == "partitions" || name == "block_steps";
 }
 
 // Parses state.txt's text; on a fault returns false with `why` naming the line.
@@ -166,10 +174,16 @@ bool parse_state(std::istream& in, saved_state& st, std::string& why) {
   if (seen.empty()) return fault("empty, no 'format: wholestore-train 2'");
   std::vector<std::string> required = {"epoch", "nodes", "dim", "mode"};
   if (st.format >= 2)
-    for (const auto& n : names) required.push_back(n.first);
+    for (const auto& n : names)
+      if (!added_in_format_2(n.first)) required.push_back(n.first);
   for (const std::string& key : required)
     if (std::find(seen.begin(), seen.end(), key) == seen.end())
       return fault("no '" + key + ":' line");
+  // A format-2 state written before the schedules came is of the global schedule.
+  if (st.format >= 2)
+    for (const auto& n : names)
+      if (added_in_format_2(n.first) && std::find(seen.begin(), seen.end(), n.first) == seen.end())
+        st.settings.emplace_back(n.first, n.first == "schedule" ? "global" : n.second);
   if (static_cast<int>(st.curve.size()) != st.epoch)
     return fault(std::to_string(st.curve.size()) + " curve line(s) for epoch " +
                  std::to_string(st.epoch) + " (one per epoch done)");
@@ -206,7 +220,10 @@ std::vector<std::pair<std::string, std::string>> saved_settings(const train_sett
           {"q", exact(s.q)},
           {"negatives", std::to_string(s.negatives)},
           {"negative_distribution", s.negatives_by_degree ? "degree" : "uniform"},
-          {"batch_size", std::to_string(s.batch_size)}};
+          {"batch_size", std::to_string(s.batch_size)},
+          {"schedule", train_schedule_name(s.schedule)},
+          {"partitions", std::to_string(s.partitions)},
+          {"block_steps", std::to_string(s.block_steps)}};
 }
 
 void check_resume_settings(const std::string& dir, const saved_state& st, const train_settings& s) {
@@ -214,8 +231,8 @@ void check_resume_settings(const std::string& dir, const saved_state& st, const 
     for (const auto& [saved_name, saved_value] : st.settings) {
       // A lower learning rate is the way out of a diverged run (train_diverged's message):
       // allowed, the run then differs from an uninterrupted one.
-      if (name == "lr" && saved_name == "lr" && std::strtod(value.c_str(), nullptr) <
-                                                    std::strtod(saved_value.c_str(), nullptr))
+      if (name == "lr" && saved_name == "lr" &&
+          std::strtod(value.c_str(), nullptr) < std::strtod(saved_value.c_str(), nullptr))
         continue;
       WM_EXPECTS(saved_name != name || saved_value == value,
                  "resume: the checkpoint in "

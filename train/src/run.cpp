@@ -34,6 +34,17 @@ const char* train_mode_name(train_mode m) {
   }
 }
 
+const char* train_schedule_name(train_schedule s) {
+  return s == train_schedule::blocks ? "blocks" : "global";
+}
+
+std::uint64_t episode_slots(const train_settings& s, std::uint64_t nodes, int partitions) {
+  const std::uint64_t parts = static_cast<std::uint64_t>(std::max(1, partitions));
+  const std::uint64_t round = s.batch_size * parts;  // a step of every block of a round
+  if (s.block_steps > 0) return static_cast<std::uint64_t>(s.block_steps) * round;
+  return std::max(round, 32 * nodes / round * round);
+}
+
 std::uint64_t slots_per_walk(int walk_length, int window) {
   return graph::window_slots(walk_length, window);
 }
@@ -48,19 +59,72 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }
 
 void check_settings(const train_settings& s) {
+  // Upper bounds (issue 36): past them a setting is a typo that would run for days without a
+  // word or die in an allocation, not a workload.  Each covers the published uses many times
+  // over: word2vec, DeepWalk and node2vec train with 1-20 negatives, windows of 5-10, walks of
+  // 40-80 steps and 10-80 walks per node; embeddings have 64-512 dimensions; OGB scores Hits@20
+  // to Hits@100.  trainer.hpp's train_settings names the same bounds.
+  constexpr int max_walk_length = 100000;
+  constexpr int max_window = 1024;
+  constexpr int max_walks_per_node = 10000;
+  constexpr int max_negatives = 1024;
+  constexpr std::size_t max_dim = 65536;
+  constexpr std::uint64_t max_batch_size = std::uint64_t{1} << 31;
+  constexpr int max_epochs = 1000000;
+  constexpr int max_hits_k = 1000000;
   WM_EXPECTS(s.walk_length >= 1, "walk_length must be at least 1, got " << s.walk_length);
+  WM_EXPECTS(s.walk_length <= max_walk_length,
+             "walk_length must be at most "
+                 << max_walk_length << ", got " << s.walk_length
+                 << ": every walk is held whole and gives up to 2 x window pair slots a step "
+                    "(DeepWalk and node2vec walk 40 to 80 steps); for more pairs raise "
+                    "walks_per_node or epochs");
   WM_EXPECTS(s.window >= 1, "window must be at least 1, got " << s.window);
+  WM_EXPECTS(s.window <= max_window, "window must be at most "
+                                         << max_window << ", got " << s.window
+                                         << ": every walk position is paired with up to 2 x window "
+                                            "others (DeepWalk and node2vec use 5 to 10); lower "
+                                            "window");
   WM_EXPECTS(s.walks_per_node >= 1, "walks_per_node must be at least 1, got " << s.walks_per_node);
+  WM_EXPECTS(s.walks_per_node <= max_walks_per_node,
+             "walks_per_node must be at most "
+                 << max_walks_per_node << ", got " << s.walks_per_node
+                 << ": an epoch walks that many times from every node (DeepWalk and node2vec use "
+                    "10 to 80); for more passes over the graph raise epochs");
   WM_EXPECTS(s.p > 0 && std::isfinite(s.p), "p must be a positive number, got " << s.p);
   WM_EXPECTS(s.q > 0 && std::isfinite(s.q), "q must be a positive number, got " << s.q);
   WM_EXPECTS(s.negatives >= 1, "negatives must be at least 1, got " << s.negatives);
+  WM_EXPECTS(s.negatives <= max_negatives,
+             "negatives must be at most "
+                 << max_negatives << ", got " << s.negatives
+                 << ": every positive pair is trained against that many negatives, each a row "
+                    "looked up and updated (word2vec, DeepWalk and node2vec use 1 to 20); lower "
+                    "negatives");
   WM_EXPECTS(s.dim >= 1, "dim must be at least 1, got " << s.dim);
+  WM_EXPECTS(s.dim <= max_dim, "dim must be at most "
+                                   << max_dim << ", got " << s.dim
+                                   << ": each of the two tables holds nodes x dim floats (node "
+                                      "embeddings use 64 to 512); lower dim");
   WM_EXPECTS(s.batch_size >= 1, "batch_size must be at least 1, got " << s.batch_size);
+  WM_EXPECTS(s.batch_size <= max_batch_size,
+             "batch_size must be at most "
+                 << max_batch_size << " (2^31), got " << s.batch_size
+                 << ": a step holds its pair slots, their negatives and all their rows at once; "
+                    "lower batch_size (the shipped config has 4096)");
   WM_EXPECTS(s.epochs >= 1, "epochs must be at least 1, got " << s.epochs);
+  WM_EXPECTS(s.epochs <= max_epochs, "epochs must be at most "
+                                         << max_epochs << ", got " << s.epochs
+                                         << ": skip-gram training converges in a few to a few "
+                                            "hundred passes; lower epochs");
   WM_EXPECTS(s.lr > 0 && std::isfinite(s.lr), "lr must be a positive number, got " << s.lr);
   WM_EXPECTS(s.min_lr_fraction >= 0 && s.min_lr_fraction <= 1,
              "min_lr_fraction must be in [0, 1], got " << s.min_lr_fraction);
   WM_EXPECTS(s.hits_k >= 1, "hits_k must be at least 1, got " << s.hits_k);
+  WM_EXPECTS(s.hits_k <= max_hits_k, "hits_k must be at most "
+                                         << max_hits_k << ", got " << s.hits_k
+                                         << ": Hits@K compares the held-out edges with the K-th "
+                                            "highest non-edge (OGB uses K of 20 to 100); lower "
+                                            "hits_k");
   WM_EXPECTS(s.eval_every >= 0, "eval_every must be >= 0, got " << s.eval_every);
   WM_EXPECTS(s.checkpoint_every >= 1,
              "checkpoint_every must be at least 1, got " << s.checkpoint_every);
@@ -143,6 +207,11 @@ trainer::trainer(std::shared_ptr<wm::bootstrap> bs, const graph::edge_split& spl
                                    : nodes_ * static_cast<std::uint64_t>(s_.walks_per_node)) *
       slots_;
   steps_per_epoch_ = (total_slots_ + s_.batch_size - 1) / s_.batch_size;
+  if (blocks()) {
+    setup_blocks();
+  } else {
+    s_.partitions = 0;  // state.txt records the partitions of the blocks schedule only
+  }
 }
 
 trainer::~trainer() {
@@ -182,7 +251,8 @@ train_result trainer::run(const train_callbacks& cb) {
   if (s_.stop_after_epochs > 0) last = std::min(last, first_epoch + s_.stop_after_epochs);
   bool evaluated_last = false;
   for (int epoch = first_epoch; epoch < last; ++epoch) {
-    epoch_record rec = run_epoch(epoch, cb, result);
+    epoch_record rec =
+        blocks() ? run_epoch_blocks(epoch, cb, result) : run_epoch(epoch, cb, result);
     const bool eval = epoch + 1 == s_.epochs || epoch + 1 == last ||
                       (s_.eval_every > 0 && (epoch + 1) % s_.eval_every == 0);
     if (eval) {
@@ -363,6 +433,12 @@ epoch_record trainer::run_epoch(int epoch, const train_callbacks& cb, train_resu
   result.gpu_sgns_s = phase_s_[1];
   result.gpu_output_update_s = phase_s_[2];
   result.gpu_input_update_s = phase_s_[3];
+  return epoch_totals(epoch, loss_sum, pairs, secs, result);
+}
+
+epoch_record trainer::epoch_totals(int epoch, std::int64_t loss_sum, std::uint64_t pairs,
+                                   double secs, train_result& result) {
+  const int ranks = bs_->size();
   // The epoch's totals over ranks: exact integer sums.
   struct totals {
     std::int64_t loss;

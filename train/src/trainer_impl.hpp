@@ -17,6 +17,7 @@
 #include <train/trainer.hpp>
 
 #include <embedding/table.hpp>
+#include <graph/block_pairs.hpp>
 #include <graph/csr_graph.hpp>
 #include <graph/negatives.hpp>
 #include <graph/walk_pairs.hpp>
@@ -188,10 +189,42 @@ class trainer {
   // to `result`.
   epoch_record run_epoch(int epoch, const train_callbacks& cb, train_result& result);
 
+  // The epoch's record from this rank's loss units, pairs and seconds (summed, and the
+  // slowest, over the ranks: one bootstrap round); adds its pairs to `result`.
+  epoch_record epoch_totals(int epoch, std::int64_t loss_sum, std::uint64_t pairs, double secs,
+                            train_result& result);
+
   // Epoch `epochs_done`'s tables into DIR/epoch-N, then state.txt names it (renamed into
   // place: the commit), then older epochs go.  A failure leaves DIR as it was: the state names
   // the last good epoch and the new epoch's directory is removed.
   void store(int epochs_done, const std::vector<epoch_record>& curve);
+
+  // ---- blocks.cpp: the `blocks` schedule (train/trainer.hpp) ----
+
+  bool blocks() const { return s_.schedule == train_schedule::blocks; }
+
+  // The schedule's parts made at construction: the working tables (one rank each, this rank's
+  // GPU or host) and every partition's list of node ids.
+  void setup_blocks();
+
+  // run_epoch for the blocks schedule.
+  epoch_record run_epoch_blocks(int epoch, const train_callbacks& cb, train_result& result);
+
+  // This rank's pairs of the episode's slots [s0, s1), every rank's share of them assembled
+  // where it was made, grouped into blocks and sent to the rank that trains the block; they
+  // end up in block_centers_/block_targets_ (device buffers on the GPU path, host vectors on
+  // the CPU path) grouped by this rank's blocks, block b's at block_start_[b - first block].
+  void episode_pairs(std::uint64_t epoch, std::uint64_t s0, std::uint64_t s1);
+
+  // Partition c of `global` (weights and optimizer state) copied into `work`'s first rows, and
+  // back (to_global).  Synchronous on the GPU path's stream for the index check.
+  void move_partition(embedding::table& global, embedding::table& work, int c, bool to_global);
+
+  // One step of a block on the working tables: its n pairs at the given rows (device or host
+  // memory per path), learning rate lr, the optimizers' step counter t.  The GPU path waits for
+  // nothing (the loss and the check word accumulate in d_totals_ over the round).
+  void block_step(const std::int64_t* centers, const std::int64_t* targets, std::size_t n, float lr,
+                  std::uint64_t t, step_totals& round);
 
   // ---- evaluate.cpp ----
 
@@ -244,6 +277,19 @@ class trainer {
   wm::device_buffer d_starts_, d_walks_, d_draws_, d_center_rows_, d_target_rows_, d_center_grads_,
       d_target_grads_, d_target_coefs_, d_totals_;
   static constexpr int totals_words = 7;  // step_gpu's layout of d_totals_
+  // The blocks schedule (blocks.cpp).
+  int partitions_ = 0;
+  std::shared_ptr<wm::communicator> self_comm_;  // this rank alone: the working tables'
+  embedding::table work_in_, work_out_;
+  int work_in_part_ = -1, work_out_part_ = -1;         // the partitions they hold (-1: none)
+  std::vector<std::vector<std::int64_t>> part_nodes_;  // partition c's node ids (CPU path)
+  std::vector<wm::device_buffer> d_part_nodes_;        // the same on the GPU path
+  graph::gpu_block_pairs gpu_blocks_;
+  std::vector<std::uint64_t> block_start_;  // this rank's blocks' first pairs (+ the end)
+  std::vector<std::int64_t> block_centers_, block_targets_, sent_centers_, sent_targets_,
+      recv_centers_, recv_targets_;
+  wm::device_buffer d_block_centers_, d_block_targets_, d_sent_centers_, d_sent_targets_,
+      d_recv_centers_, d_recv_targets_;
 };
 
 }  // namespace wholestore::train::detail

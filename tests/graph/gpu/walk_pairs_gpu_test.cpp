@@ -7,6 +7,7 @@
 #include "common/multiprocess.hpp"
 #include "wholememory/gpu/gpu_test_util.hpp"
 
+#include <graph/block_pairs.hpp>
 #include <graph/csr_graph.hpp>
 #include <graph/detail/sample_select.hpp>
 #include <graph/generate.hpp>
@@ -19,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace wholestore_test {
@@ -145,6 +147,76 @@ TEST(GpuEdgePairs, EqualToTheRuleOnTheHostCsr) {
     const csr_graph dist =
         make_graph(comm, g, wm::memory_type::distributed, wm::memory_location::host);
     EXPECT_THROW(edge_pairs(dist, edge_pairs_args{}, stream.get()), wm::logic_error);
+  });
+  EXPECT_EQ(r.status[0], 0) << "the child failed";
+}
+
+// gpu_block_pairs against block_pairs_host (block_pairs_test.cpp checks that against the rules):
+// the same rows in the same order and the same counts, for 1, 4 and 13 partitions, K = 0 and
+// 5, a call larger than the last (the scratch grows), an empty call; a bad id is named.
+TEST(GpuBlockPairs, EqualToTheCpuPath) {
+  WHOLESTORE_REQUIRE_GPUS(1);
+  fork_result r = fork_ranks(1, [](std::shared_ptr<wm::bootstrap>) {
+    wm::set_device(0);
+    cuda_stream stream;
+    gpu_block_pairs builder;
+    const std::uint64_t nodes = 100003;
+    for (std::size_t n : {std::size_t{1000}, std::size_t{200001}, std::size_t{0}})
+      for (int parts : {1, 4, 13})
+        for (int k : {0, 5}) {
+          const std::size_t per = static_cast<std::size_t>(k) + 1;
+          std::vector<std::int64_t> c(n), t(n * per);
+          for (std::size_t i = 0; i < n; ++i) c[i] = static_cast<std::int64_t>((i * 7919) % nodes);
+          for (std::size_t i = 0; i < t.size(); ++i)
+            t[i] = static_cast<std::int64_t>((i * 104729 + 17) % nodes);
+          block_pairs_args a;
+          a.layout = {nodes, parts};
+          a.pairs = n;
+          a.negatives_per_pair = k;
+          std::vector<std::int64_t> oc(n), ot(n * per);
+          std::vector<std::uint64_t> counts(static_cast<std::size_t>(parts * parts)),
+              gcounts(counts.size());
+          a.centers = c.data();
+          a.targets = t.data();
+          a.out_centers = oc.data();
+          a.out_targets = ot.data();
+          a.counts = counts.data();
+          block_pairs_host(a);
+          device_buffer d_c(c.size() * 8 + 8, 0), d_t(t.size() * 8 + 8, 0),
+              d_oc(c.size() * 8 + 8, 0), d_ot(t.size() * 8 + 8, 0);
+          if (n) {
+            WM_CUDA_TRY(copy_and_wait(d_c.get(), c.data(), c.size() * 8, cudaMemcpyHostToDevice));
+            WM_CUDA_TRY(copy_and_wait(d_t.get(), t.data(), t.size() * 8, cudaMemcpyHostToDevice));
+          }
+          a.centers = static_cast<const std::int64_t*>(d_c.get());
+          a.targets = static_cast<const std::int64_t*>(d_t.get());
+          a.out_centers = static_cast<std::int64_t*>(d_oc.get());
+          a.out_targets = static_cast<std::int64_t*>(d_ot.get());
+          a.counts = gcounts.data();
+          builder.build(a, stream.get());
+          std::vector<std::int64_t> goc(n), got(n * per);
+          if (n) {
+            WM_CUDA_TRY(copy_and_wait(goc.data(), d_oc.get(), n * 8, cudaMemcpyDeviceToHost));
+            WM_CUDA_TRY(
+                copy_and_wait(got.data(), d_ot.get(), got.size() * 8, cudaMemcpyDeviceToHost));
+          }
+          EXPECT_EQ(gcounts, counts) << n << " pairs, " << parts << " partitions, K " << k;
+          EXPECT_EQ(goc, oc) << n << " pairs, " << parts << " partitions, K " << k;
+          EXPECT_EQ(got, ot) << n << " pairs, " << parts << " partitions, K " << k;
+          if (n == 1000 && parts == 4 && k == 5) {  // a bad target: named, by position
+            t[4 * per + 2] = static_cast<std::int64_t>(nodes);
+            WM_CUDA_TRY(copy_and_wait(d_t.get(), t.data(), t.size() * 8, cudaMemcpyHostToDevice));
+            std::string message;
+            try {
+              builder.build(a, stream.get());
+            } catch (const wm::logic_error& e) {
+              message = e.what();
+            }
+            EXPECT_NE(message.find("the id at position 26 of the targets is outside [0, 100003)"),
+                      std::string::npos)
+                << message;
+          }
+        }
   });
   EXPECT_EQ(r.status[0], 0) << "the child failed";
 }

@@ -257,3 +257,49 @@ TEST(TrainGpu, TwoGpusDistributedGraphSameBitsAsOneCpuRank) {
 }
 
 }  // namespace
+
+// The blocks schedule on the GPU path: one GPU (device and host tables, DeepWalk and LINE, Adam)
+// and one GPU per rank over NCCL (2 and 4 where present: the episode's pairs exchanged by
+// NCCL, the partitions copied between GPUs in place) against one CPU rank, bit for bit.
+TEST(TrainGpu, BlocksScheduleSameBitsAsOneCpuRank) {
+  if (gpu_count() < 1) GTEST_SKIP() << "needs 1 CUDA device, 0 visible";
+  auto blocks = [](train_mode mode) {
+    train_settings s = settings(mode);
+    s.schedule = train_schedule::blocks;
+    s.partitions = 4;
+    s.block_steps = 3;
+    s.optimizer.kind = wholestore::embedding::optimizer_kind::adam;
+    s.lr = 0.01f;
+    return s;
+  };
+  const auto one = wholestore_test::fork_ranks(1, [&](std::shared_ptr<wm::bootstrap>) {
+    const wg::edge_split split = make_split();
+    for (train_mode mode : {train_mode::deepwalk, train_mode::line}) {
+      train_settings s = blocks(mode);
+      const train_result cpu = run(1, split, s);
+      s.use_gpu = true;
+      s.graph_location = wm::memory_location::device;
+      s.table_location = wm::memory_location::device;
+      expect_same(cpu, run(1, split, s), std::string(train_mode_name(mode)) + ", 1 GPU");
+      s.table_location = wm::memory_location::host;
+      expect_same(cpu, run(1, split, s), std::string(train_mode_name(mode)) + ", host tables");
+    }
+  });
+  EXPECT_TRUE(one.all_ok()) << "the GPU child failed";
+  for (int ranks : {2, 4}) {
+    if (ranks > gpu_count()) continue;
+    const auto result = wholestore_test::fork_ranks(ranks, [&](std::shared_ptr<wm::bootstrap> bs) {
+      const wg::edge_split split = make_split();
+      train_settings s = blocks(train_mode::deepwalk);
+      const bool lead = bs->rank() == 0;
+      train_result cpu;
+      if (lead) cpu = run(1, split, s);
+      s.use_gpu = true;
+      s.graph_location = wm::memory_location::device;
+      s.table_location = wm::memory_location::device;
+      const train_result gpu = train_embeddings(bs, split, s);
+      if (lead) expect_same(cpu, gpu, std::to_string(ranks) + " GPUs, blocks");
+    });
+    EXPECT_TRUE(result.all_ok()) << ranks << " GPUs, a rank failed";
+  }
+}

@@ -33,6 +33,24 @@
  * The learning rate decays linearly over all steps of the run: lr * max(min_lr_fraction,
  * 1 - step / total_steps), step counted from 0 over epochs.
  *
+ * Schedules (train_settings::schedule) say how several ranks share this work:
+ *   global  the trajectory above, the same bits on any rank count: every step reads and
+ *           updates rows anywhere in both tables, so with several ranks each step exchanges
+ *           gradient rows between GPUs.
+ *   blocks  GraphVite's partitioned schedule: node v belongs to partition v % P (P =
+ *           partitions, a multiple of the rank count) in both tables.  The epoch's slots are cut
+ *           into episodes of about episode_slots() slots; an episode's pairs are
+ *           grouped into the P x P blocks (center partition i, context partition c) with
+ *           negatives drawn in the context's partition (graph/block_pairs.hpp), and trained in P
+ *           rounds: round k trains blocks (i, (i + k) % P) for every i, which share no row of
+ *           either table, so each rank trains its blocks on its own GPU's copies of their two
+ *           partitions with no exchange.  Rank r holds node partitions [r P/R, (r + 1) P/R) and
+ *           takes each round's context partitions from the tables and gives them back after
+ *           (the copies cross NVLink once per round).  A block's pairs keep slot order and are
+ *           trained in steps of batch_size / P pairs; the learning rate decays with the run's
+ *           progress in slots as above.  The embeddings are bit for bit the same for every rank
+ *           count that divides P, but not those of `global`.
+ *
  * A training graph in distributed memory is walked collectively (DeepWalk only: node2vec with
  * p or q != 1 is refused as a bad setting): every rank walks once per batch, with no walks
  * when its chunk is empty, so the walks, and the embeddings, are those of continuous memory.
@@ -67,6 +85,12 @@ enum class train_mode { deepwalk, node2vec, line };
 /// "deepwalk", "node2vec", "line".
 const char* train_mode_name(train_mode m);
 
+/// How several ranks share the steps (see above).
+enum class train_schedule { global, blocks };
+
+/// "global", "blocks".
+const char* train_schedule_name(train_schedule s);
+
 /// The shipped optimizer: AdaGrad (train.yaml).
 inline embedding::optimizer_options adagrad_options() {
   embedding::optimizer_options o;
@@ -76,15 +100,15 @@ inline embedding::optimizer_options adagrad_options() {
 
 struct train_settings {
   train_mode mode = train_mode::deepwalk;
-  int walk_length = 20;     ///< steps per walk (>= 1)
-  int window = 3;           ///< context half-width (>= 1)
-  int walks_per_node = 2;   ///< rounds of walks per epoch (>= 1)
+  int walk_length = 20;     ///< steps per walk, 1 to 100000 (DeepWalk, node2vec: 40 to 80)
+  int window = 3;           ///< context half-width, 1 to 1024 (DeepWalk, node2vec: 5 to 10)
+  int walks_per_node = 2;   ///< rounds of walks per epoch, 1 to 10000 (usual: 10 to 80)
   double p = 1.0, q = 1.0;  ///< node2vec (> 0)
-  int negatives = 5;        ///< K (>= 1)
+  int negatives = 5;        ///< K, 1 to 1024 (word2vec, DeepWalk, node2vec: 1 to 20)
   bool negatives_by_degree = true;
-  std::size_t dim = 128;
-  std::uint64_t batch_size = 4096;  ///< pair slots per step, all ranks together
-  int epochs = 2;
+  std::size_t dim = 128;            ///< 1 to 65536 (usual: 64 to 512)
+  std::uint64_t batch_size = 4096;  ///< pair slots per step, all ranks together; 1 to 2^31
+  int epochs = 2;                   ///< 1 to 1000000
   float lr = 0.1f;
   float min_lr_fraction = 0.0001f;
   embedding::optimizer_options optimizer = adagrad_options();
@@ -95,14 +119,21 @@ struct train_settings {
   wholememory::memory_location table_location = wholememory::memory_location::host;
   bool use_gpu = false;
   std::uint64_t seed = 0;
-  int eval_every = 1;  ///< evaluate every N epochs (0: at the end only)
-  int hits_k = 50;
+  int eval_every = 1;    ///< evaluate every N epochs (0: at the end only)
+  int hits_k = 50;       ///< K of Hits@K, 1 to 1000000 (OGB: 20 to 100)
   unsigned threads = 0;  ///< CPU threads per rank (0: all cores)
   std::string checkpoint_dir;
   int checkpoint_every = 1;  ///< epochs between checkpoints (with checkpoint_dir)
   std::string resume_dir;
   int stop_after_epochs = 0;    ///< end the run after this many epochs of this call (0: all)
   bool keep_embeddings = true;  ///< rank 0 returns the input vectors (train_result::embeddings)
+  train_schedule schedule = train_schedule::global;
+  /// blocks: P, a multiple of the rank count and at most the node count (0: the rank count)
+  int partitions = 0;
+  /// blocks: steps a block takes per round on average, which sets the episode length
+  /// (episode_slots) and so how often partitions move between GPUs; 0: about 32 pair slots per
+  /// node an episode (shorter episodes interleave the partitions' updates more finely)
+  int block_steps = 0;
 };
 
 /// Training diverged: a step's pairs scored NaN or Inf, its mean loss passed 10 times the loss
@@ -175,6 +206,12 @@ struct train_callbacks {
 train_result train_embeddings(std::shared_ptr<wholememory::bootstrap> bs,
                               const graph::edge_split& split, const train_settings& settings,
                               const train_callbacks& callbacks = {});
+
+/// The blocks schedule's episode length in pair slots, before an epoch is cut into episodes of
+/// equal length (the nearest whole number of them, at least one): block_steps x batch_size x
+/// partitions, or for block_steps 0 the multiple of batch_size x partitions nearest below
+/// 32 x nodes (at least one).
+std::uint64_t episode_slots(const train_settings& s, std::uint64_t nodes, int partitions);
 
 /// Pair slots per walk: (i, j) with i, j in [0, walk_length], i != j, |i - j| <= window.
 std::uint64_t slots_per_walk(int walk_length, int window);
