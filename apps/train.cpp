@@ -65,6 +65,9 @@ const std::vector<config_key> train_schema = {
      "walks' nodes, and are not overlapped with the steps on the GPU)"},
     {"graph.location", value_kind::string, "host",
      "`host` or `device` (`device` needs `device: gpu`)"},
+    {"graph.replicate", value_kind::boolean, "false",
+     "every rank holds the whole training graph (continuous or chunked): walks read no other "
+     "GPU's memory (a shared graph's walks cross NVLink for most reads on several GPUs)"},
     {"mode", value_kind::string, "deepwalk",
      "`deepwalk` (uniform walks), `node2vec` (walks biased by `p`, `q`) or `line` (edges as "
      "pairs)"},
@@ -95,6 +98,8 @@ const std::vector<config_key> train_schema = {
     {"block_steps", value_kind::integer, "0",
      "blocks: steps per block and round on average (the episode is block_steps x batch_size x "
      "partitions pair slots); 0: episodes of about 32 pair slots per node"},
+    {"block_batch", value_kind::integer, "0",
+     "blocks: pairs a block trains per step (0: batch_size / partitions)"},
     {"table.type", value_kind::string, "continuous",
      "memory type of both embedding tables: `continuous`, `chunked`, `distributed`"},
     {"table.location", value_kind::string, "host",
@@ -195,8 +200,10 @@ train_settings read_settings(const config& cfg, const command_args& args) {
   s.schedule = schedule == "blocks" ? train_schedule::blocks : train_schedule::global;
   s.partitions = int_at_least("partitions", 0);
   s.block_steps = int_at_least("block_steps", 0);
+  s.block_batch = static_cast<std::uint64_t>(at_least("block_batch", 0));
   s.graph_type = parse_key(cfg, "graph.type", wm::parse_memory_type);
   s.graph_location = parse_key(cfg, "graph.location", wm::parse_memory_location);
+  s.replicate_graph = cfg.get_bool("graph.replicate");
   s.table_type = parse_key(cfg, "table.type", wm::parse_memory_type);
   s.table_location = parse_key(cfg, "table.location", wm::parse_memory_location);
   const std::string& device = cfg.get_string("device");
@@ -395,7 +402,8 @@ void print_job_size(const train_settings& s, const graph::edge_split& split, int
         "  schedule blocks: %d partitions, %.0f episode(s) of %.0f slots per epoch, each "
         "%d rounds of steps of %llu pairs per block\n",
         parts, episodes, episode, parts,
-        static_cast<unsigned long long>(std::max<std::uint64_t>(1, s.batch_size / parts)));
+        static_cast<unsigned long long>(
+            s.block_batch > 0 ? s.block_batch : std::max<std::uint64_t>(1, s.batch_size / parts)));
   }
 }
 

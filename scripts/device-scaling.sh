@@ -18,7 +18,10 @@
 #   BASE_FOR='train' ...                           # the steps the baseline runs in (default
 #                                                  # embedding train)
 #   TRAIN_VARIANT='--set schedule=blocks ...' ...  # each trainer run again with these args
-#                                                  # (at every N, 1 GPU included)
+#                                                  # (at every N, 1 GPU included); several
+#                                                  # variants separated by ';'
+#   TRAIN_BASE_RANKS='1' ...                       # the N at which the plain trainer runs
+#                                                  # (default: every N)
 #   FACEBOOK=path/facebook_combined.txt ...        # also train ego-Facebook on 1 GPU and on
 #                                                  # the most GPUs, plain and with TRAIN_VARIANT
 set -uo pipefail
@@ -112,14 +115,19 @@ if want train; then
       on_ranks "$base" "$n" "train-base-$n" "${tr[@]}"
       grep -E '^summary|^  (step|gpu) ' "$out/train-base-$n.log"
     fi
-    step "train products-shaped, $n GPU(s)"
-    on_ranks "$b" "$n" "train-$n" "${tr[@]}"
-    grep -E 'summary|  (step|gpu) |error' "$out/train-$n.log" | head -8
-    if [ -n "${TRAIN_VARIANT:-}" ]; then
-      step "train products-shaped, $n GPU(s), $TRAIN_VARIANT"
-      on_ranks "$b" "$n" "train-args-$n" "${tr[@]}" $TRAIN_VARIANT
-      grep -E 'summary|  (step|gpu|schedule) |error' "$out/train-args-$n.log" | head -8
+    if [[ " ${TRAIN_BASE_RANKS:-$n} " == *" $n "* ]]; then
+      step "train products-shaped, $n GPU(s)"
+      on_ranks "$b" "$n" "train-$n" "${tr[@]}"
+      grep -E 'summary|  (step|gpu) |error' "$out/train-$n.log" | head -8
     fi
+    v=0
+    IFS=';' read -ra variants <<<"${TRAIN_VARIANT:-}"
+    for args in "${variants[@]}"; do
+      v=$((v + 1))
+      step "train products-shaped, $n GPU(s), $args"
+      on_ranks "$b" "$n" "train-args$v-$n" "${tr[@]}" $args
+      grep -E 'summary|  (step|gpu|schedule) |error' "$out/train-args$v-$n.log" | head -8
+    done
     if [ -n "${VARIANT:-}" ] && [ "$n" -gt 1 ]; then
       step "train products-shaped, $n GPU(s), $VARIANT"
       (export $VARIANT; on_ranks "$b" "$n" "train-variant-$n" "${tr[@]}")
@@ -131,12 +139,15 @@ if want train; then
       --set graph.location=device --set table.location=device)
     most=$(for n in ${TRAIN_RANKS:-$ranks}; do [ "$n" -le "$gpus" ] && echo "$n"; done | tail -1)
     for n in 1 $most; do
-      step "train ego-Facebook, $n GPU(s)"
-      on_ranks "$b" "$n" "fb-$n" "${fb[@]}"
-      grep -E 'summary|error' "$out/fb-$n.log" | head -3
+      if [ "$n" = 1 ]; then
+        step "train ego-Facebook, $n GPU(s)"
+        on_ranks "$b" "$n" "fb-$n" "${fb[@]}"
+        grep -E 'summary|error' "$out/fb-$n.log" | head -3
+      fi
       if [ -n "${TRAIN_VARIANT:-}" ]; then
-        step "train ego-Facebook, $n GPU(s), $TRAIN_VARIANT"
-        on_ranks "$b" "$n" "fb-args-$n" "${fb[@]}" $TRAIN_VARIANT
+        args=${TRAIN_VARIANT%%;*}
+        step "train ego-Facebook, $n GPU(s), $args"
+        on_ranks "$b" "$n" "fb-args-$n" "${fb[@]}" $args
         grep -E 'summary|error' "$out/fb-args-$n.log" | head -3
       fi
     done

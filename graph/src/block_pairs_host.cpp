@@ -18,6 +18,8 @@ void check_block_pairs(const block_pairs_args& a, const char* who) {
   WM_EXPECTS(a.negatives_per_pair >= 0,
              who << ": negatives_per_pair must be >= 0, got " << a.negatives_per_pair);
   WM_EXPECTS(a.counts != nullptr, who << ": counts is null");
+  WM_EXPECTS(a.negatives_per_pair == 0 || a.pairs == 0 || a.tables != nullptr,
+             who << ": negatives need the partitions' alias tables (tables is null)");
   WM_EXPECTS(a.pairs == 0 || (a.centers && a.targets && a.out_centers && a.out_targets),
              who << ": a null pair buffer with " << a.pairs << " pairs");
 }
@@ -52,11 +54,13 @@ void block_pairs_host(const block_pairs_args& a) {
   }
   for (std::size_t p = 0; p < a.pairs; ++p) {
     const std::uint64_t q = start[block[p]]++;
-    const int c = static_cast<int>(a.targets[p * per] % parts);
-    a.out_centers[q] = a.centers[p] / parts;
-    a.out_targets[q * per] = a.targets[p * per] / parts;
+    const std::int64_t u = a.centers[p], t = a.targets[p * per];
+    const int c = static_cast<int>(t % parts);
+    a.out_centers[q] = u / parts;
+    a.out_targets[q * per] = t / parts;
     for (std::size_t j = 1; j < per; ++j)
-      a.out_targets[q * per + j] = detail::row_in_partition(a.targets[p * per + j], c, a.layout);
+      a.out_targets[q * per + j] = detail::partition_negative(
+          a.tables[c], a.layout.rows(c), a.negative_key, u, t, a.targets[p * per + j], j);
   }
 }
 

@@ -63,6 +63,11 @@ TEST(TrainBlocks, SameBitsOnEveryRankCountThatDividesThePartitions) {
       expect_same_run(one, train_on_ranks(ranks, s),
                       std::string(train_mode_name(mode)) + ", " + std::to_string(ranks) + " ranks");
   }
+  // Every rank with its own copy of the graph: the same run.
+  train_settings replicated = blocks_settings(train_mode::deepwalk, 4);
+  const train_result want = train_on_ranks(1, replicated);
+  replicated.replicate_graph = true;
+  expect_same_run(want, train_on_ranks(4, replicated), "replicated graph, 4 ranks");
   // Six partitions on 1 and 3 ranks, Adam (its moments move with the partitions).
   train_settings s = blocks_settings(train_mode::deepwalk, 6);
   s.optimizer.kind = wholestore::embedding::optimizer_kind::adam;

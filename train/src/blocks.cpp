@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <numeric>
 
 namespace wholestore::train::detail {
@@ -37,7 +38,6 @@ void trainer::setup_blocks() {
              "schedule blocks needs continuous or chunked tables (table.type), whose "
              "partitions every rank copies in place; distributed tables train with schedule "
              "global");
-  self_comm_ = comm_->split(bs_->rank(), 0);
   const graph::block_layout layout{nodes_, partitions_};
   embedding::table_options to;
   to.rows = layout.max_rows();
@@ -55,7 +55,27 @@ void trainer::setup_blocks() {
     for (std::size_t r = 0; r < ids.size(); ++r)
       ids[r] = static_cast<std::int64_t>(r) * partitions_ + c;
   }
+  // Each partition's negatives from its own alias table: the sampler's law restricted to it
+  // (a partition whose nodes all lack out-edges draws its rows uniformly).
+  graph::negative_options no;
+  no.by_degree = s_.negatives_by_degree;
+  no.location = to.location;
+  for (int c = 0; c < partitions_; ++c) {
+    const auto& ids = part_nodes_[static_cast<std::size_t>(c)];
+    std::vector<std::int64_t> offsets(ids.size() + 1, 0);
+    for (std::size_t r = 0; r < ids.size(); ++r) {
+      const auto v = static_cast<std::size_t>(ids[r]);
+      offsets[r + 1] = offsets[r] + split_.train.row_offsets[v + 1] - split_.train.row_offsets[v];
+    }
+    graph::negative_options mine = no;
+    if (offsets.back() == 0) mine.by_degree = false;
+    part_negatives_.push_back(std::make_unique<graph::negative_sampler>(self_comm_, offsets, mine));
+    part_tables_.push_back(
+        static_cast<const graph::alias_entry*>(part_negatives_.back()->table().data()));
+  }
   if (s_.use_gpu) {
+    wm::copy_bytes(d_part_tables_.reserve_discard(part_tables_.size() * sizeof(void*), device_),
+                   part_tables_.data(), part_tables_.size() * sizeof(void*));
     d_part_nodes_.resize(static_cast<std::size_t>(partitions_));
     for (int c = 0; c < partitions_; ++c) {
       const auto& ids = part_nodes_[static_cast<std::size_t>(c)];
@@ -96,28 +116,32 @@ void trainer::move_partition(embedding::table& global, embedding::table& work, i
   }
 }
 
-void trainer::episode_pairs(std::uint64_t epoch, std::uint64_t s0, std::uint64_t s1) {
+trainer::grouped_pairs trainer::group_episode(std::uint64_t epoch, std::uint64_t s0,
+                                              std::uint64_t s1, int set) {
   const int rank = bs_->rank(), ranks = bs_->size(), parts = partitions_;
   const std::size_t bins = static_cast<std::size_t>(parts) * static_cast<std::size_t>(parts);
   const std::size_t per = static_cast<std::size_t>(s_.negatives) + 1;
-  // Blocks of node partitions [rank * P/R, (rank + 1) * P/R): a contiguous range of block ids.
-  const std::size_t my_blocks = bins / static_cast<std::size_t>(ranks);
-  const std::size_t first = my_blocks * static_cast<std::size_t>(rank);
   const std::uint64_t lo = s0 + (s1 - s0) * static_cast<std::uint64_t>(rank) / ranks;
   const std::uint64_t hi = s0 + (s1 - s0) * static_cast<std::uint64_t>(rank + 1) / ranks;
-  const std::size_t n = assemble(epoch, lo, hi, 0);
-  std::vector<std::uint64_t> counts(bins);
+  grouped_pairs out;
+  out.set = set;
+  out.pairs = assemble(epoch, lo, hi, set);
+  const std::size_t n = out.pairs;
+  out.counts.assign(bins, 0);
+  std::vector<std::uint64_t>& counts = out.counts;
   graph::block_pairs_args a;
   a.layout = {nodes_, parts};
   a.pairs = n;
   a.negatives_per_pair = s_.negatives;
   a.counts = counts.data();
+  a.negative_key = epoch_key(s_.seed, epoch, 4);
+  a.tables =
+      s_.use_gpu ? d_part_tables_.data_as<const graph::alias_entry* const>() : part_tables_.data();
   if (s_.use_gpu) {
-    a.centers = d_centers_[0].data_as<std::int64_t>();
-    a.targets = d_targets_[0].data_as<std::int64_t>();
-    a.out_centers = device_indices(d_sent_centers_, n);
-    a.out_targets = device_indices(d_sent_targets_, n * per);
-    wait_event(assembly_stream_, pairs_ready_[0]);
+    a.centers = d_centers_[set].data_as<std::int64_t>();
+    a.targets = d_targets_[set].data_as<std::int64_t>();
+    a.out_centers = device_indices(d_sent_centers_[set], n);
+    a.out_targets = device_indices(d_sent_targets_[set], n * per);
     gpu_blocks_.build(a, assembly_stream_);  // waits for assembly_stream_
   } else {
     sent_centers_.resize(n);
@@ -128,6 +152,23 @@ void trainer::episode_pairs(std::uint64_t epoch, std::uint64_t s0, std::uint64_t
     a.out_targets = sent_targets_.data();
     graph::block_pairs_host(a);
   }
+  return out;
+}
+
+void trainer::exchange_episode(const grouped_pairs& g) {
+  const int rank = bs_->rank(), ranks = bs_->size(), parts = partitions_;
+  const std::size_t bins = static_cast<std::size_t>(parts) * static_cast<std::size_t>(parts);
+  const std::size_t per = static_cast<std::size_t>(s_.negatives) + 1;
+  // Blocks of node partitions [rank * P/R, (rank + 1) * P/R): a contiguous range of block ids.
+  const std::size_t my_blocks = bins / static_cast<std::size_t>(ranks);
+  const std::size_t first = my_blocks * static_cast<std::size_t>(rank);
+  const std::vector<std::uint64_t>& counts = g.counts;
+  const std::size_t n = g.pairs;
+  const int set = g.set;
+  std::int64_t* sent_centers =
+      s_.use_gpu ? d_sent_centers_[set].data_as<std::int64_t>() : sent_centers_.data();
+  std::int64_t* sent_targets =
+      s_.use_gpu ? d_sent_targets_[set].data_as<std::int64_t>() : sent_targets_.data();
   std::vector<std::uint64_t> all(bins * static_cast<std::size_t>(ranks));
   bs_->allgather(counts.data(), all.data(), bins * 8);
   auto count_of = [&](int r, std::size_t b) { return all[static_cast<std::size_t>(r) * bins + b]; };
@@ -141,13 +182,7 @@ void trainer::episode_pairs(std::uint64_t epoch, std::uint64_t s0, std::uint64_t
   }
   const std::size_t total = block_start_[my_blocks];
   if (ranks == 1) {  // the grouped pairs are the rank's blocks already
-    if (s_.use_gpu) {
-      std::swap(d_block_centers_, d_sent_centers_);
-      std::swap(d_block_targets_, d_sent_targets_);
-    } else {
-      std::swap(block_centers_, sent_centers_);
-      std::swap(block_targets_, sent_targets_);
-    }
+    blocks_at_ = {sent_centers, sent_targets};
     return;
   }
   // Rank d trains blocks [d * my_blocks, (d + 1) * my_blocks): one contiguous run of the
@@ -179,20 +214,18 @@ void trainer::episode_pairs(std::uint64_t epoch, std::uint64_t s0, std::uint64_t
   if (device_exchange) {
     rc = device_indices(d_recv_centers_, received);
     rt = device_indices(d_recv_targets_, received * per);
-    const auto* sc = d_sent_centers_.data_as<std::int64_t>();
-    const auto* st = d_sent_targets_.data_as<std::int64_t>();
     // The counts crossed in the allgather above: agreed.
-    comm_->alltoallv_agreed(sc, send_counts.data(), send_displs.data(), rc, recv_counts.data(),
-                            recv_displs.data(), wm::dtype::int64, stream_);
-    comm_->alltoallv_agreed(st, scaled(send_counts).data(), scaled(send_displs).data(), rt,
-                            scaled(recv_counts).data(), scaled(recv_displs).data(),
+    comm_->alltoallv_agreed(sent_centers, send_counts.data(), send_displs.data(), rc,
+                            recv_counts.data(), recv_displs.data(), wm::dtype::int64, stream_);
+    comm_->alltoallv_agreed(sent_targets, scaled(send_counts).data(), scaled(send_displs).data(),
+                            rt, scaled(recv_counts).data(), scaled(recv_displs).data(),
                             wm::dtype::int64, stream_);
   } else {
     if (s_.use_gpu) {  // a host communicator: through host memory
       sent_centers_.resize(n);
       sent_targets_.resize(n * per);
-      wm::copy_bytes(sent_centers_.data(), d_sent_centers_.data(), n * 8);
-      wm::copy_bytes(sent_targets_.data(), d_sent_targets_.data(), n * per * 8);
+      wm::copy_bytes(sent_centers_.data(), sent_centers, n * 8);
+      wm::copy_bytes(sent_targets_.data(), sent_targets, n * per * 8);
     }
     recv_centers_.resize(std::max<std::size_t>(received, 1));
     recv_targets_.resize(std::max<std::size_t>(received * per, 1));
@@ -242,6 +275,7 @@ void trainer::episode_pairs(std::uint64_t epoch, std::uint64_t s0, std::uint64_t
       from += len;
     }
   }
+  blocks_at_ = {bc, bt};
 }
 
 void trainer::block_step(const std::int64_t* centers, const std::int64_t* targets, std::size_t n,
@@ -312,7 +346,8 @@ epoch_record trainer::run_epoch_blocks(int epoch, const train_callbacks& cb, tra
   const int rank = bs_->rank(), ranks = bs_->size(), parts = partitions_;
   const int per_rank = parts / ranks, first_part = rank * per_rank;
   const std::size_t per = static_cast<std::size_t>(s_.negatives) + 1;
-  const std::uint64_t batch = std::max<std::uint64_t>(1, s_.batch_size / parts);
+  const std::uint64_t batch =
+      s_.block_batch > 0 ? s_.block_batch : std::max<std::uint64_t>(1, s_.batch_size / parts);
   // Episodes of equal length, about episode_slots long.
   const std::uint64_t episodes = std::max<std::uint64_t>(
       1, (total_slots_ + episode_slots(s_, nodes_, parts) / 2) / episode_slots(s_, nodes_, parts));
@@ -321,16 +356,31 @@ epoch_record trainer::run_epoch_blocks(int epoch, const train_callbacks& cb, tra
   std::uint64_t pairs = 0;
   bs_->barrier();
   const auto t0 = std::chrono::steady_clock::now();
+  // The GPU path groups episode q + 1's pairs on a worker thread (walk_stream_, the other
+  // pair set) while episode q's rounds run on stream_, as run_epoch overlaps batches; the
+  // exchange (a collective, and the bootstrap's count round) stays on this thread.  A
+  // distributed graph's collective walks are not overlapped.
+  const bool overlap = s_.use_gpu && !collective_walks();
+  auto slots_of = [&](std::uint64_t q) {
+    return std::make_pair(total_slots_ * q / episodes, total_slots_ * (q + 1) / episodes);
+  };
+  auto ta = std::chrono::steady_clock::now();
+  grouped_pairs current = group_episode(e, slots_of(0).first, slots_of(0).second, 0);
+  result.walk_s += seconds_since(ta);
   for (std::uint64_t q = 0; q < episodes; ++q) {
-    const std::uint64_t s0 = total_slots_ * q / episodes, s1 = total_slots_ * (q + 1) / episodes;
-    auto ta = std::chrono::steady_clock::now();
-    episode_pairs(e, s0, s1);
-    result.walk_s += seconds_since(ta);
+    const auto [s0, s1] = slots_of(q);
     ta = std::chrono::steady_clock::now();
-    const std::int64_t* bc =
-        s_.use_gpu ? d_block_centers_.data_as<std::int64_t>() : block_centers_.data();
-    const std::int64_t* bt =
-        s_.use_gpu ? d_block_targets_.data_as<std::int64_t>() : block_targets_.data();
+    exchange_episode(current);
+    std::future<grouped_pairs> next;
+    const int other = 1 - current.set;
+    if (overlap && q + 1 < episodes) {
+      next = std::async(std::launch::async, [this, e, other, range = slots_of(q + 1)] {
+        wm::set_device(device_);
+        return group_episode(e, range.first, range.second, other);
+      });
+    }
+    const std::int64_t* bc = blocks_at_.first;
+    const std::int64_t* bt = blocks_at_.second;
     for (int k = 0; k < parts; ++k) {
       step_totals round;
       if (s_.use_gpu) {
@@ -398,6 +448,13 @@ epoch_record trainer::run_epoch_blocks(int epoch, const train_callbacks& cb, tra
       }
     }
     result.step_s += seconds_since(ta);
+    if (q + 1 < episodes) {
+      ta = std::chrono::steady_clock::now();
+      current = next.valid()
+                    ? next.get()
+                    : group_episode(e, slots_of(q + 1).first, slots_of(q + 1).second, other);
+      result.walk_s += seconds_since(ta);
+    }
   }
   if (work_in_part_ >= 0) move_partition(input_, work_in_, work_in_part_, true);
   work_in_part_ = -1;

@@ -83,12 +83,15 @@ std::string setting_rule(const std::string& name, const std::string& value) {
   if (name == "schedule") return value == "global" || value == "blocks" ? "" : "global or blocks";
   if (name == "partitions") return whole(value, 0, max_int, i) ? "" : "a whole number >= 0";
   if (name == "block_steps") return whole(value, 0, max_int, i) ? "" : "a whole number >= 0";
+  if (name == "block_batch")
+    return whole(value, std::uint64_t{0}, max_u64, u) ? "" : "a whole number >= 0";
   return "?";
 }
 
 // Settings that format-2 states name since the blocks schedule came; older ones lack them.
 bool added_in_format_2(const std::string& name) {
-  return name == "schedule" || name == "partitions" || name == "block_steps";
+  return name == "schedule" || name == "partitions" || name == "block_steps" ||
+         name == "block_batch";
 }
 
 // Parses state.txt's text; on a fault returns false with `why` naming the line.
@@ -223,7 +226,8 @@ std::vector<std::pair<std::string, std::string>> saved_settings(const train_sett
           {"batch_size", std::to_string(s.batch_size)},
           {"schedule", train_schedule_name(s.schedule)},
           {"partitions", std::to_string(s.partitions)},
-          {"block_steps", std::to_string(s.block_steps)}};
+          {"block_steps", std::to_string(s.block_steps)},
+          {"block_batch", std::to_string(s.block_batch)}};
 }
 
 void check_resume_settings(const std::string& dir, const saved_state& st, const train_settings& s) {

@@ -29,10 +29,6 @@ std::vector<std::int64_t> round_order(std::uint64_t n, std::uint64_t seed, std::
   return ids;
 }
 
-std::uint64_t epoch_key(std::uint64_t seed, std::uint64_t epoch, std::uint64_t purpose) {
-  return mix64(mix64(seed + purpose * 0x9e3779b97f4a7c15ull) ^ epoch);
-}
-
 }  // namespace
 
 std::size_t trainer::assemble(std::uint64_t epoch, std::uint64_t lo, std::uint64_t hi, int set) {

@@ -163,7 +163,13 @@ trainer::trainer(std::shared_ptr<wm::bootstrap> bs, const graph::edge_split& spl
   }
   // The CPU path's communicator is the host one, which random_walks_host needs for a
   // distributed graph; the GPU path's is NCCL for one (above).
-  graph_ = graph::make_graph(comm_, split.train, s_.graph_type, s_.graph_location);
+  WM_EXPECTS(!s_.replicate_graph || s_.graph_type != wm::memory_type::distributed,
+             "replicate_graph needs a continuous or chunked graph (graph.type); a distributed "
+             "graph is spread over the ranks by design");
+  // This rank alone: the replicated graph's and the blocks schedule's working tables'.
+  if (s_.replicate_graph || blocks()) self_comm_ = comm_->split(bs_->rank(), 0);
+  const std::shared_ptr<wm::communicator>& graph_comm = s_.replicate_graph ? self_comm_ : comm_;
+  graph_ = graph::make_graph(graph_comm, split.train, s_.graph_type, s_.graph_location);
   // Made here, on every rank at the same point, rather than at the first batch a rank walks:
   // a rank may have no walks in a batch, and a distributed graph's walks are collective.
   if (s_.use_gpu && s_.mode != train_mode::line)
@@ -177,7 +183,7 @@ trainer::trainer(std::shared_ptr<wm::bootstrap> bs, const graph::edge_split& spl
   // reads of host memory would bound it).  LINE draws on the host on either path.
   if (line_on_gpu() || (s_.use_gpu && s_.mode != train_mode::line))
     no.location = wm::memory_location::device;
-  negatives_ = std::make_unique<graph::negative_sampler>(comm_, split.train.row_offsets, no);
+  negatives_ = std::make_unique<graph::negative_sampler>(graph_comm, split.train.row_offsets, no);
   if (s_.mode == train_mode::line) {
     if (!line_on_gpu()) {  // the host builds the pairs: every edge's source, once
       edge_src_.resize(split.train.num_edges());

@@ -20,6 +20,7 @@
 #include <graph/block_pairs.hpp>
 #include <graph/csr_graph.hpp>
 #include <graph/negatives.hpp>
+#include <graph/random.hpp>
 #include <graph/walk_pairs.hpp>
 #include <graph/walks.hpp>
 #include <wholememory/bootstrap.hpp>
@@ -47,6 +48,12 @@ namespace wm = ::wholememory;
 constexpr double loss_unit = 16777216.0;  // 2^24: losses summed as integers of 2^-24
 // A step whose mean loss per pair is over this many times the untrained tables' stops the run.
 constexpr double divergence_factor = 10.0;
+
+/// The key of an epoch's draws for one purpose (1 walks, 2 negatives, 3 LINE's edges, 4 the
+/// blocks schedule's negatives inside partitions).
+inline std::uint64_t epoch_key(std::uint64_t seed, std::uint64_t epoch, std::uint64_t purpose) {
+  return graph::mix64(graph::mix64(seed + purpose * 0x9e3779b97f4a7c15ull) ^ epoch);
+}
 
 /// One rank's part of a run: made and run by train_embeddings on every rank.
 class trainer {
@@ -210,11 +217,24 @@ class trainer {
   // run_epoch for the blocks schedule.
   epoch_record run_epoch_blocks(int epoch, const train_callbacks& cb, train_result& result);
 
-  // This rank's pairs of the episode's slots [s0, s1), every rank's share of them assembled
-  // where it was made, grouped into blocks and sent to the rank that trains the block; they
-  // end up in block_centers_/block_targets_ (device buffers on the GPU path, host vectors on
-  // the CPU path) grouped by this rank's blocks, block b's at block_start_[b - first block].
-  void episode_pairs(std::uint64_t epoch, std::uint64_t s0, std::uint64_t s1);
+  // This rank's share of an episode's pairs, grouped into blocks (group_episode), before they
+  // go to the ranks that train them (exchange_episode).
+  struct grouped_pairs {
+    std::vector<std::uint64_t> counts;  // P^2 block counts
+    std::size_t pairs = 0;
+    int set = 0;  // pair set and send buffers used
+  };
+
+  // This rank's share of the episode's slots [s0, s1) assembled (pair set `set`) and grouped
+  // into blocks (d_sent_*[set] on the GPU path, sent_* on the CPU path).  Reads no table and
+  // makes no collective unless the walks are collective: the GPU path runs it on a worker
+  // thread for the next episode while this one trains.
+  grouped_pairs group_episode(std::uint64_t epoch, std::uint64_t s0, std::uint64_t s1, int set);
+
+  // The grouped pairs sent to the ranks that train their blocks (the counts by the bootstrap,
+  // the pairs by one alltoallv) and put in block order: blocks_at_ then points at this rank's
+  // blocks' centers and targets, block b's at block_start_[b - first block].  Collective.
+  void exchange_episode(const grouped_pairs& g);
 
   // Partition c of `global` (weights and optimizer state) copied into `work`'s first rows, and
   // back (to_global).  Synchronous on the GPU path's stream for the index check.
@@ -279,17 +299,26 @@ class trainer {
   static constexpr int totals_words = 7;  // step_gpu's layout of d_totals_
   // The blocks schedule (blocks.cpp).
   int partitions_ = 0;
-  std::shared_ptr<wm::communicator> self_comm_;  // this rank alone: the working tables'
+  // This rank alone (replicate_graph, the blocks schedule): the graph's and negatives' copy,
+  // the working tables.
+  std::shared_ptr<wm::communicator> self_comm_;
   embedding::table work_in_, work_out_;
   int work_in_part_ = -1, work_out_part_ = -1;         // the partitions they hold (-1: none)
   std::vector<std::vector<std::int64_t>> part_nodes_;  // partition c's node ids (CPU path)
   std::vector<wm::device_buffer> d_part_nodes_;        // the same on the GPU path
   graph::gpu_block_pairs gpu_blocks_;
+  // Partition c's negative sampler over its rows, and the tables' addresses for block_pairs
+  // (host pointers on the CPU path, a device array of device pointers on the GPU path).
+  std::vector<std::unique_ptr<graph::negative_sampler>> part_negatives_;
+  std::vector<const graph::alias_entry*> part_tables_;
+  wm::device_buffer d_part_tables_;
   std::vector<std::uint64_t> block_start_;  // this rank's blocks' first pairs (+ the end)
   std::vector<std::int64_t> block_centers_, block_targets_, sent_centers_, sent_targets_,
       recv_centers_, recv_targets_;
-  wm::device_buffer d_block_centers_, d_block_targets_, d_sent_centers_, d_sent_targets_,
+  wm::device_buffer d_block_centers_, d_block_targets_, d_sent_centers_[2], d_sent_targets_[2],
       d_recv_centers_, d_recv_targets_;
+  // This episode's block-ordered centers and targets (exchange_episode).
+  std::pair<const std::int64_t*, const std::int64_t*> blocks_at_{nullptr, nullptr};
 };
 
 }  // namespace wholestore::train::detail

@@ -7,17 +7,22 @@
  * block_layout::rows(c) rows), so that every partition gets a share of the high-degree nodes
  * whatever the order of the ids.  Pair p (center u, context t, negatives n_0 .. n_(K-1), in
  * embedding/sgns.hpp's layout) falls in block (u % P, t % P) = block index (u % P) * P + t % P.
- * Its negatives are moved into the context's partition c, so that the block reads nothing
- * outside it: n becomes the node of n's group of P consecutive ids {g * P .. g * P + P - 1},
- * g = n / P, that lies in c, which is row g of c (the last row of c for the one group that
- * ends before reaching c).  A negative thus keeps the frequency of its group: the sampler's
- * degree^0.75 law, read at a granularity of P ids.
+ * Its negatives are drawn again inside the context's partition c, so that the block reads
+ * nothing outside it: negative j of the pair becomes row
+ *   alias_draw(tables[c], rows(c), negative_key_of(key, u, t, n_j), j)
+ * of c (negatives.hpp's draw rule on partition c's own alias table, built from its nodes'
+ * weights as negative_sampler builds the whole graph's), where n_j, the pair's j-th negative
+ * drawn over the whole graph, serves as the draw's randomness.  The negatives of a block thus
+ * follow the sampler's law restricted to the partition, and are a function of the pair alone
+ * (not of where or when it is grouped).
  *
  * Output: the pairs reordered by block, stable (a block's pairs keep their input order), with
  * every id replaced by its row in its partition, and each block's pair count.
  */
 #pragma once
 
+#include <graph/negatives.hpp>
+#include <graph/random.hpp>
 #include <wholememory/device_buffer.hpp>
 #include <wholememory/host_device.hpp>
 #include <wholememory/stream.hpp>
@@ -50,6 +55,10 @@ struct block_pairs_args {
   std::int64_t* out_targets = nullptr;  ///< out: pairs * (1 + K) rows, grouped like out_centers
   /// Out, host memory: partitions^2 counts, block (i, c) at i * partitions + c.
   std::uint64_t* counts = nullptr;
+  /// Partition c's alias table (layout.rows(c) entries) at tables[c]: memory the path reads
+  /// (on the GPU path a device array of device pointers).  Needed when K > 0.
+  const alias_entry* const* tables = nullptr;
+  std::uint64_t negative_key = 0;  ///< key of the negatives' draws
 };
 
 /// CPU path: host buffers.  Throws logic_error for partitions < 1 or more partitions than
@@ -71,11 +80,24 @@ class gpu_block_pairs {
 
 namespace detail {
 
-/// Row of node `n` moved into partition `c` (the negatives' rule above).
-WM_HOST_DEVICE std::int64_t row_in_partition(std::int64_t n, int c, const block_layout& l) {
-  const auto g = static_cast<std::uint64_t>(n) / static_cast<std::uint64_t>(l.partitions);
-  const std::uint64_t rows = l.rows(c);
-  return static_cast<std::int64_t>(g < rows ? g : rows - 1);
+/// The key of a pair's negative draw (see above).
+WM_HOST_DEVICE std::uint64_t negative_key_of(std::uint64_t key, std::int64_t center,
+                                             std::int64_t context, std::int64_t drawn) {
+  return mix64(key ^ mix64(static_cast<std::uint64_t>(center)) ^
+               mix64(~static_cast<std::uint64_t>(context)) ^
+               mix64(static_cast<std::uint64_t>(drawn) * 0x9e3779b97f4a7c15ull + 1));
+}
+
+/// Negative j (>= 1 in the pair's target list) of a pair as a row of partition c.
+WM_HOST_DEVICE std::int64_t partition_negative(const alias_entry* table, std::uint64_t rows,
+                                               std::uint64_t key, std::int64_t center,
+                                               std::int64_t context, std::int64_t drawn,
+                                               std::uint64_t j) {
+  struct table_ref {
+    const alias_entry* base;
+    WM_HOST_DEVICE const alias_entry* At(std::int64_t b) const { return base + b; }
+  };
+  return alias_draw(table_ref{table}, rows, negative_key_of(key, center, context, drawn), j);
 }
 
 /// Checks shared by both paths (`who` names the caller in messages).

@@ -152,7 +152,8 @@ TEST(GpuEdgePairs, EqualToTheRuleOnTheHostCsr) {
 }
 
 // gpu_block_pairs against block_pairs_host (block_pairs_test.cpp checks that against the rules):
-// the same rows in the same order and the same counts, for 1, 4 and 13 partitions, K = 0 and
+// the same rows in the same order (the negatives drawn from partition tables in device memory)
+// and the same counts, for 1, 4 and 13 partitions, K = 0 and
 // 5, a call larger than the last (the scratch grows), an empty call; a bad id is named.
 TEST(GpuBlockPairs, EqualToTheCpuPath) {
   WHOLESTORE_REQUIRE_GPUS(1);
@@ -181,6 +182,29 @@ TEST(GpuBlockPairs, EqualToTheCpuPath) {
           a.out_centers = oc.data();
           a.out_targets = ot.data();
           a.counts = counts.data();
+          // Alias tables that keep half the buckets and send the rest to the next row.
+          std::vector<std::vector<alias_entry>> tables;
+          std::vector<const alias_entry*> host_tables;
+          std::vector<device_buffer> device_tables;
+          std::vector<const alias_entry*> device_pointers;
+          for (int c = 0; c < parts; ++c) {
+            const std::uint64_t rows = a.layout.rows(c);
+            std::vector<alias_entry> t(rows);
+            for (std::uint64_t b = 0; b < rows; ++b)
+              t[b] = {b % 3 ? std::uint64_t{1} << 31 : std::uint64_t{1} << 32,
+                      static_cast<std::int64_t>((b + 1) % rows)};
+            device_tables.emplace_back(rows * sizeof(alias_entry), 0);
+            WM_CUDA_TRY(copy_and_wait(device_tables.back().get(), t.data(),
+                                      rows * sizeof(alias_entry), cudaMemcpyHostToDevice));
+            device_pointers.push_back(static_cast<const alias_entry*>(device_tables.back().get()));
+            tables.push_back(std::move(t));
+            host_tables.push_back(tables.back().data());
+          }
+          device_buffer d_pointers(parts * sizeof(void*), 0);
+          WM_CUDA_TRY(copy_and_wait(d_pointers.get(), device_pointers.data(), parts * sizeof(void*),
+                                    cudaMemcpyHostToDevice));
+          a.tables = host_tables.data();
+          a.negative_key = 77;
           block_pairs_host(a);
           device_buffer d_c(c.size() * 8 + 8, 0), d_t(t.size() * 8 + 8, 0),
               d_oc(c.size() * 8 + 8, 0), d_ot(t.size() * 8 + 8, 0);
@@ -193,6 +217,7 @@ TEST(GpuBlockPairs, EqualToTheCpuPath) {
           a.out_centers = static_cast<std::int64_t*>(d_oc.get());
           a.out_targets = static_cast<std::int64_t*>(d_ot.get());
           a.counts = gcounts.data();
+          a.tables = static_cast<const alias_entry* const*>(d_pointers.get());
           builder.build(a, stream.get());
           std::vector<std::int64_t> goc(n), got(n * per);
           if (n) {

@@ -299,6 +299,9 @@ TEST(TrainGpu, BlocksScheduleSameBitsAsOneCpuRank) {
       s.table_location = wm::memory_location::device;
       const train_result gpu = train_embeddings(bs, split, s);
       if (lead) expect_same(cpu, gpu, std::to_string(ranks) + " GPUs, blocks");
+      s.replicate_graph = true;  // walks on each GPU's own copy of the graph
+      const train_result replicated = train_embeddings(bs, split, s);
+      if (lead) expect_same(cpu, replicated, std::to_string(ranks) + " GPUs, replicated graph");
     });
     EXPECT_TRUE(result.all_ok()) << ranks << " GPUs, a rank failed";
   }

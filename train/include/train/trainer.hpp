@@ -115,6 +115,12 @@ struct train_settings {
   /// distributed: DeepWalk, node2vec with p = q = 1, or LINE
   wholememory::memory_type graph_type = wholememory::memory_type::continuous;
   wholememory::memory_location graph_location = wholememory::memory_location::host;
+  /// Every rank holds the whole training graph and the negative sampler's table in its own
+  /// memory (continuous or chunked graphs): walks and draws read no other GPU.  Several ranks
+  /// share one copy otherwise, and on several GPUs 3/4 of a walk's random reads then cross
+  /// NVLink, which bounds the walks (and the blocks schedule's episodes) far below one GPU's
+  /// rate.  Costs a copy of the CSR (8 bytes an edge) and 16 bytes a node per rank.
+  bool replicate_graph = false;
   wholememory::memory_type table_type = wholememory::memory_type::continuous;
   wholememory::memory_location table_location = wholememory::memory_location::host;
   bool use_gpu = false;
@@ -134,6 +140,9 @@ struct train_settings {
   /// (episode_slots) and so how often partitions move between GPUs; 0: about 32 pair slots per
   /// node an episode (shorter episodes interleave the partitions' updates more finely)
   int block_steps = 0;
+  /// blocks: pairs a block trains per step (0: batch_size / partitions, so that a round's step
+  /// over all blocks takes batch_size pairs, as a step of the global schedule)
+  std::uint64_t block_batch = 0;
 };
 
 /// Training diverged: a step's pairs scored NaN or Inf, its mean loss passed 10 times the loss
