@@ -523,6 +523,14 @@ int run_train(int argc, char** argv) {
           ranks == 1 ? " (after the output update, beside which most of it ran)" : "",
           r.gpu_output_update_s);
     }
+    if (s.use_gpu && s.schedule == train_schedule::blocks) {
+      std::printf(
+          "  blocks    rank 0's stream: %.2f s taking partitions, %.2f s training blocks, %.2f s "
+          "giving partitions back; pairs per rank %llu to %llu (last epoch)\n",
+          r.gpu_block_load_s, r.gpu_block_train_s, r.gpu_block_store_s,
+          static_cast<unsigned long long>(r.rank_pairs_min),
+          static_cast<unsigned long long>(r.rank_pairs_max));
+    }
     std::printf(
         "summary: %d rank(s), %s, %s, %d epoch(s), ROC-AUC %.4f, Hits@%d %.4f, loss %.4f, "
         "%.0f pairs/s (whole step), %.2f s\n",

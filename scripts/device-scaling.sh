@@ -126,7 +126,7 @@ if want train; then
       v=$((v + 1))
       step "train products-shaped, $n GPU(s), $args"
       on_ranks "$b" "$n" "train-args$v-$n" "${tr[@]}" $args
-      grep -E 'summary|  (step|gpu|schedule) |error' "$out/train-args$v-$n.log" | head -8
+      grep -E 'summary|  (step|gpu|schedule|blocks) |error' "$out/train-args$v-$n.log" | head -8
     done
     if [ -n "${VARIANT:-}" ] && [ "$n" -gt 1 ]; then
       step "train products-shaped, $n GPU(s), $VARIANT"

@@ -391,8 +391,15 @@ epoch_record trainer::run_epoch_blocks(int epoch, const train_callbacks& cb, tra
       }
       std::uint64_t round_pairs = 0;
       float lr = s_.lr;
+      if (s_.use_gpu && block_events_.empty()) {
+        for (int x = 0; x < 4 * per_rank; ++x) block_events_.emplace_back(wm::event_flags::timing);
+      }
+      auto mark_block = [&](int ii, int phase) {
+        if (s_.use_gpu) block_events_[static_cast<std::size_t>(4 * ii + phase)].record(stream_);
+      };
       for (int ii = 0; ii < per_rank; ++ii) {
         const int i = first_part + ii, c = (i + k) % parts;
+        mark_block(ii, 0);
         if (work_in_part_ != i) {
           if (work_in_part_ >= 0) move_partition(input_, work_in_, work_in_part_, true);
           move_partition(input_, work_in_, i, false);
@@ -400,6 +407,7 @@ epoch_record trainer::run_epoch_blocks(int epoch, const train_callbacks& cb, tra
         }
         move_partition(output_, work_out_, c, false);
         work_out_part_ = c;
+        mark_block(ii, 1);
         const std::size_t j = static_cast<std::size_t>(ii * parts + c);
         const std::uint64_t first = block_start_[j], count = block_start_[j + 1] - first;
         const std::uint64_t steps = (count + batch - 1) / batch;
@@ -418,8 +426,10 @@ epoch_record trainer::run_epoch_blocks(int epoch, const train_callbacks& cb, tra
                      static_cast<std::uint64_t>(at / static_cast<double>(s_.batch_size)), round);
           ++result.steps;
         }
+        mark_block(ii, 2);
         move_partition(output_, work_out_, c, true);
         work_out_part_ = -1;
+        mark_block(ii, 3);
         round_pairs += count;
       }
       if (s_.use_gpu) {
@@ -431,6 +441,14 @@ epoch_record trainer::run_epoch_blocks(int epoch, const train_callbacks& cb, tra
                                       << " (a fault of the blocks schedule)");
         round.loss_units = host[0];
         round.nonfinite = static_cast<std::uint64_t>(host[1]);
+#if defined(WHOLESTORE_HAS_CUDA)
+        for (int ii = 0; ii < per_rank; ++ii) {
+          const auto* ev = &block_events_[static_cast<std::size_t>(4 * ii)];
+          result.gpu_block_load_s += wm::elapsed_ms(ev[0], ev[1]) / 1e3;
+          result.gpu_block_train_s += wm::elapsed_ms(ev[1], ev[2]) / 1e3;
+          result.gpu_block_store_s += wm::elapsed_ms(ev[2], ev[3]) / 1e3;
+        }
+#endif
       }
       loss_sum += round.loss_units;
       pairs += round_pairs;

@@ -456,10 +456,14 @@ epoch_record trainer::epoch_totals(int epoch, std::int64_t loss_sum, std::uint64
   epoch_record rec;
   rec.epoch = epoch + 1;
   std::int64_t loss_total = 0;
+  result.rank_pairs_min = all.front().pairs;
+  result.rank_pairs_max = 0;
   for (const totals& x : all) {
     loss_total += x.loss;
     rec.pairs += x.pairs;
     rec.seconds = std::max(rec.seconds, x.seconds);
+    result.rank_pairs_min = std::min<std::uint64_t>(result.rank_pairs_min, x.pairs);
+    result.rank_pairs_max = std::max<std::uint64_t>(result.rank_pairs_max, x.pairs);
   }
   rec.loss = rec.pairs
                  ? static_cast<double>(loss_total) / loss_unit / static_cast<double>(rec.pairs)

@@ -317,6 +317,8 @@ class trainer {
       recv_centers_, recv_targets_;
   wm::device_buffer d_block_centers_, d_block_targets_, d_sent_centers_[2], d_sent_targets_[2],
       d_recv_centers_, d_recv_targets_;
+  // Events around a round's partition loads, block training and stores (4 per block).
+  std::vector<wm::cuda_event> block_events_;
   // This episode's block-ordered centers and targets (exchange_episode).
   std::pair<const std::int64_t*, const std::int64_t*> blocks_at_{nullptr, nullptr};
 };

@@ -194,6 +194,12 @@ struct train_result {
   /// stream at the same time and share the GPU, so these include that contention; they do not
   /// include the walks themselves.
   double gpu_lookup_s = 0, gpu_sgns_s = 0, gpu_input_update_s = 0, gpu_output_update_s = 0;
+  /// Rank 0, GPU path, blocks schedule: the step stream's time taking partitions from the
+  /// tables, training the blocks, and giving the partitions back (CUDA events around each).
+  double gpu_block_load_s = 0, gpu_block_train_s = 0, gpu_block_store_s = 0;
+  /// Pairs each rank trained in the last epoch: the fewest and the most (the blocks schedule's
+  /// balance; every rank waits for the slowest at each round).
+  std::uint64_t rank_pairs_min = 0, rank_pairs_max = 0;
   std::uint64_t steps = 0;        ///< steps of this call
   std::vector<float> embeddings;  ///< rank 0 with keep_embeddings: num_nodes x dim input vectors
 };
