@@ -530,6 +530,10 @@ int run_train(int argc, char** argv) {
           r.gpu_block_load_s, r.gpu_block_train_s, r.gpu_block_store_s,
           static_cast<unsigned long long>(r.rank_pairs_min),
           static_cast<unsigned long long>(r.rank_pairs_max));
+      std::printf(
+          "  blocks    rank 0's host: %.2f s exchanging pairs, %.2f s in partition loads, %.2f s "
+          "enqueueing steps, %.2f s in partition stores, %.2f s at round ends\n",
+          r.host_exchange_s, r.host_load_s, r.host_steps_s, r.host_store_s, r.host_round_end_s);
     }
     std::printf(
         "summary: %d rank(s), %s, %s, %d epoch(s), ROC-AUC %.4f, Hits@%d %.4f, loss %.4f, "

@@ -371,6 +371,8 @@ epoch_record trainer::run_epoch_blocks(int epoch, const train_callbacks& cb, tra
     const auto [s0, s1] = slots_of(q);
     ta = std::chrono::steady_clock::now();
     exchange_episode(current);
+    sync();  // the exchange's time apart from the rounds' (host_exchange_s)
+    result.host_exchange_s += seconds_since(ta);
     std::future<grouped_pairs> next;
     const int other = 1 - current.set;
     if (overlap && q + 1 < episodes) {
@@ -400,6 +402,7 @@ epoch_record trainer::run_epoch_blocks(int epoch, const train_callbacks& cb, tra
       for (int ii = 0; ii < per_rank; ++ii) {
         const int i = first_part + ii, c = (i + k) % parts;
         mark_block(ii, 0);
+        auto th = std::chrono::steady_clock::now();
         if (work_in_part_ != i) {
           if (work_in_part_ >= 0) move_partition(input_, work_in_, work_in_part_, true);
           move_partition(input_, work_in_, i, false);
@@ -408,6 +411,8 @@ epoch_record trainer::run_epoch_blocks(int epoch, const train_callbacks& cb, tra
         move_partition(output_, work_out_, c, false);
         work_out_part_ = c;
         mark_block(ii, 1);
+        result.host_load_s += seconds_since(th);
+        th = std::chrono::steady_clock::now();
         const std::size_t j = static_cast<std::size_t>(ii * parts + c);
         const std::uint64_t first = block_start_[j], count = block_start_[j + 1] - first;
         const std::uint64_t steps = (count + batch - 1) / batch;
@@ -427,11 +432,15 @@ epoch_record trainer::run_epoch_blocks(int epoch, const train_callbacks& cb, tra
           ++result.steps;
         }
         mark_block(ii, 2);
+        result.host_steps_s += seconds_since(th);
+        th = std::chrono::steady_clock::now();
         move_partition(output_, work_out_, c, true);
         work_out_part_ = -1;
         mark_block(ii, 3);
+        result.host_store_s += seconds_since(th);
         round_pairs += count;
       }
+      const auto round_end = std::chrono::steady_clock::now();
       if (s_.use_gpu) {
         long long host[4] = {};
         copy_async(host, d_totals_.data(), sizeof(host));
@@ -459,6 +468,7 @@ epoch_record trainer::run_epoch_blocks(int epoch, const train_callbacks& cb, tra
       const std::uint64_t b =
           std::min(steps_per_epoch_, (done + s_.batch_size - 1) / s_.batch_size);
       check_step(epoch, b > 0 ? b - 1 : 0, lr, round, round_pairs);
+      result.host_round_end_s += seconds_since(round_end);
       if (cb.step) {
         cb.step(
             epoch + 1, b, steps_per_epoch_,

@@ -197,6 +197,11 @@ struct train_result {
   /// Rank 0, GPU path, blocks schedule: the step stream's time taking partitions from the
   /// tables, training the blocks, and giving the partitions back (CUDA events around each).
   double gpu_block_load_s = 0, gpu_block_train_s = 0, gpu_block_store_s = 0;
+  /// Rank 0, blocks schedule, host time: exchanging each episode's pairs (until the step
+  /// stream has them), in the partition loads, enqueueing the blocks' steps, in the stores,
+  /// and at the rounds' ends (waiting for the stream and for the other ranks).
+  double host_exchange_s = 0, host_load_s = 0, host_steps_s = 0, host_store_s = 0,
+         host_round_end_s = 0;
   /// Pairs each rank trained in the last epoch: the fewest and the most (the blocks schedule's
   /// balance; every rank waits for the slowest at each round).
   std::uint64_t rank_pairs_min = 0, rank_pairs_max = 0;
