@@ -182,5 +182,7 @@ void bind_embedding(nb::module_& m);
 void bind_graph(nb::module_& m);
 /// SymmetricMemory (symmetric.cpp).
 void bind_symmetric(nb::module_& m);
+/// The node-embedding trainer (train_embeddings) and TrainingDiverged (train.cpp).
+void bind_train(nb::module_& m);
 
 }  // namespace wholestore::python

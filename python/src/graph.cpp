@@ -1,9 +1,10 @@
-// Graphs of wholestore._core: host graphs and datasets (gen, convert, read, write), graphs in
-// WholeMemory (load_graph, make_graph), feature gathers and the CPU and GPU samplers.  Graph
-// frees through a call_guard (bindings.hpp): free() waits for the calls in flight on other
-// threads, the GPU sampler's included.
+// Graphs of wholestore._core: host graphs and datasets (gen, convert, read, write), edge splits
+// for link prediction, graphs in WholeMemory (load_graph, make_graph), feature gathers and the
+// CPU and GPU samplers.  Graph frees through a call_guard (bindings.hpp): free() waits for the
+// calls in flight on other threads, the GPU sampler's included.
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "graph_types.hpp"
 
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
@@ -11,6 +12,7 @@
 #include <graph/convert.hpp>
 #include <graph/csr_graph.hpp>
 #include <graph/dataset.hpp>
+#include <graph/edge_split.hpp>
 #include <graph/generate.hpp>
 #include <graph/negatives.hpp>
 #include <graph/sampling.hpp>
@@ -23,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace wholestore::python {
@@ -31,10 +34,6 @@ namespace wm = wholememory;
 namespace gr = wholestore::graph;
 
 namespace {
-
-struct py_host_graph {
-  gr::host_csr g;
-};
 
 struct py_graph {
   gr::csr_graph g;
@@ -71,6 +70,21 @@ template <typename Array>
 auto copy_1d(const Array& a) {
   using T = std::remove_const_t<std::remove_pointer_t<decltype(a.data())>>;
   return std::vector<T>(a.data(), a.data() + a.shape(0));
+}
+
+/// Node pairs as a new [n, 2] int64 numpy array (row i: pairs[i]).
+nb::object pair_matrix(const std::vector<std::pair<std::int64_t, std::int64_t>>& pairs) {
+  auto* held = new std::vector<std::int64_t>();
+  held->reserve(2 * pairs.size());
+  for (const auto& [u, v] : pairs) {
+    held->push_back(u);
+    held->push_back(v);
+  }
+  nb::capsule owner(held,
+                    [](void* p) noexcept { delete static_cast<std::vector<std::int64_t>*>(p); });
+  const std::size_t shape[2] = {pairs.size(), 2};
+  return nb::cast(nb::ndarray<nb::numpy, std::int64_t>(held->data(), 2, shape, owner),
+                  nb::rv_policy::reference);
 }
 
 nb::dict array_file_dict(const gr::array_file& f) {
@@ -320,6 +334,25 @@ void bind_graph(nb::module_& m) {
         return py_host_graph{gr::read_dataset(dir)};
       },
       nb::arg("dir"));
+
+  // ---- edge splits (link prediction: wholestore.train's input) ----
+  nb::class_<py_edge_split>(m, "EdgeSplit",
+                            "A training graph and its held-out edges and non-edges "
+                            "(see wholestore.split_edges).")
+      .def_prop_ro("num_nodes", [](const py_edge_split& s) { return s.split.train.num_nodes; })
+      .def_prop_ro("train_graph",
+                   [](const py_edge_split& s) { return py_host_graph{s.split.train}; })
+      .def_prop_ro("test_edges",
+                   [](const py_edge_split& s) { return pair_matrix(s.split.test_edges); })
+      .def_prop_ro("test_non_edges",
+                   [](const py_edge_split& s) { return pair_matrix(s.split.test_non_edges); });
+  m.def(
+      "split_edges",
+      [](const py_host_graph& h, double test_fraction, std::uint64_t seed) {
+        released_call release;
+        return py_edge_split{gr::split_edges(h.g, test_fraction, seed)};
+      },
+      nb::arg("graph"), nb::arg("test_fraction"), nb::arg("seed"));
 
   // ---- graphs in WholeMemory ----
   nb::class_<py_graph>(m, "Graph", "A CSR graph in WholeMemory (see wholestore.load_graph).")

@@ -1,8 +1,9 @@
 // wholestore._core: the extension module.  Exceptions of the library become Python exceptions
 // with the same message: logic_error -> LogicError (a ValueError), mismatch_error ->
 // MismatchError (a LogicError), the runtime failures -> RuntimeError subclasses, out_of_memory
-// -> OutOfMemoryError (a MemoryError); a wait ended by Ctrl-C raises KeyboardInterrupt (or
-// Interrupted, a PeerTimeoutError, when Python's SIGINT handler does not raise).
+// -> OutOfMemoryError (a MemoryError), the trainer's train_diverged -> TrainingDiverged (a
+// RuntimeError); a wait ended by Ctrl-C raises KeyboardInterrupt (or Interrupted, a
+// PeerTimeoutError, when Python's SIGINT handler does not raise).
 #include "bindings.hpp"
 
 #include <wholememory/error.hpp>
@@ -38,4 +39,5 @@ NB_MODULE(_core, m) {
   wholestore::python::bind_embedding(m);
   wholestore::python::bind_graph(m);
   wholestore::python::bind_symmetric(m);
+  wholestore::python::bind_train(m);
 }

@@ -128,6 +128,23 @@ def walks(comm, out_dir):
     assert w.shape == ((0 if rank == 1 else 5), 5)
 
 
+def train(comm, out_dir):
+    """wholestore.train on both ranks (test_train's SMALL config): a dim that differs between
+    the ranks fails on both; then each schedule, rank 0 saving the embeddings."""
+    import test_train
+
+    try:
+        ws.train(comm=comm, **{**test_train.SMALL, "dim": 16 + comm.rank})
+        raise AssertionError("ranks with different settings trained")
+    except ws.MismatchError as e:
+        print("MismatchError:", e)
+    for name, extra in test_train.SCHEDULES.items():
+        r = ws.train(comm=comm, **test_train.SMALL, **extra)
+        assert r.ranks == 2 and (r.embeddings is None) == (comm.rank != 0)
+        if comm.rank == 0:
+            np.save(os.path.join(out_dir, f"{name}.npy"), r.embeddings)
+
+
 def bad_index(comm, out_dir):
     t = ws.EmbeddingTable(comm, 10, 2, type="chunked", optimizer="sgd")
     index = 10 if comm.rank == 1 else 0

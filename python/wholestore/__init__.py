@@ -6,14 +6,15 @@ job addresses as if it were local.
     table = ws.EmbeddingTable(comm, 1000, 16, optimizer="adam")
     rows = table.lookup(np.array([3, 1, 3]))          # [3, 16] float32
     table.apply_gradients(np.array([3, 1]), np.ones((2, 16), np.float32), lr=0.1)
+    result = ws.train(comm=comm, dim=16)              # `wholestore train`, its config keys
 
 Arrays cross by DLPack (numpy, torch, CuPy, JAX, ...).  Errors of the C++ library arrive as
 LogicError (a ValueError: a bad argument), MismatchError (ranks disagree), and RuntimeError
-subclasses (CudaError, NcclError, SystemCallError, PeerTimeoutError), with the library's
-message.  Ctrl-C during a call that waits for other ranks ends the wait within about 100 ms
-and raises KeyboardInterrupt (Interrupted, a PeerTimeoutError, if Python's SIGINT handler
-was replaced by one that does not raise); the job's communicators are unusable afterwards,
-as after a timeout.
+subclasses (CudaError, NcclError, SystemCallError, PeerTimeoutError, the trainer's
+TrainingDiverged), with the library's message.  Ctrl-C during a call that waits for other
+ranks ends the wait within about 100 ms and raises KeyboardInterrupt (Interrupted, a
+PeerTimeoutError, if Python's SIGINT handler was replaced by one that does not raise); the
+job's communicators are unusable afterwards, as after a timeout.
 """
 
 from ._core import (  # noqa: F401
@@ -38,6 +39,7 @@ from .embedding import OPTIMIZERS, DeviceCache, EmbeddingTable, hottest_rows  # 
 from .graph import (  # noqa: F401
     SAMPLE_METHODS,
     Block,
+    EdgeSplit,
     GpuSampler,
     Graph,
     NegativeSampler,
@@ -48,9 +50,13 @@ from .graph import (  # noqa: F401
     make_graph,
     read_dataset,
     read_manifest,
+    split_edges,
     to_dgl_blocks_args,
     to_pyg,
     write_dataset,
 )
 from .memory import LOCATIONS, TYPES, WholeMemory, init  # noqa: F401
+# wholestore.train is the function (the module's other names are here too).
+from .train import DEFAULTS as TRAIN_DEFAULTS  # noqa: F401
+from .train import EpochRecord, TrainingDiverged, TrainResult, train  # noqa: F401
 from . import distributed, nn  # noqa: F401,E402  (torch: on first use of nn.Embedding only)

@@ -1,6 +1,7 @@
-"""Graphs: host graphs and datasets on disk (generate, convert, read, write), graphs in
-WholeMemory shared by the ranks (load_graph, make_graph), feature gathers and neighbor
-sampling into blocks (the CPU sampler; the GPU sampler in GpuSampler).
+"""Graphs: host graphs and datasets on disk (generate, convert, read, write), edge splits for
+link prediction (split_edges), graphs in WholeMemory shared by the ranks (load_graph,
+make_graph), feature gathers and neighbor sampling into blocks (the CPU sampler; the GPU
+sampler in GpuSampler).
 
 Also random walks (Graph.random_walks), negative draws (NegativeSampler), and a sample in the
 shapes PyG's and DGL's GNN code consume (to_pyg, to_dgl_blocks_args; neither is imported).
@@ -19,6 +20,7 @@ import numpy as np
 from . import _arrays, _checks, _core
 
 HostGraph = _core.HostGraph
+EdgeSplit = _core.EdgeSplit
 SAMPLE_METHODS = ("uniform", "uniform_with_replacement", "weighted")
 
 
@@ -161,6 +163,21 @@ def read_manifest(dir):
 def read_dataset(dir):
     """A whole dataset as a HostGraph (checksums verified)."""
     return _core.read_dataset(os.fspath(dir))
+
+
+def split_edges(graph, holdout=0.1, seed=0):
+    """Holds out ``holdout`` of a HostGraph's edges for link prediction (an undirected edge
+    leaves with both of its directions) and draws as many non-edges, deterministically from
+    ``seed`` (graph/edge_split.hpp): an EdgeSplit with ``train_graph`` (a HostGraph of the
+    other edges, copied on each access), ``test_edges`` and ``test_non_edges`` ([n, 2] int64
+    numpy arrays) and ``num_nodes``.  ``wholestore.train`` takes it in place of a graph and
+    splits a graph this way itself."""
+    if not isinstance(graph, HostGraph):
+        raise TypeError(f"graph must be a HostGraph, not {graph.__class__.__name__}")
+    seed = _checks.integer(seed, "seed")
+    if seed < 0:
+        raise ValueError(f"seed must be at least 0, got {seed}")
+    return _core.split_edges(graph, _checks.number(holdout, "holdout"), seed)
 
 
 class Graph:
