@@ -209,37 +209,6 @@ void touch_pages(void* ptr, std::size_t bytes) {
   for (std::size_t off = 0; off < bytes; off += page) p[off] = 0;
 }
 
-/// Bytes this host can still give without swapping: MemAvailable, capped by the cgroup's
-/// memory.max minus memory.current (cgroup v2) when a limit is set.  0 when unknown.
-std::size_t available_host_bytes() {
-  std::size_t available = 0;
-  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
-    char line[256];
-    while (std::fgets(line, sizeof line, f)) {
-      unsigned long long kib = 0;
-      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
-        available = static_cast<std::size_t>(kib) * 1024;
-        break;
-      }
-    }
-    std::fclose(f);
-  }
-  auto read_number = [](const char* path, unsigned long long& out) {
-    std::FILE* f = std::fopen(path, "r");
-    if (!f) return false;
-    const bool ok = std::fscanf(f, "%llu", &out) == 1;  // "max" (no limit) does not parse
-    std::fclose(f);
-    return ok;
-  };
-  unsigned long long limit = 0, used = 0;
-  if (read_number("/sys/fs/cgroup/memory.max", limit) &&
-      read_number("/sys/fs/cgroup/memory.current", used)) {
-    const std::size_t left = limit > used ? static_cast<std::size_t>(limit - used) : 0;
-    available = available == 0 ? left : std::min(available, left);
-  }
-  return available;
-}
-
 /// Host memory is shared memory (memfd) whose pages are touched right away: more than the
 /// host has would end in the kernel's out-of-memory killer, not in an error.  So local rank 0
 /// compares this host's share of the allocation with what the host has free, and every rank
@@ -535,6 +504,35 @@ const chunked_view* allocation::device_view(int device) const {
   auto owner = detail::copy_view_to_device(v, device, &ptr);
   m.device_views.emplace(device, std::make_pair(std::move(owner), ptr));
   return ptr;
+}
+
+std::size_t available_host_bytes() {
+  std::size_t available = 0;
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f)) {
+      unsigned long long kib = 0;
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+        available = static_cast<std::size_t>(kib) * 1024;
+        break;
+      }
+    }
+    std::fclose(f);
+  }
+  auto read_number = [](const char* path, unsigned long long& out) {
+    std::FILE* f = std::fopen(path, "r");
+    if (!f) return false;
+    const bool ok = std::fscanf(f, "%llu", &out) == 1;  // "max" (no limit) does not parse
+    std::fclose(f);
+    return ok;
+  };
+  unsigned long long limit = 0, used = 0;
+  if (read_number("/sys/fs/cgroup/memory.max", limit) &&
+      read_number("/sys/fs/cgroup/memory.current", used)) {
+    const std::size_t left = limit > used ? static_cast<std::size_t>(limit - used) : 0;
+    available = available == 0 ? left : std::min(available, left);
+  }
+  return available;
 }
 
 }  // namespace wholememory

@@ -33,6 +33,11 @@
 
 namespace wholememory {
 
+/// Bytes this host can still give without swapping: MemAvailable, capped by the cgroup's
+/// memory.max minus memory.current (cgroup v2) when a limit is set; 0 when unknown.  Reads
+/// /proc and /sys on each call.
+std::size_t available_host_bytes();
+
 /// Options of allocation::create.
 struct allocation_options {
   /// Part boundaries are multiples of this many bytes (>= 1); pass the row size in bytes.
