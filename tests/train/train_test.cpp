@@ -6,6 +6,7 @@
 // the problem; the link-prediction scores against hand-computed cases.
 #include "common/multiprocess.hpp"
 #include "common/temp_dir.hpp"
+#include "train_ranks.hpp"
 
 #include <embedding/table.hpp>
 #include <graph/edge_split.hpp>
@@ -41,19 +42,7 @@ using namespace wholestore::train;
 namespace fs = std::filesystem;
 namespace wg = wholestore::graph;
 
-// A symmetrized R-MAT graph with nodes that have no edges (R-MAT leaves many), split 10%.
-const wg::edge_split& small_split() {
-  static const wg::edge_split split = [] {
-    wg::generate_options go;
-    go.num_nodes = 400;
-    go.num_edges = 2500;
-    go.seed = 3;
-    go.symmetrize = true;
-    go.drop_self_loops = true;
-    return wg::split_edges(wg::generate_graph(go), 0.1, 5);
-  }();
-  return split;
-}
+const wg::edge_split& small_split() { return wholestore_test::small_train_split(); }
 
 train_settings small_settings(train_mode mode) {
   train_settings s;
@@ -73,25 +62,12 @@ train_settings small_settings(train_mode mode) {
   return s;
 }
 
-// Runs the loop on `ranks` thread ranks; returns rank 0's result.
 train_result run_ranks(int ranks, const train_settings& s,
                        const wg::edge_split& split = small_split()) {
-  train_result out;
-  std::mutex m;
-  wholestore_test::thread_ranks(ranks, [&](std::shared_ptr<wholememory::bootstrap> bs) {
-    const bool lead = bs->rank() == 0;
-    train_result r = train_embeddings(std::move(bs), split, s);
-    if (lead) {
-      std::lock_guard<std::mutex> lock(m);
-      out = std::move(r);
-    }
-  });
-  return out;
+  return wholestore_test::train_on_ranks(ranks, s, split);
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using wholestore_test::same_bits;
 
 std::string temp_dir(const std::string& name) {
   const fs::path p = fs::temp_directory_path() /
@@ -261,20 +237,7 @@ TEST(Train, DistributedGraphWithRanksWithoutSlotsInABatch) {
 TEST(Train, LearnsOnACommunityGraph) {
   // Two cliques joined by one edge: held-out edges sit inside cliques and every non-edge
   // across them, so a working trainer separates them.
-  wg::host_csr g;
-  const int n = 60;
-  g.num_nodes = n;
-  g.directed = false;
-  g.row_offsets.push_back(0);
-  for (int u = 0; u < n; ++u) {
-    for (int v = 0; v < n; ++v) {
-      const bool same = (u < n / 2) == (v < n / 2);
-      if (u != v && (same || (u == 0 && v == n - 1) || (u == n - 1 && v == 0)))
-        g.col_indices.push_back(v);
-    }
-    g.row_offsets.push_back(static_cast<std::int64_t>(g.col_indices.size()));
-  }
-  const wg::edge_split split = wg::split_edges(g, 0.1, 1);
+  const wg::edge_split split = wholestore_test::two_cliques_split(60);
   train_settings s = small_settings(train_mode::deepwalk);
   s.dim = 16;
   s.epochs = 5;
