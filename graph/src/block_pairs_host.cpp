@@ -52,16 +52,8 @@ void block_pairs_host(const block_pairs_args& a) {
     a.counts[b] = start[b + 1];
     start[b + 1] += start[b];
   }
-  for (std::size_t p = 0; p < a.pairs; ++p) {
-    const std::uint64_t q = start[block[p]]++;
-    const std::int64_t u = a.centers[p], t = a.targets[p * per];
-    const int c = static_cast<int>(t % parts);
-    a.out_centers[q] = u / parts;
-    a.out_targets[q * per] = t / parts;
-    for (std::size_t j = 1; j < per; ++j)
-      a.out_targets[q * per + j] = detail::partition_negative(
-          a.tables[c], a.layout.rows(c), a.negative_key, u, t, a.targets[p * per + j], j);
-  }
+  for (std::size_t p = 0; p < a.pairs; ++p)
+    detail::write_block_pair(a, p, static_cast<std::size_t>(start[block[p]]++));
 }
 
 }  // namespace wholestore::graph

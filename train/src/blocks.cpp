@@ -315,30 +315,9 @@ void trainer::block_step(const std::int64_t* centers, const std::int64_t* target
                              lr, stream_, checked);
     return;
   }
-  center_rows_.resize(n * dim);
-  target_rows_.resize(nt * dim);
-  center_grads_.resize(n * dim);
-  target_grads_.resize(nt * dim);
-  work_in_.lookup_host({centers, wm::dtype::int64, n},
-                       {center_rows_.data(), wm::dtype::float32, n, dim, dim}, s_.threads);
-  work_out_.lookup_host({targets, wm::dtype::int64, nt},
-                        {target_rows_.data(), wm::dtype::float32, nt, dim, dim}, s_.threads);
-  long long units = 0;
-  unsigned long long nonfinite = 0;
-  embedding::sgns_batch b{center_rows_.data(),  target_rows_.data(),  n,      s_.negatives, dim,
-                          center_grads_.data(), target_grads_.data(), nullptr};
-  b.loss_units = &units;
-  b.nonfinite_pairs = &nonfinite;
-  b.loss_scale = loss_unit;
-  embedding::sgns_gradients_host(b, s_.threads);
-  work_in_.apply_gradients_host({centers, wm::dtype::int64, n},
-                                {center_grads_.data(), wm::dtype::float32, n, dim, dim}, lr,
-                                s_.threads);
-  work_out_.apply_gradients_host({targets, wm::dtype::int64, nt},
-                                 {target_grads_.data(), wm::dtype::float32, nt, dim, dim}, lr,
-                                 s_.threads);
-  round.loss_units += units;
-  round.nonfinite += nonfinite;
+  const step_totals st = host_step(work_in_, work_out_, centers, targets, n, lr);
+  round.loss_units += st.loss_units;
+  round.nonfinite += st.nonfinite;
 }
 
 epoch_record trainer::run_epoch_blocks(int epoch, const train_callbacks& cb, train_result& result) {

@@ -12,16 +12,22 @@ namespace wholestore::train::detail {
 trainer::step_totals trainer::step(float lr, const std::function<void()>& while_running) {
   if (s_.use_gpu) return step_gpu(lr, while_running);
   while_running();
-  const std::size_t n = n_pairs_, nt = n * (static_cast<std::size_t>(s_.negatives) + 1);
+  return host_step(input_, output_, centers_.data(), targets_.data(), n_pairs_, lr);
+}
+
+trainer::step_totals trainer::host_step(embedding::table& in, embedding::table& out,
+                                        const std::int64_t* centers, const std::int64_t* targets,
+                                        std::size_t n, float lr) {
+  const std::size_t nt = n * (static_cast<std::size_t>(s_.negatives) + 1);
   const std::size_t dim = s_.dim;
   center_rows_.resize(n * dim);
   target_rows_.resize(nt * dim);
   center_grads_.resize(n * dim);
   target_grads_.resize(nt * dim);
-  input_.lookup_host({centers_.data(), wm::dtype::int64, n},
-                     {center_rows_.data(), wm::dtype::float32, n, dim, dim}, s_.threads);
-  output_.lookup_host({targets_.data(), wm::dtype::int64, nt},
-                      {target_rows_.data(), wm::dtype::float32, nt, dim, dim}, s_.threads);
+  in.lookup_host({centers, wm::dtype::int64, n},
+                 {center_rows_.data(), wm::dtype::float32, n, dim, dim}, s_.threads);
+  out.lookup_host({targets, wm::dtype::int64, nt},
+                  {target_rows_.data(), wm::dtype::float32, nt, dim, dim}, s_.threads);
   long long units = 0;
   unsigned long long nonfinite = 0;
   embedding::sgns_batch b{center_rows_.data(),  target_rows_.data(),  n,      s_.negatives, dim,
@@ -30,12 +36,11 @@ trainer::step_totals trainer::step(float lr, const std::function<void()>& while_
   b.nonfinite_pairs = &nonfinite;
   b.loss_scale = loss_unit;
   embedding::sgns_gradients_host(b, s_.threads);
-  input_.apply_gradients_host({centers_.data(), wm::dtype::int64, n},
-                              {center_grads_.data(), wm::dtype::float32, n, dim, dim}, lr,
-                              s_.threads);
-  output_.apply_gradients_host({targets_.data(), wm::dtype::int64, nt},
-                               {target_grads_.data(), wm::dtype::float32, nt, dim, dim}, lr,
-                               s_.threads);
+  in.apply_gradients_host({centers, wm::dtype::int64, n},
+                          {center_grads_.data(), wm::dtype::float32, n, dim, dim}, lr, s_.threads);
+  out.apply_gradients_host({targets, wm::dtype::int64, nt},
+                           {target_grads_.data(), wm::dtype::float32, nt, dim, dim}, lr,
+                           s_.threads);
   return {units, nonfinite};
 }
 

@@ -126,6 +126,11 @@ class trainer {
   // communicator): the step then makes no bootstrap round.
   bool on_device_totals() const;
 
+  // The CPU path's step on `in` and `out` (host tables): lookups, SGNS, both updates; the
+  // pairs' loss units and non-finite pairs.
+  step_totals host_step(embedding::table& in, embedding::table& out, const std::int64_t* centers,
+                        const std::int64_t* targets, std::size_t n, float lr);
+
   // One step on this rank's assembled pairs.
   // `while_running` starts the next batch's assembly: on the GPU path once this step is
   // enqueued (so that starting it never holds back the step's first kernel), before it

@@ -100,6 +100,20 @@ WM_HOST_DEVICE std::int64_t partition_negative(const alias_entry* table, std::ui
   return alias_draw(table_ref{table}, rows, negative_key_of(key, center, context, drawn), j);
 }
 
+/// Writes input pair p as output pair q: the center's and the context's rows, and the
+/// negatives drawn in the context's partition (both paths call this).
+WM_HOST_DEVICE void write_block_pair(const block_pairs_args& a, std::size_t p, std::size_t q) {
+  const int parts = a.layout.partitions;
+  const auto per = static_cast<std::size_t>(a.negatives_per_pair) + 1;
+  const std::int64_t u = a.centers[p], t = a.targets[p * per];
+  const int c = static_cast<int>(t % parts);
+  a.out_centers[q] = u / parts;
+  a.out_targets[q * per] = t / parts;
+  for (std::size_t j = 1; j < per; ++j)
+    a.out_targets[q * per + j] = partition_negative(a.tables[c], a.layout.rows(c), a.negative_key,
+                                                    u, t, a.targets[p * per + j], j);
+}
+
 /// Checks shared by both paths (`who` names the caller in messages).
 void check_block_pairs(const block_pairs_args& args, const char* who);
 

@@ -68,20 +68,14 @@ __global__ void block_keys(block_pairs_args a, std::uint32_t* keys, std::uint32_
 }
 
 __global__ void write_block_rows(block_pairs_args a, const std::uint32_t* sorted_order) {
-  const int parts = a.layout.partitions;
   const auto per = static_cast<std::size_t>(a.negatives_per_pair) + 1;
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t q = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; q < a.pairs;
        q += stride) {
     const std::size_t p = sorted_order[q];
-    const std::int64_t u = a.centers[p], t = a.targets[p * per];
-    if (u < 0 || t < 0) continue;  // a bad pair (reported): nothing to draw from
-    const int c = static_cast<int>(t % parts);
-    a.out_centers[q] = u / parts;
-    a.out_targets[q * per] = t / parts;
-    for (std::size_t j = 1; j < per; ++j)
-      a.out_targets[q * per + j] = detail::partition_negative(
-          a.tables[c], a.layout.rows(c), a.negative_key, u, t, a.targets[p * per + j], j);
+    // A bad pair (reported after the call): nothing to draw from.
+    if (a.centers[p] < 0 || a.targets[p * per] < 0) continue;
+    detail::write_block_pair(a, p, q);
   }
 }
 
