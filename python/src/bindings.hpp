@@ -1,6 +1,6 @@
 /*
  * The parts of the extension module wholestore._core, one function per layer; module.cpp calls
- * them in order (memory first: the others take its Communicator).
+ * them in order (the exception classes first, then memory: the others take its Communicator).
  */
 #pragma once
 
@@ -13,6 +13,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
 
 namespace wholestore::python {
 
@@ -171,8 +172,17 @@ class call_guard {
 /// Remembers the calling thread as Python's main thread (the one that runs signal handlers).
 void note_main_thread();
 /// Exception translator for wholememory::interrupted_error: runs Python's pending signal
-/// handlers (KeyboardInterrupt), else raises `interrupted_type` with the message.
+/// handlers (KeyboardInterrupt), else raises `interrupted_type` with the user_message.
 void translate_interrupt(const std::exception_ptr& p, void* interrupted_type);
+
+/// What Python shows of a library message: without the " (file.cpp:123[, failed: check])"
+/// groups the library appends for developers, unless WHOLESTORE_DEBUG=1 (read at each call).
+std::string user_message(const std::string& what);
+/// The exception classes (errors.cpp): WholestoreError, the base of all, and one subclass per
+/// library exception, each also the builtin a Python user expects (LogicError a ValueError,
+/// IndexOutOfRangeError an IndexError, NotFoundError a FileNotFoundError, PeerTimeoutError a
+/// TimeoutError, OutOfMemoryError a MemoryError), and their translators.  Called first.
+void bind_errors(nb::module_& m);
 
 /// Communicator, WholeMemory (Memory), device helpers, file IO of one allocation.
 void bind_memory(nb::module_& m);

@@ -71,7 +71,7 @@ void translate_interrupt(const std::exception_ptr& p, void* interrupted_type) {
     // The signal that ended the wait is pending in Python: let Python handle it now
     // (KeyboardInterrupt by default).  A handler that does not raise gets Interrupted.
     if (PyErr_CheckSignals() != 0) return;
-    PyErr_SetString(static_cast<PyObject*>(interrupted_type), e.what());
+    PyErr_SetString(static_cast<PyObject*>(interrupted_type), user_message(e.what()).c_str());
   }
 }
 

@@ -1,13 +1,13 @@
 // wholestore._core: the extension module.  Exceptions of the library become Python exceptions
-// with the same message: logic_error -> LogicError (a ValueError), mismatch_error ->
-// MismatchError (a LogicError), the runtime failures -> RuntimeError subclasses, out_of_memory
-// -> OutOfMemoryError (a MemoryError), the trainer's train_diverged -> TrainingDiverged (a
-// RuntimeError); a wait ended by Ctrl-C raises KeyboardInterrupt (or Interrupted, a
-// PeerTimeoutError, when Python's SIGINT handler does not raise).
+// (errors.cpp): WholestoreError is the base of all; logic_error -> LogicError (a ValueError),
+// IndexOutOfRangeError (also an IndexError) for an index outside its table, NotFoundError (a
+// FileNotFoundError) for a missing file, mismatch_error -> MismatchError (a LogicError), the
+// runtime failures -> RuntimeError subclasses, timeout_error -> PeerTimeoutError (also a
+// TimeoutError), out_of_memory -> OutOfMemoryError (a MemoryError), the trainer's
+// train_diverged -> TrainingDiverged (a RuntimeError); a wait ended by Ctrl-C raises
+// KeyboardInterrupt (or Interrupted, a PeerTimeoutError, when Python's SIGINT handler does not
+// raise).  Messages leave out the library's source locations unless WHOLESTORE_DEBUG=1.
 #include "bindings.hpp"
-
-#include <wholememory/error.hpp>
-#include <wholememory/interrupt.hpp>
 
 namespace nb = nanobind;
 
@@ -15,18 +15,9 @@ NB_MODULE(_core, m) {
   m.doc() = "wholestore's C++ library (use the package wholestore, not this module)";
   m.attr("__version__") = WHOLESTORE_VERSION_STRING;
 
-  // Translators registered later are tried first: derived classes after their bases.
-  nb::exception<wholememory::logic_error> logic(m, "LogicError", PyExc_ValueError);
-  nb::exception<wholememory::mismatch_error>(m, "MismatchError", logic);
-  nb::exception<wholememory::cuda_error>(m, "CudaError", PyExc_RuntimeError);
-  nb::exception<wholememory::nccl_error>(m, "NcclError", PyExc_RuntimeError);
-  nb::exception<wholememory::system_error>(m, "SystemCallError", PyExc_RuntimeError);
-  nb::exception<wholememory::timeout_error> peer_timeout(m, "PeerTimeoutError", PyExc_RuntimeError);
-  nb::exception<wholememory::interrupted_error> interrupted(m, "Interrupted", peer_timeout);
-  nb::exception<wholememory::out_of_memory>(m, "OutOfMemoryError", PyExc_MemoryError);
-
-  // Ctrl-C during a call (bindings.hpp, released_call): tried before the translators above.
-  nb::register_exception_translator(wholestore::python::translate_interrupt, interrupted.ptr());
+  // The exception classes and their translators (Ctrl-C's included: bindings.hpp,
+  // released_call), before the bindings that raise them.
+  wholestore::python::bind_errors(m);
   // Signal handlers run on the thread that imported threading's main thread: record it.
   {
     nb::object threading = nb::module_::import_("threading");

@@ -207,6 +207,53 @@ def free_during_lookups(comm, out_dir):
     assert ended == ["this embedding table was freed"] * 3 and wrong == [0] * 3
 
 
+LOADER_NODES = 600
+
+
+def loader_graph():
+    return ws.generate_graph(LOADER_NODES, 5000, seed=3, symmetrize=True, feature_dim=3)
+
+
+def loader_seeds():
+    """Seeds that no rank count up to 4 divides evenly: 301 = 7 * 43."""
+    return np.arange(0, LOADER_NODES, 2)[:301]
+
+
+def loader(comm, out_dir):
+    """NeighborLoaders on a graph in distributed memory (collective sampling and gathers) over
+    seeds that the ranks cannot share evenly: each rank saves the batches of two epochs, with
+    and without drop_last; then settings that differ between the ranks fail on every rank."""
+    import pickle
+
+    g = ws.make_graph(comm, loader_graph(), "distributed", "host")
+    labels = np.arange(LOADER_NODES) * 10
+    runs = {}
+    for drop_last in (False, True):
+        # The scenario makes no other call on the communicator while it iterates.
+        loader = ws.NeighborLoader(g, loader_seeds(), [3, 2], 16, comm=comm, seed=7,
+                                   drop_last=drop_last, labels=labels, prefetch="always")
+        assert loader.prefetching
+        epochs = []
+        for epoch in range(2):
+            batches = []
+            for b in loader:
+                batches.append({"seeds": b.seeds, "num_padded": b.num_padded,
+                                "random_seed": b.random_seed, "labels": b.labels,
+                                "features": b.features,
+                                "blocks": [(x.num_dst, x.src_nodes, x.offsets, x.src_index)
+                                           for x in b.blocks]})
+            epochs.append(batches)
+        runs[drop_last] = {"len": len(loader), "epochs": epochs}
+    comm.barrier()  # every rank made as many collective calls: none is left waiting
+    with open(os.path.join(out_dir, f"loader{comm.rank}.pkl"), "wb") as f:
+        pickle.dump(runs, f)
+    try:
+        ws.NodeLoader(loader_seeds(), 16 + comm.rank, comm=comm)
+        raise AssertionError("ranks with different batch sizes made a loader")
+    except ws.MismatchError as e:
+        print("MismatchError:", e)
+
+
 if __name__ == "__main__":
     scenario, out_dir = sys.argv[1], sys.argv[2]
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
