@@ -5,12 +5,16 @@ The graph (a labelled stochastic block model shaped like ogbn-products by defaul
 written by `wholestore gen --set kind=sbm`) lives in WholeMemory; each training batch is sampled
 by the store's GPU sampler (the CPU sampler without a GPU), its input features gathered from the
 store, and optionally concatenated with learnable node embeddings kept in a store table and
-trained by the store's sparse optimizer (wholestore.nn.Embedding).  The model is plain PyTorch.
+trained by the store's sparse optimizer (wholestore.nn.Embedding).  The model is plain PyTorch;
+with `--loader pyg-remote` PyG's NeighborLoader reads the graph in the store through PyG's remote
+backend (wholestore.pyg: the store's sampler and feature gather behind PyG's FeatureStore,
+GraphStore and sampler interfaces) and the model is built of torch_geometric.nn.SAGEConv.
 
     python examples/graphsage.py                         # one GPU (or the CPU), default graph
     python examples/graphsage.py --model mlp             # the features-only baseline
     torchrun --nproc-per-node 2 examples/graphsage.py    # data parallel over two GPUs
     python examples/graphsage.py --loader pyg            # PyG's NeighborLoader, same model
+    python examples/graphsage.py --loader pyg-remote     # PyG's NeighborLoader over the store
 
 Each epoch prints its time split into sampling, gathering, forward/backward and optimizer, the
 share of the data path (sampling + gathering), the loss and the validation accuracy; the end
@@ -55,7 +59,10 @@ def parse_args(argv=None):
                    help="where the graph lives (default: device with a GPU, else host)")
     m = p.add_argument_group("model and training")
     m.add_argument("--model", default="sage", choices=["sage", "mlp"])
-    m.add_argument("--loader", default="wholestore", choices=["wholestore", "pyg"])
+    m.add_argument("--loader", default="wholestore", choices=["wholestore", "pyg", "pyg-remote"],
+                   help="wholestore: the store's sampler and gather; pyg: PyG's NeighborLoader "
+                        "over an in-process copy of the graph; pyg-remote: PyG's "
+                        "NeighborLoader over the store (PyG's SAGEConv)")
     m.add_argument("--fanouts", default="15,10,5")
     m.add_argument("--hidden", type=int, default=256)
     m.add_argument("--dropout", type=float, default=0.5)
@@ -112,6 +119,28 @@ class GraphSAGE(torch.nn.Module):
         h = x
         for i, (conv, edges) in enumerate(zip(self.convs, layer_edges)):
             h = conv(h, edges)
+            if i + 1 < len(self.convs):
+                h = F.dropout(F.relu(h), self.dropout, self.training)
+        return h
+
+
+class PygGraphSAGE(torch.nn.Module):
+    """GraphSAGE of torch_geometric.nn.SAGEConv layers (mean aggregation) over a whole sampled
+    subgraph: every layer reads the batch's edge_index."""
+
+    def __init__(self, fan_in, hidden, classes, layers, dropout):
+        super().__init__()
+        from torch_geometric.nn import SAGEConv as PygSAGEConv
+        widths = [fan_in] + [hidden] * (layers - 1) + [classes]
+        self.convs = torch.nn.ModuleList(
+            PygSAGEConv(a, b) for a, b in zip(widths[:-1], widths[1:]))
+        self.dropout = dropout
+
+    def forward(self, x, layer_edges):
+        """layer_edges[l]: the edge_index layer l reads."""
+        h = x
+        for i, (conv, edge_index) in enumerate(zip(self.convs, layer_edges)):
+            h = conv(h, edge_index)
             if i + 1 < len(self.convs):
                 h = F.dropout(F.relu(h), self.dropout, self.training)
         return h
@@ -276,7 +305,8 @@ def main(argv=None):
 
     layers = len(args.fanouts)
     fan_in = host.feature_dim + args.embedding_dim
-    model_type = GraphSAGE if args.model == "sage" else MLP
+    model_type = MLP if args.model == "mlp" else \
+        PygGraphSAGE if args.loader == "pyg-remote" else GraphSAGE
     model = model_type(fan_in, args.hidden, host.num_classes, layers, args.dropout).to(job.device)
     if job.dist is not None:
         model = torch.nn.parallel.DistributedDataParallel(
@@ -293,6 +323,8 @@ def main(argv=None):
     pyg = None
     if args.loader == "wholestore" or args.model == "mlp":
         store = StoreBatches(args, job, host)
+    elif args.loader == "pyg-remote":
+        pyg = RemoteBatches(args, job, host)
     else:
         pyg = PygBatches(args, job, host)
     del host  # the store holds the graph now (PyG's loader keeps its own copy)
@@ -451,6 +483,43 @@ class PygBatches:
             if limit and i >= limit:
                 break
             yield self.train_batch(batch)
+
+
+class RemoteBatches(PygBatches):
+    """PyG's NeighborLoader over the graph in the store (wholestore.pyg's remote backend): the
+    store's sampler (the GPU one with a GPU) and feature gather, PyG's batch format."""
+
+    def __init__(self, args, job, host):
+        try:
+            from torch_geometric.loader import NeighborLoader
+            import wholestore.pyg as wpyg
+        except ImportError as e:
+            sys.exit(f"graphsage: --loader pyg-remote needs torch_geometric: {e}")
+        self.args, self.job, self.loader_type, self.wpyg = args, job, NeighborLoader, wpyg
+        location = args.location or ("device" if job.cuda else "host")
+        t0 = time.perf_counter()
+        self.graph = ws.make_graph(job.comm, host, args.memory_type, location)
+        labels = torch.from_numpy(np.asarray(host.node_labels).astype(np.int64))
+        self.data = wpyg.remote_backend(self.graph, device=job.device, y=labels)
+        job.log(f"pyg-remote: graph and features in {args.memory_type} {location} memory over "
+                f"{job.size} rank(s), PyG's loader over them "
+                f"({time.perf_counter() - t0:.1f} s)")
+
+    def _loader(self, seeds, batch_size, shuffle, workers=None):
+        # The store samples (on the GPU with one) and gathers; a loader's worker processes
+        # could not carry the graph, so none.
+        sampler = self.wpyg.WholestoreSampler(self.graph, self.args.fanouts,
+                                              device="cuda" if self.job.cuda else "cpu")
+        return self.loader_type(self.data, num_neighbors=self.args.fanouts,
+                                batch_size=batch_size, input_nodes=torch.from_numpy(seeds),
+                                shuffle=shuffle, neighbor_sampler=sampler)
+
+    def train_batch(self, batch):
+        """(features, layer edges, input node ids, seed labels) on the device."""
+        dev = self.job.device
+        y = batch.y[:batch.batch_size].to(dev)
+        return (batch.x.to(dev), [batch.edge_index.to(dev)] * len(self.args.fanouts), batch.n_id,
+                y)
 
 
 if __name__ == "__main__":

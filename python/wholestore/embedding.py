@@ -54,7 +54,9 @@ class EmbeddingTable:
             _checks.text(optimizer, "optimizer"), n(weight_decay, "weight_decay"),
             n(beta1, "beta1"), n(beta2, "beta2"), n(eps, "eps"), n(alpha, "alpha"),
             n(initial_accumulator, "initial_accumulator"))
+        self._comm = comm
 
+    comm = property(lambda self: self._comm, doc="the Communicator the table is made over")
     rows = property(lambda self: self._t.rows)
     dim = property(lambda self: self._t.dim)
     dtype = property(lambda self: self._t.dtype)

@@ -78,14 +78,31 @@ class Block:
         return (edge_index[0], edge_index[1]), self.num_src, self.num_dst
 
 
-def to_pyg(blocks):
-    """A sample as PyG's hop-wise loaders give it: ``(n_id, adjs)`` with ``n_id`` the global ids
-    of every node the first layer reads (its features are ``x[n_id]``) and ``adjs`` one
-    ``to_pyg_adj()`` per layer, first layer first.  Every block's src_nodes is a prefix of the
-    next hop's, so each layer's local ids index ``n_id`` directly."""
+def to_pyg(blocks, format="adjs", x=None):
+    """A sample in a shape PyG's GNN code consumes.
+
+    ``format="adjs"`` (default): as PyG's hop-wise loaders gave it, ``(n_id, adjs)`` with
+    ``n_id`` the global ids of every node the first layer reads (its features are ``x[n_id]``)
+    and ``adjs`` one ``to_pyg_adj()`` per layer, first layer first.  Every block's src_nodes is
+    a prefix of the next hop's, so each layer's local ids index ``n_id`` directly.  Needs
+    neither torch nor PyG.
+
+    ``format="data"``: a ``torch_geometric.data.Data`` as PyG's NeighborLoader yields it
+    (``edge_index``, ``n_id``, ``e_id`` when the sample has edge ids, ``batch_size``,
+    ``num_sampled_nodes``, ``num_sampled_edges``, and ``x`` when given: the features of
+    ``n_id``), each node's neighbors taken from the hop after the one that reached it
+    (wholestore.pyg.batch_data, whose module docstring says what is left out).  Needs
+    torch_geometric."""
     if not blocks:
         raise ValueError("to_pyg: the sample has no blocks")
-    return blocks[-1].src_nodes, [b.to_pyg_adj() for b in reversed(blocks)]
+    if format == "adjs":
+        if x is not None:
+            raise ValueError("to_pyg: x goes with format='data'")
+        return blocks[-1].src_nodes, [b.to_pyg_adj() for b in reversed(blocks)]
+    if format == "data":
+        from .pyg import batch_data
+        return batch_data(blocks, x)
+    raise ValueError(f"to_pyg: format must be 'adjs' or 'data', not {format!r}")
 
 
 def to_dgl_blocks_args(blocks):
