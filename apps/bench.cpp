@@ -30,7 +30,6 @@
 #include <memory>
 #include <numeric>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -555,24 +554,35 @@ int run_bench(int argc, char** argv) {
         "ceiling as well (its target is a fraction of the continuous figure)\n",
         results.size());
     if (!args.report_file.empty()) {
-      std::ostringstream report;
       std::time_t now = std::time(nullptr);
       char date[64];
       std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-      report << "command: bench\ndate: " << date << "\nranks: " << ranks
-             << "\ngpu: " << (gpu ? "true" : "false")
-             << "\nceilings_gbps:\n  d2d_read_write: " << ceil.d2d / 1e9
-             << "\n  peer: " << ceil.peer / 1e9 << "\n  pinned_h2d: " << ceil.h2d / 1e9
-             << "\n  host_memcpy: " << ceil.memcpy / 1e9 << "\ncases:\n";
+      std::vector<report_row> cases;
       for (const auto& r : results) {
-        report << "  - {op: " << r.op << ", type: " << r.type << ", location: " << r.location
-               << ", order: " << r.order << ", row_bytes: " << r.row_bytes
-               << ", lookups: " << r.lookups << ", distinct_share: " << r.distinct
-               << ", ms: " << r.ms << ", gbps_per_rank: " << r.gbps_rank
-               << ", gbps_total: " << r.gbps_total << ", ceiling: \"" << r.ceiling_name
-               << "\", ceiling_gbps: " << r.ceiling_gbps << ", ratio: " << r.ratio << "}\n";
+        cases.push_back({{"op", r.op},
+                         {"type", r.type},
+                         {"location", r.location},
+                         {"order", r.order},
+                         {"row_bytes", r.row_bytes},
+                         {"lookups", r.lookups},
+                         {"distinct_share", r.distinct},
+                         {"ms", r.ms},
+                         {"gbps_per_rank", r.gbps_rank},
+                         {"gbps_total", r.gbps_total},
+                         {"ceiling", report_value::quoted(r.ceiling_name)},
+                         {"ceiling_gbps", r.ceiling_gbps},
+                         {"ratio", r.ratio}});
       }
-      write_report(args.report_file, report.str(), &cfg);
+      report_body report("bench");
+      report.add("date", date)
+          .add("ranks", ranks)
+          .add("gpu", gpu)
+          .add_mapping("ceilings_gbps", {{"d2d_read_write", ceil.d2d / 1e9},
+                                         {"peer", ceil.peer / 1e9},
+                                         {"pinned_h2d", ceil.h2d / 1e9},
+                                         {"host_memcpy", ceil.memcpy / 1e9}})
+          .add_rows("cases", std::move(cases));
+      write_report(args.report_file, report, &cfg);
     }
   }
   return 0;

@@ -43,7 +43,6 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -773,28 +772,42 @@ std::vector<cache_line> run_cache_cases(const settings& s, const bench_context& 
 void write_embedding_report(const std::string& file, const config& cfg, const settings& s,
                             const bench_context& c, const std::vector<case_line>& lines,
                             const std::vector<cache_line>& cache_lines) {
-  std::ostringstream report;
-  report << "command: bench\nsuite: embedding\nranks: " << c.ranks
-         << "\npath: " << (s.gpu ? "gpu" : "cpu") << "\nceiling_name: " << c.ceiling_name
-         << "\nceiling_gbps: " << c.ceiling / 1e9 << "\ncases:\n";
+  std::vector<report_row> cases, cache_cases;
   for (const auto& l : lines) {
-    report << "  - {case: \"" << l.what << "\", batch: " << l.batch << ", unique: " << l.unique
-           << ", lookup_ms: " << l.lookup_ms << ", update_ms: " << l.update_ms
-           << ", lookup_bytes: " << l.lookup_bytes << ", update_bytes: " << l.update_bytes
-           << ", rounds_per_step: " << l.rounds_per_step
-           << ", one_gpu_lookup_ms: " << l.solo_lookup_ms
-           << ", one_gpu_update_ms: " << l.solo_update_ms << "}\n";
+    cases.push_back({{"case", report_value::quoted(l.what)},
+                     {"batch", l.batch},
+                     {"unique", l.unique},
+                     {"lookup_ms", l.lookup_ms},
+                     {"update_ms", l.update_ms},
+                     {"lookup_bytes", l.lookup_bytes},
+                     {"update_bytes", l.update_bytes},
+                     {"rounds_per_step", l.rounds_per_step},
+                     {"one_gpu_lookup_ms", l.solo_lookup_ms},
+                     {"one_gpu_update_ms", l.solo_update_ms}});
   }
-  report << "cache_cases:" << (cache_lines.empty() ? " []\n" : "\n");
   for (const auto& l : cache_lines) {
-    report << "  - {case: \"" << l.what << "\", batch: " << l.batch << ", unique: " << l.unique
-           << ", cached_rows: " << l.cached_rows << ", hit_rate: " << l.hit_rate
-           << ", host_lookup_ms: " << l.host_lookup_ms << ", cache_lookup_ms: " << l.cache_lookup_ms
-           << ", device_lookup_ms: " << l.device_lookup_ms
-           << ", host_update_ms: " << l.host_update_ms << ", cache_update_ms: " << l.cache_update_ms
-           << ", lookup_bytes: " << l.lookup_bytes << ", update_bytes: " << l.update_bytes << "}\n";
+    cache_cases.push_back({{"case", report_value::quoted(l.what)},
+                           {"batch", l.batch},
+                           {"unique", l.unique},
+                           {"cached_rows", l.cached_rows},
+                           {"hit_rate", l.hit_rate},
+                           {"host_lookup_ms", l.host_lookup_ms},
+                           {"cache_lookup_ms", l.cache_lookup_ms},
+                           {"device_lookup_ms", l.device_lookup_ms},
+                           {"host_update_ms", l.host_update_ms},
+                           {"cache_update_ms", l.cache_update_ms},
+                           {"lookup_bytes", l.lookup_bytes},
+                           {"update_bytes", l.update_bytes}});
   }
-  write_report(file, report.str(), &cfg);
+  report_body report("bench");
+  report.add("suite", "embedding")
+      .add("ranks", c.ranks)
+      .add("path", s.gpu ? "gpu" : "cpu")
+      .add("ceiling_name", c.ceiling_name)
+      .add("ceiling_gbps", c.ceiling / 1e9)
+      .add_rows("cases", std::move(cases))
+      .add_rows("cache_cases", std::move(cache_cases));
+  write_report(file, report, &cfg);
 }
 
 }  // namespace

@@ -598,24 +598,42 @@ void report_bench(const command_args& args, const config& cfg, int ranks,
       "rank's time; target: GPU %.0fM, CPU %.0fM edges/s\n",
       results.size(), cfg.get_number("gpu_target") / 1e6, cfg.get_number("cpu_target") / 1e6);
   if (args.report_file.empty()) return;
-  std::ostringstream report;
-  report << "command: bench\nsuite: sample\nranks: " << ranks << "\nnum_nodes: " << host.num_nodes
-         << "\nnum_edges: " << host.num_edges() << "\ngenerate_s: " << gen_s << "\ncases:\n";
+  std::vector<report_row> cases, walk_cases;
   for (const auto& r : results) {
-    report << "  - {sampler: " << r.sampler << ", type: " << r.type << ", location: " << r.location
-           << ", method: " << r.method << ", fanouts: \"" << r.fanouts
-           << "\", batches: " << r.batches << ", edges: " << r.edges << ", seconds: " << r.seconds
-           << ", edges_per_s: " << r.edges_per_s << ", batches_per_s: " << r.batches_per_s
-           << ", mean_edges_per_batch: " << r.mean_edges << ", target_ratio: " << r.target << "}\n";
+    cases.push_back({{"sampler", r.sampler},
+                     {"type", r.type},
+                     {"location", r.location},
+                     {"method", r.method},
+                     {"fanouts", report_value::quoted(r.fanouts)},
+                     {"batches", r.batches},
+                     {"edges", r.edges},
+                     {"seconds", r.seconds},
+                     {"edges_per_s", r.edges_per_s},
+                     {"batches_per_s", r.batches_per_s},
+                     {"mean_edges_per_batch", r.mean_edges},
+                     {"target_ratio", r.target}});
   }
-  if (!walk_results.empty()) report << "walk_cases:\n";
   for (const auto& w : walk_results) {
-    report << "  - {walker: " << w.walker << ", type: " << w.type << ", location: " << w.location
-           << ", walk: " << w.walk << ", length: " << w.length << ", walks: " << w.walks
-           << ", steps: " << w.steps << ", seconds: " << w.seconds
-           << ", steps_per_s: " << w.steps_per_s << ", target_ratio: " << w.target << "}\n";
+    walk_cases.push_back({{"walker", w.walker},
+                          {"type", w.type},
+                          {"location", w.location},
+                          {"walk", w.walk},
+                          {"length", w.length},
+                          {"walks", w.walks},
+                          {"steps", w.steps},
+                          {"seconds", w.seconds},
+                          {"steps_per_s", w.steps_per_s},
+                          {"target_ratio", w.target}});
   }
-  write_report(args.report_file, report.str(), &cfg);
+  report_body report("bench");
+  report.add("suite", "sample")
+      .add("ranks", ranks)
+      .add("num_nodes", host.num_nodes)
+      .add("num_edges", host.num_edges())
+      .add("generate_s", gen_s)
+      .add_rows("cases", std::move(cases));
+  if (!walk_cases.empty()) report.add_rows("walk_cases", std::move(walk_cases));
+  write_report(args.report_file, report, &cfg);
 }
 
 }  // namespace

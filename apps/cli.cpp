@@ -28,8 +28,9 @@ constexpr std::size_t markdown_width = 100;
 
 const char* const exit_status_text =
     "0 success, 1 error, 2 usage error (no command or an unknown one, an unknown option or "
-    "config key, an option without its value, a value of the wrong type); nothing runs after a "
-    "usage error.";
+    "config key, a missing argument, an option without its value, a value of the wrong type); "
+    "nothing runs after a usage error, and an unknown name comes with the closest known "
+    "ones.";
 
 // What every command that takes a config accepts besides its keys: {flag, meaning}.
 const std::vector<std::pair<std::string, std::string>> config_options = {
@@ -204,6 +205,20 @@ std::string padded(const std::string& text, std::size_t width) {
 
 // ---- the help and version commands -------------------------------------------------------------
 
+// "unknown command 'trian'; did you mean 'train'?": a name that starts with '-' is compared
+// with `options`, any other with the commands' names.
+std::string unknown_command_message(const std::string& name,
+                                    const std::vector<std::string>& options) {
+  std::vector<std::string> names;
+  if (!name.empty() && name[0] == '-') {
+    names = options;
+  } else {
+    for (const command_info* c : all_commands()) names.push_back(c->name);
+  }
+  return (!name.empty() && name[0] == '-' ? "unknown option '" : "unknown command '") + name + "'" +
+         did_you_mean(name, names);
+}
+
 int run_help(int argc, char** argv) {
   if (argc == 1) {
     std::fputs(overview().c_str(), stdout);
@@ -216,9 +231,7 @@ int run_help(int argc, char** argv) {
     return exit_success;
   }
   const command_info* command = find_command(what);
-  if (command == nullptr) {
-    throw usage_error((what[0] == '-' ? "unknown option '" : "unknown command '") + what + "'");
-  }
+  if (command == nullptr) throw usage_error(unknown_command_message(what, {"--markdown"}));
   std::fputs(command_help(*command).c_str(), stdout);
   return exit_success;
 }
@@ -228,7 +241,10 @@ int run_version(int argc, char** argv) {
     std::fputs(version_yaml().c_str(), stdout);
     return exit_success;
   }
-  if (argc > 1) throw usage_error("unknown argument '" + std::string(argv[1]) + "'");
+  if (argc > 1) {
+    throw usage_error("unknown argument '" + std::string(argv[1]) + "'" +
+                      did_you_mean(argv[1], {"--yaml"}));
+  }
   std::fputs(version_text().c_str(), stdout);
   return exit_success;
 }
@@ -453,8 +469,9 @@ int run_wholestore(int argc, char** argv) {
   if (name == "--version") name = "version";
   const command_info* command = find_command(name);
   if (command == nullptr) {
-    std::fprintf(stderr, "wholestore: %s '%s'; 'wholestore help' lists the commands\n",
-                 name[0] == '-' ? "unknown option" : "unknown command", name.c_str());
+    const std::string what = unknown_command_message(name, {"--help", "-h", "--version"});
+    std::fprintf(stderr, "wholestore: %s%s 'wholestore help' lists the commands\n",
+                 user_message(what).c_str(), what.back() == '?' ? "" : ";");
     return exit_usage;
   }
   try {

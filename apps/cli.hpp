@@ -8,8 +8,10 @@
  * functions, read after main starts: no static registration.
  *
  * Exit codes of the program: 0 success (help and version too), 1 error, 2 usage error (no
- * command or an unknown one, an unknown option or config key, an option without its value, a
- * value of the wrong type).
+ * command or an unknown one, an unknown option or config key, a missing argument, an option
+ * without its value, a value of the wrong type).  run_wholestore is the one place that turns
+ * errors into codes; an unknown name is told with the closest known ones (did_you_mean,
+ * config.hpp).
  */
 #pragma once
 

@@ -26,13 +26,36 @@ namespace wholestore::apps {
 
 namespace {
 
+// Edit distance with swaps of neighbors (optimal string alignment): "lenght" is 1 from
+// "length".
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  const std::size_t n = a.size(), m = b.size();
+  std::vector<std::vector<std::size_t>> d(n + 1, std::vector<std::size_t>(m + 1));
+  for (std::size_t i = 0; i <= n; ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= m; ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= n; ++i) {
+    for (std::size_t j = 1; j <= m; ++j) {
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[n][m];
+}
+
 const config_key& find_key(const std::vector<config_key>& schema, const std::string& path,
                            const std::string& where) {
   for (const auto& k : schema)
     if (k.path == path) return k;
-  std::string known;
-  for (const auto& k : schema) known += (known.empty() ? "" : ", ") + k.path;
-  throw usage_error(where + ": unknown key '" + path + "' (known keys: " + known + ")");
+  std::vector<std::string> known;
+  for (const auto& k : schema) known.push_back(k.path);
+  std::string hint = did_you_mean(path, known);
+  if (hint.empty()) {
+    for (const auto& k : known) hint += (hint.empty() ? " (known keys: " : ", ") + k;
+    hint += ")";
+  }
+  throw usage_error(where + ": unknown key '" + path + "'" + hint);
 }
 
 const char* kind_name(value_kind kind) {
@@ -154,6 +177,36 @@ void apply_timeout_rule(config& c) {
 
 }  // namespace
 
+std::vector<std::string> closest_names(const std::string& name,
+                                       const std::vector<std::string>& candidates) {
+  const std::size_t allowed = std::max<std::size_t>(1, name.size() / 4);
+  std::size_t best = allowed + 1;
+  std::vector<std::string> out;
+  for (const std::string& c : candidates) {
+    std::size_t d = edit_distance(name, c);
+    const std::size_t dot = c.find_last_of('.');
+    if (dot != std::string::npos) d = std::min(d, edit_distance(name, c.substr(dot + 1)) + 1);
+    if (name.size() >= 3 && c.find(name) != std::string::npos) d = std::min<std::size_t>(d, 1);
+    if (d < best) {
+      best = d;
+      out.clear();
+    }
+    if (d == best && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  }
+  return out;
+}
+
+std::string did_you_mean(const std::string& name, const std::vector<std::string>& candidates) {
+  const std::vector<std::string> close = closest_names(name, candidates);
+  if (close.empty()) return "";
+  std::string out = "; did you mean ";
+  for (std::size_t i = 0; i < close.size(); ++i) {
+    if (i > 0) out += i + 1 == close.size() ? " or " : ", ";
+    out += "'" + close[i] + "'";
+  }
+  return out + "?";
+}
+
 const char* value_kind_name(value_kind kind) {
   switch (kind) {
     case value_kind::integer:
@@ -270,29 +323,37 @@ double config::get_positive_number(const std::string& path) const {
 
 namespace {
 // Emits the keys under `prefix` (sorted, so a group's keys are adjacent) as nested mappings.
-void emit_group(YAML::Emitter& out, const std::map<std::string, std::string>& values,
-                const std::string& prefix) {
+void emit_group(YAML::Emitter& out, const config& c, const std::string& prefix) {
   out << YAML::BeginMap;
   std::string last_group;
-  for (auto it = values.lower_bound(prefix); it != values.end(); ++it) {
+  for (auto it = c.values.lower_bound(prefix); it != c.values.end(); ++it) {
     if (it->first.compare(0, prefix.size(), prefix) != 0) break;
     std::string rest = it->first.substr(prefix.size());
     auto dot = rest.find('.');
     if (dot == std::string::npos) {
-      out << YAML::Key << rest << YAML::Value << it->second;
+      out << YAML::Key << rest << YAML::Value;
+      const auto key = std::find_if(c.schema.begin(), c.schema.end(),
+                                    [&](const config_key& k) { return k.path == it->first; });
+      if (key != c.schema.end() && key->kind == value_kind::string) {
+        emit_text(out, it->second);
+      } else {
+        out << it->second;
+      }
     } else if (rest.substr(0, dot) != last_group) {
       last_group = rest.substr(0, dot);
       out << YAML::Key << last_group << YAML::Value;
-      emit_group(out, values, prefix + last_group + ".");
+      emit_group(out, c, prefix + last_group + ".");
     }
   }
   out << YAML::EndMap;
 }
 }  // namespace
 
+void config::emit_yaml(YAML::Emitter& out) const { emit_group(out, *this, ""); }
+
 std::string config::to_yaml() const {
   YAML::Emitter out;
-  emit_group(out, values, "");
+  emit_yaml(out);
   return out.c_str();
 }
 
@@ -347,7 +408,10 @@ command_args parse_command_args(int argc, char** argv,
         a.options[*o] = value(*o, arg.substr(o->size() + 1));
       }
     } else if (!arg.empty() && arg[0] == '-') {
-      throw usage_error("unknown option '" + arg + "'");
+      std::vector<std::string> options = {"--set", "--report", "--help", "-h"};
+      options.insert(options.end(), value_options.begin(), value_options.end());
+      throw usage_error("unknown option '" + arg + "'" +
+                        did_you_mean(arg.substr(0, arg.find('=')), options));
     } else if (a.config_file.empty()) {
       a.config_file = arg;
     } else {

@@ -20,6 +20,10 @@ namespace wholememory {
 class bootstrap;
 }
 
+namespace YAML {
+class Emitter;
+}
+
 namespace wholestore::apps {
 
 /// A config error: message names the key, and the file and line where it came from.
@@ -35,6 +39,20 @@ class usage_error : public config_error {
  public:
   using config_error::config_error;
 };
+
+/// The names among `candidates` closest to `name` (all of those at the smallest distance), by
+/// edit distance: an insertion, a deletion, a substitution or a swap of two neighbors counts 1;
+/// a dotted key is also compared by its last part, plus 1 (`num_nodes` is 1 from
+/// `gen.num_nodes`), and a name of 3 or more characters inside a candidate is 1 from it
+/// (`memory.size` from `memory.size_mib`).  Empty when the smallest distance is more than a
+/// quarter of the name's length (at least 1 allowed): a guess that far off would mislead.
+std::vector<std::string> closest_names(const std::string& name,
+                                       const std::vector<std::string>& candidates);
+
+/// "; did you mean 'walk_length'?" ("'a' or 'b'", "'a', 'b' or 'c'") for closest_names, or ""
+/// when none is close: the tail of every usage error about an unknown name (command, option,
+/// config key).
+std::string did_you_mean(const std::string& name, const std::vector<std::string>& candidates);
 
 enum class value_kind { integer, number, boolean, string };
 
@@ -62,8 +80,11 @@ class config {
   /// The number at `path`, which must be finite and > 0 (a size or a rate); else config_error
   /// as above.
   double get_positive_number(const std::string& path) const;
-  /// The whole config as YAML text (for reports).
+  /// The whole config as YAML text: nested mappings by the keys' dotted paths.
   std::string to_yaml() const;
+  /// The same mapping written into `out` (a --report's `config:`).  The value of a string key
+  /// that YAML would read as another type ("64", "true", "") is quoted.
+  void emit_yaml(YAML::Emitter& out) const;
 
   std::map<std::string, std::string> values;  ///< path -> text of the value
   std::map<std::string, std::string> origin;  ///< path -> "file:line" or "--set" or "default"

@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -140,12 +139,15 @@ int run_demo(int argc, char** argv) {
                 all_bad == 0 ? "OK" : "FAILED", static_cast<unsigned long long>(all_checked),
                 static_cast<unsigned long long>(all_bad));
     if (!args.report_file.empty()) {
-      std::ostringstream report;
-      report << "command: demo\nranks: " << comm->size()
-             << "\nok: " << (all_bad == 0 ? "true" : "false") << "\nmismatched_words: " << all_bad
-             << "\nbytes_verified: " << all_checked << "\ncreate_s: " << create_s
-             << "\nfill_s: " << fill_s << "\nverify_s: " << verify_s << "\n";
-      write_report(args.report_file, report.str(), &cfg);
+      report_body report("demo");
+      report.add("ranks", comm->size())
+          .add("ok", all_bad == 0)
+          .add("mismatched_words", all_bad)
+          .add("bytes_verified", all_checked)
+          .add("create_s", create_s)
+          .add("fill_s", fill_s)
+          .add("verify_s", verify_s);
+      write_report(args.report_file, report, &cfg);
     }
   }
   return all_bad == 0 ? 0 : 1;

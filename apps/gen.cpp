@@ -195,12 +195,15 @@ int run_gen(int argc, char** argv) {
               m.node_features ? (", " + std::to_string(m.feature_dim) + " features").c_str() : "");
 
   if (!args.report_file.empty()) {
-    std::ostringstream report;
-    report << "command: gen\noutput: " << output << "\nnum_nodes: " << m.num_nodes
-           << "\nnum_edges: " << m.num_edges << "\ndirected: " << (m.directed ? "true" : "false")
-           << "\ngenerate_s: " << gen_s << "\nwrite_s: " << write_s << "\nbytes_written: " << bytes
-           << "\n";
-    write_report(args.report_file, report.str(), &cfg);
+    report_body report("gen");
+    report.add("output", output)
+        .add("num_nodes", m.num_nodes)
+        .add("num_edges", m.num_edges)
+        .add("directed", m.directed)
+        .add("generate_s", gen_s)
+        .add("write_s", write_s)
+        .add("bytes_written", bytes);
+    write_report(args.report_file, report, &cfg);
   }
   return 0;
 }

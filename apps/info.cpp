@@ -1,5 +1,5 @@
 // `wholestore info <dataset-dir>`: what a dataset holds, checked (sizes and checksums) before
-// anything is reported, with degree statistics and a log2 histogram of the out-degrees.
+// anything is reported, with degree statistics and a log2 histogram of the row degrees.
 #include "commands.hpp"
 #include "config.hpp"
 
@@ -48,9 +48,13 @@ int run_info(int argc, char** argv) {
   const graph::host_csr g = graph::read_dataset(dir);
 
   std::printf("dataset %s (format version %d, checksums OK)\n", dir.c_str(), m.format_version);
+  const bool in_edges = m.direction == graph::edge_direction::in;
   std::printf("  nodes %llu, edges %llu, %s\n", static_cast<unsigned long long>(m.num_nodes),
               static_cast<unsigned long long>(m.num_edges),
               m.directed ? "directed" : "undirected (symmetrized)");
+  std::printf("  direction %s: row v holds %s\n", graph::edge_direction_name(m.direction),
+              in_edges ? "the nodes with an edge into v (rows by destination)"
+                       : "v's out-neighbors (rows by source)");
   print_array("row_offsets", m.row_offsets);
   print_array("col_indices", m.col_indices);
   if (m.edge_weights) print_array("edge_weights", *m.edge_weights);
@@ -61,17 +65,27 @@ int run_info(int argc, char** argv) {
   if (m.node_labels) {
     print_array("node_labels", *m.node_labels);
     print_array("node_split", *m.node_split);
-    std::uint64_t split[3] = {0, 0, 0};
+    // read_dataset checked every value: labels in [0, num_classes) or unlabelled, splits 0-3.
+    std::uint64_t split[4] = {0, 0, 0, 0}, labelled = 0;
     for (std::uint8_t v : g.node_split) ++split[v];
-    std::printf("  num_classes %u; split: %llu train, %llu validation, %llu test\n", m.num_classes,
+    for (std::int32_t c : g.node_labels) labelled += c != graph::unlabelled;
+    std::printf("  num_classes %u; split: %llu train, %llu validation, %llu test", m.num_classes,
                 static_cast<unsigned long long>(split[0]),
                 static_cast<unsigned long long>(split[1]),
                 static_cast<unsigned long long>(split[2]));
+    if (split[3] != 0) std::printf(", %llu in none", static_cast<unsigned long long>(split[3]));
+    std::printf("\n");
+    if (labelled != m.num_nodes) {
+      std::printf("  labelled %llu of %llu nodes (the others have label %d)\n",
+                  static_cast<unsigned long long>(labelled),
+                  static_cast<unsigned long long>(m.num_nodes), graph::unlabelled);
+    }
   }
   if (!m.node_ids_file.empty()) std::printf("  original ids in %s\n", m.node_ids_file.c_str());
 
   const graph::degree_stats s = graph::compute_degree_stats(g.row_offsets);
-  std::printf("out-degree: min %llu, max %llu, mean %.3f, median %.1f, isolated %llu\n",
+  const char* degree = in_edges ? "in-degree" : "out-degree";
+  std::printf("%s: min %llu, max %llu, mean %.3f, median %.1f, isolated %llu\n", degree,
               static_cast<unsigned long long>(s.min), static_cast<unsigned long long>(s.max),
               s.mean, s.median, static_cast<unsigned long long>(s.isolated));
   if (!s.log2_histogram.empty()) {
@@ -96,10 +110,13 @@ const command_info& info_command() {
       "counts, degree statistics and a degree histogram of a dataset",
       "DATASET_DIR",
       "No config: one positional argument, the dataset directory. Checks the manifest, file "
-      "sizes, checksums and the CSR, then prints the counts, each file's dtype, size and "
-      "checksum, out-degree statistics (min, max, mean, median, isolated nodes) and a histogram "
-      "of the out-degrees in log2 buckets (`0`, `1`, `2..3`, `4..7`, ...), bars of `#` scaled so "
-      "the largest bucket is 50 columns (a non-empty bucket shows at least one `#`).",
+      "sizes, checksums and the CSR, then prints the counts, the direction of the rows (`out`: "
+      "by source; `in`: by destination, from `convert` with `reverse`), each file's dtype, size "
+      "and checksum, the classes and the train/validation/test split of a labelled dataset, "
+      "degree statistics of the rows (out-degrees, or in-degrees for `direction: in`: min, max, "
+      "mean, median, isolated nodes) and a histogram of the degrees in log2 buckets (`0`, `1`, "
+      "`2..3`, `4..7`, ...), bars of `#` scaled so the largest bucket is 50 columns (a non-empty "
+      "bucket shows at least one `#`).",
       {},
       {"wholestore info datasets/rmat-small"},
       run_info};

@@ -80,7 +80,11 @@ std::optional<launch_options> parse_options(int argc, char** argv) {
     const bool takes_value =
         arg == "-n" || arg == "--master-addr" || arg == "--master-port" || arg == "--hosts";
     if (!takes_value) {
-      if (!arg.empty() && arg[0] == '-') throw usage_error("unknown option '" + arg + "'");
+      if (!arg.empty() && arg[0] == '-') {
+        throw usage_error("unknown option '" + arg + "'" +
+                          did_you_mean(arg, {"-n", "--hosts", "--master-addr", "--master-port",
+                                             "--help", "-h", "--"}));
+      }
       break;  // the command starts here, without "--"
     }
     if (i + 1 >= argc) throw usage_error("option " + arg + " needs a value");

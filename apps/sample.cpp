@@ -341,22 +341,35 @@ void print_summary(const sample_outcome& o) {
 void write_sample_report(const std::string& path, const sample_outcome& o, const config& cfg) {
   const train::sample_figures& tot = o.run.total;
   const sample_rates r = rates_of(o);
-  std::ostringstream report;
-  report << "command: sample\nranks: " << o.ranks << "\nsampler: " << (o.use_gpu ? "gpu" : "cpu")
-         << "\nsource: \"" << o.source << "\"\ngenerated: " << (o.generated ? "true" : "false")
-         << "\nnum_nodes: " << o.num_nodes << "\nnum_edges: " << o.num_edges
-         << "\nfeature_dim: " << o.feature_dim << "\ngenerate_s: " << o.gen_s
-         << "\nload_s: " << o.load_s << "\nload_bytes: " << o.load_bytes
-         << "\nload_gbps: " << r.load_gbps << "\ncheck_s: " << o.check_s << "\nepochs: " << o.epochs
-         << "\nbatches: " << tot.batches << "\nseeds: " << tot.seeds
-         << "\nsampled_edges: " << tot.sampled_edges << "\nsample_s: " << tot.sample_s
-         << "\nsampled_edges_per_s: " << r.edges_per_s << "\nloop_s: " << tot.loop_s
-         << "\nbatches_per_s: " << r.batches_per_s << "\ngathered_rows: " << tot.gathered_rows
-         << "\ngathered_bytes: " << tot.gathered_bytes << "\ngather_s: " << tot.gather_s
-         << "\ngathered_gbps: " << r.gather_gbps << "\npeak_rss_mib: " << o.run.total.rss_mib
-         << "\npeak_rss_mib_all_ranks: " << o.run.rss_sum_mib
-         << "\ngpu_used_mib: " << o.run.total.gpu_mib << "\n";
-  write_report(path, report.str(), &cfg);
+  report_body report("sample");
+  report.add("ranks", o.ranks)
+      .add("sampler", o.use_gpu ? "gpu" : "cpu")
+      .add("source", report_value::quoted(o.source))
+      .add("generated", o.generated)
+      .add("num_nodes", o.num_nodes)
+      .add("num_edges", o.num_edges)
+      .add("feature_dim", o.feature_dim)
+      .add("generate_s", o.gen_s)
+      .add("load_s", o.load_s)
+      .add("load_bytes", o.load_bytes)
+      .add("load_gbps", r.load_gbps)
+      .add("check_s", o.check_s)
+      .add("epochs", o.epochs)
+      .add("batches", tot.batches)
+      .add("seeds", tot.seeds)
+      .add("sampled_edges", tot.sampled_edges)
+      .add("sample_s", tot.sample_s)
+      .add("sampled_edges_per_s", r.edges_per_s)
+      .add("loop_s", tot.loop_s)
+      .add("batches_per_s", r.batches_per_s)
+      .add("gathered_rows", tot.gathered_rows)
+      .add("gathered_bytes", tot.gathered_bytes)
+      .add("gather_s", tot.gather_s)
+      .add("gathered_gbps", r.gather_gbps)
+      .add("peak_rss_mib", o.run.total.rss_mib)
+      .add("peak_rss_mib_all_ranks", o.run.rss_sum_mib)
+      .add("gpu_used_mib", o.run.total.gpu_mib);
+  write_report(path, report, &cfg);
 }
 
 // The job as this run sees it: the ranks met, agreed on the config and have their

@@ -316,23 +316,35 @@ std::vector<std::pair<std::string, std::string>> shared_settings(const config& c
 void write_train_report(const std::string& path, const config& cfg, const train_settings& s,
                         const std::string& source, const graph::edge_split& split, int ranks,
                         const train_result& r, double pairs_per_s) {
-  std::ostringstream o;
-  o.precision(10);
-  o << "command: train\nranks: " << ranks << "\ndevice: " << (s.use_gpu ? "gpu" : "cpu")
-    << "\nsource: \"" << source << "\"\nnum_nodes: " << split.train.num_nodes
-    << "\ntrain_edges: " << split.train.num_edges()
-    << "\nheld_out_edges: " << split.test_edges.size() << "\nmode: " << train_mode_name(s.mode)
-    << "\nfirst_epoch: " << r.first_epoch << "\nlast_epoch: " << r.last_epoch
-    << "\nroc_auc: " << r.final_scores.auc << "\nhits_at_k: " << r.final_scores.hits
-    << "\nhits_k: " << s.hits_k << "\npairs: " << r.pairs << "\nsteps: " << r.steps
-    << "\ntrain_s: " << r.train_s << "\npairs_per_s: " << pairs_per_s << "\ncurve:\n";
+  std::vector<report_row> curve;
   for (const epoch_record& e : r.epochs) {
-    o << "  - {epoch: " << e.epoch << ", loss: " << e.loss << ", pairs: " << e.pairs
-      << ", seconds: " << e.seconds;
-    if (e.evaluated) o << ", roc_auc: " << e.scores.auc << ", hits_at_k: " << e.scores.hits;
-    o << "}\n";
+    curve.push_back(
+        {{"epoch", e.epoch}, {"loss", e.loss}, {"pairs", e.pairs}, {"seconds", e.seconds}});
+    if (e.evaluated) {
+      curve.back().emplace_back("roc_auc", e.scores.auc);
+      curve.back().emplace_back("hits_at_k", e.scores.hits);
+    }
   }
-  write_report(path, o.str(), &cfg);
+  report_body report("train");
+  report.precision(10)
+      .add("ranks", ranks)
+      .add("device", s.use_gpu ? "gpu" : "cpu")
+      .add("source", report_value::quoted(source))
+      .add("num_nodes", split.train.num_nodes)
+      .add("train_edges", split.train.num_edges())
+      .add("held_out_edges", split.test_edges.size())
+      .add("mode", train_mode_name(s.mode))
+      .add("first_epoch", r.first_epoch)
+      .add("last_epoch", r.last_epoch)
+      .add("roc_auc", r.final_scores.auc)
+      .add("hits_at_k", r.final_scores.hits)
+      .add("hits_k", s.hits_k)
+      .add("pairs", r.pairs)
+      .add("steps", r.steps)
+      .add("train_s", r.train_s)
+      .add("pairs_per_s", pairs_per_s)
+      .add_rows("curve", std::move(curve));
+  write_report(path, report, &cfg);
 }
 
 void write_plot(const std::string& path, const train_result& r, const std::string& source) {
@@ -346,6 +358,20 @@ void write_plot(const std::string& path, const train_result& r, const std::strin
     }
   }
   write_svg(path, svg_line_chart("wholestore train: " + source, "epoch", loss, auc));
+}
+
+// Where `--export FILE.npy` puts the original id of each row: FILE.ids.npy (any other name gets
+// `.ids.npy` appended); none for an export to a device or a FIFO (/dev/null), whose directory
+// is not the user's.
+std::string export_ids_file(const std::string& export_file) {
+  struct stat st {};
+  if (export_file.empty() || (::stat(export_file.c_str(), &st) == 0 && !S_ISREG(st.st_mode)))
+    return "";
+  const std::string npy = ".npy";
+  std::string stem = export_file;
+  if (stem.size() > npy.size() && stem.compare(stem.size() - npy.size(), npy.size(), npy) == 0)
+    stem.resize(stem.size() - npy.size());
+  return stem + ".ids.npy";
 }
 
 // Two outputs named the same file (`--export X --plot X`) would leave only the last one
@@ -420,15 +446,19 @@ int run_train(int argc, char** argv) {
     return it == args.options.end() ? std::string() : it->second;
   };
   const std::string plot_file = option("--plot"), export_file = option("--export");
-  check_distinct_outputs(
-      {{"--export", export_file}, {"--plot", plot_file}, {"--report", args.report_file}});
+  const std::string ids_file = export_ids_file(export_file);
+  check_distinct_outputs({{"--export", export_file},
+                          {"--export's ids", ids_file},
+                          {"--plot", plot_file},
+                          {"--report", args.report_file}});
   // Output files are checked before the run (by the rank that writes them, as --report is), so
   // a typo costs nothing.
   const char* rank_env = std::getenv("RANK");
   if (rank_env == nullptr) rank_env = std::getenv("OMPI_COMM_WORLD_RANK");
   if (rank_env == nullptr || std::string(rank_env) == "0") {
-    for (const auto& [flag, file] :
-         {std::pair<std::string, std::string>{"--plot", plot_file}, {"--export", export_file}}) {
+    for (const auto& [flag, file] : {std::pair<std::string, std::string>{"--plot", plot_file},
+                                     {"--export", export_file},
+                                     {"--export", ids_file}}) {
       if (file.empty()) continue;
       try {
         check_report_file(file);
@@ -542,8 +572,11 @@ int run_train(int argc, char** argv) {
         s.hits_k, r.final_scores.hits, r.epochs.empty() ? 0.0 : r.epochs.back().loss, pairs_per_s,
         r.train_s);
     std::fflush(stdout);
-    if (!export_file.empty())
+    if (!export_file.empty()) {
       write_npy(export_file, r.embeddings.data(), split.train.num_nodes, s.dim);
+      // After the embeddings: an export that fails leaves both files as they were.
+      if (!ids_file.empty()) write_npy_ids(ids_file, split.train.node_ids, split.train.num_nodes);
+    }
     if (!plot_file.empty()) write_plot(plot_file, r, source);
     if (!args.report_file.empty())
       write_train_report(args.report_file, cfg, s, source, split, ranks, r, pairs_per_s);
@@ -571,7 +604,11 @@ const command_info& train_command() {
       "OPTION is one of these, each with its value X (`--plot X` or `--plot=X`): `--plot "
       "FILE.svg` draws loss and ROC-AUC per epoch; "
       "`--export FILE.npy` writes the input vectors (nodes x dim float32, `numpy.load` reads "
-      "it); `--checkpoint DIR` stores both tables, their optimizer state and the epoch count "
+      "it) and beside them `FILE.ids.npy`, the original id of each row: int64 (0, 1, ... for a "
+      "generated graph or a dataset without `node_ids.txt`; the edge list's own ids where "
+      "train or `wholestore convert` remapped them), or strings (NumPy's `<U`) when some id is "
+      "not an integer; an export to a device such as /dev/null has no ids file; "
+      "`--checkpoint DIR` stores both tables, their optimizer state and the epoch count "
       "every `checkpoint_every` epochs; `--resume DIR` continues from such a checkpoint with "
       "the same config, and ends with the same embeddings bit for bit as a run that never "
       "stopped.\n\n"

@@ -7,6 +7,8 @@
 
 #include <wholememory/device.hpp>
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -39,16 +41,6 @@ std::string gib(std::size_t bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f", static_cast<double>(bytes) / (1ull << 30));
   return text;
-}
-
-// A YAML double-quoted scalar.
-std::string quoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
 }
 
 }  // namespace
@@ -84,31 +76,49 @@ std::string version_text() {
   return out.str();
 }
 
-std::string version_yaml() {
+void emit_version(YAML::Emitter& out) {
   const wholememory::cuda_environment env = wholememory::describe_cuda_environment();
-  std::ostringstream out;
-  out << "version:\n";
-  out << "  wholestore: " << quoted(WHOLESTORE_VERSION) << "\n";
-  out << "  git_commit: " << quoted(WHOLESTORE_GIT_COMMIT) << "\n";
-  out << "  build_type: " << quoted(WHOLESTORE_BUILD_TYPE) << "\n";
-  out << "  compiler: " << quoted(WHOLESTORE_COMPILER) << "\n";
-  out << "  cuda: " << (cuda_compiled ? "true" : "false") << "\n";
-  out << "  cuda_version: " << quoted(WHOLESTORE_BUILD_CUDA_VERSION) << "\n";
-  out << "  cuda_architectures: " << quoted(WHOLESTORE_BUILD_CUDA_ARCHITECTURES) << "\n";
-  out << "  nccl: " << (cuda_compiled ? "true" : "false") << "\n";
-  out << "  nccl_version: " << quoted(WHOLESTORE_BUILD_NCCL_VERSION) << "\n";
-  out << "  cuda_driver: " << quoted(cuda_version_name(env.driver_version)) << "\n";
-  out << "  cuda_runtime: " << quoted(cuda_version_name(env.runtime_version)) << "\n";
-  out << "  nccl_library: " << quoted(nccl_version_name(env.nccl_version)) << "\n";
-  out << "  gpus:" << (env.gpus.empty() ? " []" : "") << "\n";
+  // Texts quoted even where plain would do: "12.4" and "0.1" stay versions, not numbers.
+  auto text = [&](const char* key, const std::string& value) {
+    out << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << value;
+  };
+  out << YAML::Key << "version" << YAML::Value << YAML::BeginMap;
+  text("wholestore", WHOLESTORE_VERSION);
+  text("git_commit", WHOLESTORE_GIT_COMMIT);
+  text("build_type", WHOLESTORE_BUILD_TYPE);
+  text("compiler", WHOLESTORE_COMPILER);
+  out << YAML::Key << "cuda" << YAML::Value << cuda_compiled;
+  text("cuda_version", WHOLESTORE_BUILD_CUDA_VERSION);
+  text("cuda_architectures", WHOLESTORE_BUILD_CUDA_ARCHITECTURES);
+  out << YAML::Key << "nccl" << YAML::Value << cuda_compiled;
+  text("nccl_version", WHOLESTORE_BUILD_NCCL_VERSION);
+  text("cuda_driver", cuda_version_name(env.driver_version));
+  text("cuda_runtime", cuda_version_name(env.runtime_version));
+  text("nccl_library", nccl_version_name(env.nccl_version));
+  out << YAML::Key << "gpus" << YAML::Value;
+  if (env.gpus.empty()) out << YAML::Flow;  // `gpus: []`
+  out << YAML::BeginSeq;
   for (const auto& g : env.gpus) {
-    out << "    - {device: " << g.device << ", name: " << quoted(g.name)
-        << ", compute_capability: \"" << g.compute_major << "." << g.compute_minor
-        << "\", memory_gib: " << gib(g.memory_bytes) << ", pci_bus_id: " << quoted(g.pci_bus_id)
-        << "}\n";
+    out << YAML::Flow << YAML::BeginMap;
+    out << YAML::Key << "device" << YAML::Value << g.device;
+    text("name", g.name);
+    text("compute_capability",
+         std::to_string(g.compute_major) + "." + std::to_string(g.compute_minor));
+    out << YAML::Key << "memory_gib" << YAML::Value << gib(g.memory_bytes);  // "79.1": a number
+    text("pci_bus_id", g.pci_bus_id);
+    out << YAML::EndMap;
   }
-  if (!env.note.empty()) out << "  gpu_note: " << quoted(env.note) << "\n";
-  return out.str();
+  out << YAML::EndSeq;
+  if (!env.note.empty()) text("gpu_note", env.note);
+  out << YAML::EndMap;
+}
+
+std::string version_yaml() {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  emit_version(out);
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
 }
 
 }  // namespace wholestore::apps

@@ -8,6 +8,10 @@
 
 #include <string>
 
+namespace YAML {
+class Emitter;
+}
+
 namespace wholestore::apps {
 
 /// The block for a terminal, several lines.  Never throws for a missing driver or GPU: it says
@@ -16,5 +20,9 @@ std::string version_text();
 
 /// The same as a YAML mapping under the top-level key `version:`, ending in a newline.
 std::string version_yaml();
+
+/// Writes the key `version` and that mapping into the mapping `out` has open (a --report's
+/// block, the same text as version_yaml's).
+void emit_version(YAML::Emitter& out);
 
 }  // namespace wholestore::apps

@@ -1,6 +1,9 @@
 // Edge-list text to a host CSR: a hand-written line parser over big chunks of the file (no
-// iostream per token), id remapping in first-appearance order, and a counting-sort CSR build.
+// iostream per token) and id remapping in first-appearance order; the CSR is built by
+// detail::build_csr (edge_csr.hpp).
 #include <graph/convert.hpp>
+
+#include "edge_csr.hpp"
 
 #include <wholememory/error.hpp>
 
@@ -195,8 +198,8 @@ class edge_list_parser {
       g.node_ids = node_id_texts();
     }
     g.num_nodes = n;
-    g.directed = !options_.symmetrize;
-    build_csr(g);
+    detail::build_csr(g, detail::edge_arrays{std::move(src_), std::move(dst_), std::move(weights_)},
+                      options_);
     return g;
   }
 
@@ -322,66 +325,6 @@ class edge_list_parser {
                              : std::to_string(numeric_value_[v]);
     }
     return ids;
-  }
-
-  // Counting sort of the edges by source (two passes over the edge arrays), then, when asked,
-  // each row sorted by destination and its duplicates dropped.
-  void build_csr(host_csr& g) {
-    const std::uint64_t n = g.num_nodes, m = src_.size();
-    const bool sym = options_.symmetrize, weighted = options_.has_weights;
-    g.row_offsets.assign(n + 1, 0);
-    for (std::uint64_t e = 0; e < m; ++e) {
-      ++g.row_offsets[static_cast<std::uint64_t>(src_[e]) + 1];
-      if (sym && src_[e] != dst_[e]) ++g.row_offsets[static_cast<std::uint64_t>(dst_[e]) + 1];
-    }
-    for (std::uint64_t v = 0; v < n; ++v) g.row_offsets[v + 1] += g.row_offsets[v];
-    const std::uint64_t total = static_cast<std::uint64_t>(g.row_offsets[n]);
-    g.col_indices.resize(total);
-    if (weighted) g.edge_weights.resize(total);
-    std::vector<std::int64_t> cursor(g.row_offsets.begin(), g.row_offsets.end() - 1);
-    auto place = [&](std::int64_t u, std::int64_t v, float w) {
-      const std::int64_t at = cursor[static_cast<std::uint64_t>(u)]++;
-      g.col_indices[static_cast<std::uint64_t>(at)] = v;
-      if (weighted) g.edge_weights[static_cast<std::uint64_t>(at)] = w;
-    };
-    for (std::uint64_t e = 0; e < m; ++e) {
-      const float w = weighted ? weights_[e] : 0.0f;
-      place(src_[e], dst_[e], w);
-      if (sym && src_[e] != dst_[e]) place(dst_[e], src_[e], w);
-    }
-    std::vector<std::int64_t>().swap(src_);
-    std::vector<std::int64_t>().swap(dst_);
-    std::vector<float>().swap(weights_);
-    if (options_.drop_duplicates) drop_duplicates(g);
-  }
-
-  // Sorts each row by destination (stable: the first weight read wins) and keeps one copy.
-  static void drop_duplicates(host_csr& g) {
-    const bool weighted = !g.edge_weights.empty();
-    std::vector<std::pair<std::int64_t, float>> row;
-    std::uint64_t out = 0;
-    std::int64_t row_start = 0;
-    for (std::uint64_t v = 0; v < g.num_nodes; ++v) {
-      const std::int64_t begin = row_start, end = g.row_offsets[v + 1];
-      row.clear();
-      for (std::int64_t e = begin; e < end; ++e) {
-        const auto i = static_cast<std::uint64_t>(e);
-        row.emplace_back(g.col_indices[i], weighted ? g.edge_weights[i] : 0.0f);
-      }
-      std::stable_sort(row.begin(), row.end(),
-                       [](const auto& a, const auto& b) { return a.first < b.first; });
-      row_start = end;
-      g.row_offsets[v] = static_cast<std::int64_t>(out);
-      for (std::size_t k = 0; k < row.size(); ++k) {
-        if (k > 0 && row[k].first == row[k - 1].first) continue;
-        g.col_indices[out] = row[k].first;
-        if (weighted) g.edge_weights[out] = row[k].second;
-        ++out;
-      }
-    }
-    g.row_offsets[g.num_nodes] = static_cast<std::int64_t>(out);
-    g.col_indices.resize(out);
-    if (weighted) g.edge_weights.resize(out);
   }
 
   const std::string& path_;

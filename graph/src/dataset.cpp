@@ -59,12 +59,17 @@ void check_labels(const host_csr& graph, const std::string& source) {
   WM_EXPECTS(graph.num_classes >= 1, source << ": node_labels without num_classes");
   for (std::uint64_t v = 0; v < n; ++v) {
     const std::int32_t c = graph.node_labels[v];
-    WM_EXPECTS(c >= 0 && static_cast<std::uint32_t>(c) < graph.num_classes,
-               source << ": node " << v << " has label " << c
-                      << ", outside [0, num_classes = " << graph.num_classes << ")");
-    WM_EXPECTS(graph.node_split[v] <= 2, source << ": node " << v << " has split "
-                                                << int(graph.node_split[v])
-                                                << "; 0 train, 1 validation, 2 test");
+    WM_EXPECTS(c == unlabelled || (c >= 0 && static_cast<std::uint32_t>(c) < graph.num_classes),
+               source << ": node " << v << " has label " << c << ", outside [0, num_classes = "
+                      << graph.num_classes << ") and not " << unlabelled << " (unlabelled)");
+    const std::uint8_t s = graph.node_split[v];
+    WM_EXPECTS(s <= split_none, source << ": node " << v << " has split " << int(s)
+                                       << "; 0 train, 1 validation, 2 test, 3 none");
+    // A node a trainer or an evaluation would read must have a class to read.
+    WM_EXPECTS(s == split_none || c != unlabelled,
+               source << ": node " << v << " is in split " << int(s)
+                      << " (0 train, 1 validation, 2 test) but unlabelled (label " << unlabelled
+                      << ")");
   }
 }
 
@@ -243,9 +248,9 @@ class manifest_parser {
 };
 
 bool is_known_key(const std::string& key) {
-  static const char* const plain[] = {"format_version", "num_nodes",         "num_edges",
-                                      "directed",       "feature_dim",       "node_ids_file",
-                                      "node_ids_bytes", "node_ids_checksum", "num_classes"};
+  static const char* const plain[] = {
+      "format_version", "num_nodes",     "num_edges",      "directed",          "direction",
+      "feature_dim",    "node_ids_file", "node_ids_bytes", "node_ids_checksum", "num_classes"};
   for (const char* k : plain) {
     if (key == k) return true;
   }
@@ -322,6 +327,8 @@ std::uint64_t file_checksum(const std::string& path) {
 
 }  // namespace
 
+const char* edge_direction_name(edge_direction d) { return d == edge_direction::in ? "in" : "out"; }
+
 std::uint64_t fnv1a64(const void* data, std::size_t bytes, std::uint64_t seed) {
   const auto* p = static_cast<const unsigned char*>(data);
   std::uint64_t h = seed;
@@ -348,6 +355,14 @@ manifest read_manifest(const std::string& dir) {
   m.num_nodes = p.get_u64("num_nodes");
   m.num_edges = p.get_u64("num_edges");
   m.directed = p.get_bool("directed");
+  if (p.has("direction")) {  // absent in datasets written before it: rows by source
+    const std::string& d = p.get_string("direction");
+    WM_EXPECTS(d == "out" || d == "in", p.where("direction")
+                                            << ": direction '" << d
+                                            << "' is not out (rows by source) or in (rows by "
+                                               "destination)");
+    m.direction = d == "in" ? edge_direction::in : edge_direction::out;
+  }
 
   m.row_offsets = p.get_array("row_offsets");
   WM_EXPECTS(m.row_offsets.type == dtype::int64, p.where("row_offsets.dtype")
@@ -524,6 +539,7 @@ host_csr read_dataset(const std::string& dir) {
   host_csr g;
   g.num_nodes = m.num_nodes;
   g.directed = m.directed;
+  g.direction = m.direction;
   read_array<std::int64_t, std::int64_t>(dir, m.row_offsets, g.row_offsets);
   if (m.col_indices.type == dtype::int32) {
     read_array<std::int64_t, std::int32_t>(dir, m.col_indices, g.col_indices);

@@ -45,8 +45,9 @@ std::string hex64(std::uint64_t v);
 /// sizes, then rule 6 of docs/dataset-format.md through csr_check.hpp).
 void validate_csr(const host_csr& graph, const std::string& source);
 
-/// node_labels and node_split: together, num_nodes each, labels in [0, num_classes), split
-/// values 0, 1 or 2.  Throws logic_error naming `source` and the first bad node.
+/// node_labels and node_split: together, num_nodes each, labels in [0, num_classes) or
+/// `unlabelled`, split values 0 to 3 (split_none), every node of splits 0-2 labelled.  Throws
+/// logic_error naming `source` and the first bad node.
 void check_labels(const host_csr& graph, const std::string& source);
 
 }  // namespace wholestore::graph::detail

@@ -341,6 +341,7 @@ manifest write_files(const std::string& dir, const host_csr& graph, dtype featur
   m.num_nodes = graph.num_nodes;
   m.num_edges = graph.num_edges();
   m.directed = graph.directed;
+  m.direction = graph.direction;
   m.row_offsets = write_array<std::int64_t>(dir, "row_offsets.bin", dtype::int64,
                                             graph.row_offsets.data(), graph.row_offsets.size());
   if (graph.num_nodes < detail::int32_node_limit) {
@@ -405,7 +406,8 @@ manifest write_files(const std::string& dir, const host_csr& graph, dtype featur
      << "format_version: " << m.format_version << "\n"
      << "num_nodes: " << m.num_nodes << "\n"
      << "num_edges: " << m.num_edges << "\n"
-     << "directed: " << (m.directed ? "true" : "false") << "\n";
+     << "directed: " << (m.directed ? "true" : "false") << "\n"
+     << "direction: " << edge_direction_name(m.direction) << "\n";
   put_array(os, "row_offsets", m.row_offsets);
   put_array(os, "col_indices", m.col_indices);
   if (m.edge_weights) put_array(os, "edge_weights", *m.edge_weights);

@@ -224,6 +224,54 @@ TEST(ConfigErrors, UsageErrorsAreToldApart) {
   EXPECT_EQ(load_config(schema, "", {"n=7"}).get_int("n"), 7);
 }
 
+// An unknown name comes with the closest known ones: swaps, typos, a dotted key's last part,
+// a name inside a longer one; ties all named; nothing when no name is close.
+TEST(ConfigErrors, UnknownNamesComeWithTheClosestOnes) {
+  using names = std::vector<std::string>;
+  const names keys = {"walk_length", "window",          "gen.num_nodes", "gen.num_edges",
+                      "memory.type", "memory.size_mib", "fanouts"};
+  EXPECT_EQ(closest_names("walk_lenght", keys), names{"walk_length"});
+  EXPECT_EQ(closest_names("Walk_Length", keys), names{"walk_length"});
+  EXPECT_EQ(closest_names("fanout", keys), names{"fanouts"});
+  EXPECT_EQ(closest_names("num_nodes", keys), names{"gen.num_nodes"});
+  EXPECT_EQ(closest_names("gen.num_nodez", keys), names{"gen.num_nodes"});
+  EXPECT_EQ(closest_names("memory.size", keys), names{"memory.size_mib"});
+  EXPECT_EQ(closest_names("gen.num", keys), (names{"gen.num_nodes", "gen.num_edges"}));
+  EXPECT_EQ(closest_names("nosuch", keys), names{});
+  EXPECT_EQ(closest_names("x", keys), names{});
+  EXPECT_EQ(closest_names("trian", {"sample", "train", "demo"}), names{"train"});
+  EXPECT_EQ(closest_names("--exprot", {"--set", "--report", "--export"}), names{"--export"});
+  EXPECT_EQ(did_you_mean("walk_lenght", keys), "; did you mean 'walk_length'?");
+  EXPECT_EQ(did_you_mean("gen.num", keys), "; did you mean 'gen.num_nodes' or 'gen.num_edges'?");
+  EXPECT_EQ(did_you_mean("ab", {"a", "b", "cd", "ac"}), "; did you mean 'a', 'b' or 'ac'?");
+  EXPECT_EQ(did_you_mean("nosuch", keys), "");
+
+  // In the errors: a close key is named; none close lists the known keys.
+  const std::vector<config_key> schema = {{"walk_length", value_kind::integer, "1", "steps"},
+                                          {"gen.seed", value_kind::integer, "0", "a seed"}};
+  auto message = [&](const std::string& set) {
+    try {
+      load_config(schema, "", {set});
+    } catch (const usage_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message("walk_lenght=5"),
+            "--set walk_lenght=5: unknown key 'walk_lenght'; did you mean 'walk_length'?");
+  EXPECT_EQ(message("seed=1"), "--set seed=1: unknown key 'seed'; did you mean 'gen.seed'?");
+  EXPECT_EQ(message("zzz=1"), "--set zzz=1: unknown key 'zzz' (known keys: walk_length, gen.seed)");
+  std::vector<std::string> args = {"cmd", "--exprot", "x"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  try {
+    parse_command_args(static_cast<int>(argv.size()), argv.data(), {"--export", "--plot"});
+    ADD_FAILURE() << "--exprot accepted";
+  } catch (const usage_error& e) {
+    EXPECT_EQ(std::string(e.what()), "unknown option '--exprot'; did you mean '--export'?");
+  }
+}
+
 // A scratch directory for one test, removed with what it holds.
 class scratch_dir {
  public:

@@ -245,6 +245,49 @@ mkdir -p "$work/ck-killed/epoch-2/input.tmp-123-0" && echo partial >"$work/ck-ki
 [ -z "$(find "$work/ck-killed" -name '*.tmp*')" ] && [ -d "$work/ck-killed/epoch-2/input" ] ||
   fail "the killed store's leftover stayed: $(find "$work/ck-killed")"
 
+# --export writes the original id of each row beside the embeddings (FILE.ids.npy): cora's ids
+# are sparse (up to 1155073) and remapped in order of first appearance, the order of convert's
+# node_ids.txt, int64, one per row; both ends of cora.cites's edges are among them. A generated
+# graph's are 0 .. n-1; ids that are not all integers are strings (NumPy's <U).
+npy_values() {  # FILE OD-TYPE: the values after a .npy's header, one per line
+  local hlen
+  hlen=$(head -c 10 "$1" | tail -c 2 | od -An -tu2 | tr -d ' ')
+  tail -c +$((11 + hlen)) "$1" | od -An -v "-t$2" | tr -s ' ' '\n' | sed '/^$/d'
+}
+[ -f "$work/one.ids.npy" ] || fail "--export $work/one.npy wrote no $work/one.ids.npy"
+grep -q "{'descr': '<i8', 'fortran_order': False, 'shape': (2708,), }" <(head -c 128 "$work/one.ids.npy") ||
+  fail "ids .npy header: $(head -c 128 "$work/one.ids.npy" | tr -d '\0')"
+npy_values "$work/one.ids.npy" d8 >"$work/one.ids"
+[ "$(wc -l <"$work/one.ids")" = 2708 ] || fail "the ids file has $(wc -l <"$work/one.ids") ids, expected 2708"
+[ "$(sort -n "$work/one.ids" | tail -1)" = 1155073 ] || fail "the largest id is $(sort -n "$work/one.ids" | tail -1)"
+"$bin" convert configs/convert.yaml --set input="$data/cora.cites" --set output="$work/cora-ds" \
+  >"$work/cora-ds.log" 2>&1 || fail "convert of cora exited non-zero: $(tail -3 "$work/cora-ds.log")"
+cmp -s "$work/one.ids" "$work/cora-ds/node_ids.txt" || fail "the exported ids are not convert's node_ids.txt"
+for edge in "$(head -1 "$data/cora.cites")" "$(sed -n 1000p "$data/cora.cites")" "$(tail -1 "$data/cora.cites")"; do
+  read -r src dst <<<"$edge"
+  grep -Fxq "$src" "$work/one.ids" && grep -Fxq "$dst" "$work/one.ids" ||
+    fail "edge '$edge' of cora.cites: an end is not in the ids file"
+done
+if python3 -c 'import numpy' 2>/dev/null; then
+  python3 -c "import numpy, sys; e = numpy.load(sys.argv[1]); i = numpy.load(sys.argv[2]); assert i.dtype == numpy.int64 and i.shape == (e.shape[0],), i" \
+    "$work/one.npy" "$work/one.ids.npy" || fail "numpy cannot load the ids"
+fi
+"$bin" train configs/train.yaml --set gen.num_nodes=50 --set gen.num_edges=400 --set epochs=1 \
+  --set dim=4 --export "$work/gen.npy" >"$work/gen.log" 2>&1 || fail "generated graph exited non-zero: $(tail -3 "$work/gen.log")"
+[ "$(npy_values "$work/gen.ids.npy" d8 | tr '\n' ' ')" = "$(seq 0 49 | tr '\n' ' ')" ] ||
+  fail "a generated graph's ids are not 0..49: $(npy_values "$work/gen.ids.npy" d8 | head -3 | tr '\n' ' ')"
+printf 'ann bob\nbob cy\ncy zoë\nzoë ann\nann cy\nbob zoë\n7 ann\n7 bob\n' >"$work/names.txt"
+"$bin" train configs/train.yaml --set dataset="$work/names.txt" --set epochs=1 --set dim=4 \
+  --export "$work/names" >"$work/names.log" 2>&1 || fail "string ids exited non-zero: $(tail -3 "$work/names.log")"
+grep -q "{'descr': '<U3', 'fortran_order': False, 'shape': (5,), }" <(head -c 128 "$work/names.ids.npy") ||
+  fail "string ids .npy header: $(head -c 128 "$work/names.ids.npy" | tr -d '\0')"
+[ "$(npy_values "$work/names.ids.npy" x4 | tr '\n' ' ')" = "00000061 0000006e 0000006e 00000062 0000006f 00000062 00000063 00000079 00000000 0000007a 0000006f 000000eb 00000037 00000000 00000000 " ] ||
+  fail "string ids: $(npy_values "$work/names.ids.npy" x4 | tr '\n' ' ')"
+expect_error 1 "error: --export's ids $work/e.ids.npy and --plot $work/e.ids.npy name the same file" \
+  --export "$work/e.npy" --plot "$work/e.ids.npy"
+expect_error 0 "summary: " --set epochs=1 --export /dev/null
+[ -e /dev/null.ids.npy ] && fail "--export /dev/null wrote /dev/null.ids.npy"
+
 # The headline: the shipped default on ego-Facebook, 10% held out, dim 128.
 "$bin" train configs/train.yaml --set dataset="$data/facebook_combined.txt" >"$work/fb.log" 2>&1 ||
   fail "facebook run exited non-zero: $(tail -5 "$work/fb.log")"

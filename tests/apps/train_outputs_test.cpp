@@ -140,7 +140,10 @@ TEST(OutputFiles, FailedWritesKeepThePreviousFileAndLeaveNothing) {
   const std::vector<output> outputs = {
       {"--export", "emb.npy", [&](const std::string& p) { write_npy(p, data.data(), 4096, 64); }},
       {"--plot", "plot.svg", [&](const std::string& p) { write_svg(p, big); }},
-      {"--report", "r.yaml", [&](const std::string& p) { write_report(p, big, nullptr); }},
+      {"--report", "r.yaml",
+       [&](const std::string& p) {
+         write_report(p, report_body("train").add("big", big), nullptr);
+       }},
   };
   for (const output& o : outputs) {
     const fs::path path = dir.path / o.file;

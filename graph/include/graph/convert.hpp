@@ -20,14 +20,20 @@
 
 namespace wholestore::graph {
 
+/// How edges become rows; the same for edge lists (convert_edge_list) and for the importers of
+/// graph/import.hpp.
 struct convert_options {
   bool symmetrize = false;  ///< add the reverse of every edge (an undirected graph)
   bool drop_self_loops = false;
   bool drop_duplicates = false;    ///< keep one copy of each (src, dst) after symmetrizing
-  bool has_weights = false;        ///< read a third column as a float32 weight
-  bool numeric_ids_as_is = false;  ///< keep integer ids instead of remapping them
+  bool has_weights = false;        ///< edge lists: read a third column as a float32 weight
+  bool numeric_ids_as_is = false;  ///< edge lists: keep integer ids instead of remapping them
   /// Called after each chunk read with the bytes read so far.  Optional.
   std::function<void(std::uint64_t bytes_read)> progress;
+  /// Store edge u -> v in row v (rows by destination: the CSC of the input, `direction: in`), so
+  /// that sampling a node draws the nodes with an edge into it, as PyG and DGL aggregate.  (Last,
+  /// so that positional initializers written before it keep their meaning.)
+  bool reverse = false;
 };
 
 /// What the converter read, for the caller to report (a skipped header, an empty list).

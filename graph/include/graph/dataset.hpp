@@ -6,7 +6,13 @@
  *   <dir>/col_indices.bin   int32 when num_nodes < 2^31, else int64; num_edges entries
  *   <dir>/edge_weights.bin  optional, float32, num_edges entries
  *   <dir>/node_features.bin optional, float32/float16/bfloat16, num_nodes x feature_dim
+ *   <dir>/node_labels.bin   optional, int32 class per node (-1: unlabelled), with
+ *   <dir>/node_split.bin    uint8 per node: 0 train, 1 validation, 2 test, 3 none
  *   <dir>/node_ids.txt      optional, original id of every node (written by the converter)
+ *
+ * Rows are by source node (`direction: out`, the default) or, for a dataset converted with
+ * `reverse`, by destination node (`direction: in`: row v holds the nodes with an edge into v,
+ * i.e. the CSC of the input), so that samplers gather in-neighbors as PyG and DGL aggregate.
  *
  * The manifest is a flat YAML mapping (one `key: value` per line) that this library writes and
  * reads itself, so no YAML dependency sits below apps/.  docs/dataset-format.md is the
@@ -27,6 +33,18 @@ namespace wholestore::graph {
 /// Version written into, and required from, manifests.
 constexpr int dataset_format_version = 1;
 
+/// Which edges row v of a dataset holds: v's out-neighbors (the input's edges u -> v stored
+/// by source) or v's in-neighbors (stored by destination; `convert` with `reverse`).
+enum class edge_direction : std::uint8_t { out, in };
+
+/// "out" or "in", as the manifest writes it.
+const char* edge_direction_name(edge_direction d);
+
+/// node_labels value of a node without a class.
+constexpr std::int32_t unlabelled = -1;
+/// node_split values: a node is in one of the three splits or in none.
+constexpr std::uint8_t split_train = 0, split_valid = 1, split_test = 2, split_none = 3;
+
 /// One array file of a dataset.
 struct array_file {
   std::string name;            ///< file name inside the dataset directory
@@ -42,6 +60,8 @@ struct manifest {
   std::uint64_t num_nodes = 0;
   std::uint64_t num_edges = 0;
   bool directed = true;  ///< false when the converter symmetrized the edges
+  /// `direction:` in the manifest; datasets written before the key existed are `out`.
+  edge_direction direction = edge_direction::out;
   array_file row_offsets;
   array_file col_indices;
   std::optional<array_file> edge_weights;
@@ -51,8 +71,9 @@ struct manifest {
   /// node_ids_file's size and FNV-1a 64 checksum; datasets written before these keys existed
   /// lack them (then the file's lines are counted only when the ids are read).
   std::optional<std::uint64_t> node_ids_bytes, node_ids_checksum;
-  /// Node classification data (optional, together): labels int32 in [0, num_classes), split
-  /// uint8 (0 train, 1 validation, 2 test), num_nodes each.
+  /// Node classification data (optional, together): labels int32 in [0, num_classes) or
+  /// `unlabelled`, split uint8 (split_train, split_valid, split_test, split_none), num_nodes
+  /// each.
   std::optional<array_file> node_labels, node_split;
   std::uint32_t num_classes = 0;  ///< 0 when there are no labels
 };
@@ -66,9 +87,11 @@ struct host_csr {
   std::vector<float> node_features;       ///< empty or num_nodes * feature_dim (float32)
   std::uint64_t feature_dim = 0;
   bool directed = true;
-  std::vector<std::string> node_ids;  ///< empty, or the original id of every node
-  /// Node classification (generate_sbm): empty, or num_nodes each; labels in
-  /// [0, num_classes), split 0 train / 1 validation / 2 test.
+  edge_direction direction = edge_direction::out;  ///< rows by source (out) or destination (in)
+  std::vector<std::string> node_ids;               ///< empty, or the original id of every node
+  /// Node classification (generate_sbm, import_ondisk, import_ogb): empty, or num_nodes each;
+  /// labels in [0, num_classes) or `unlabelled`, split split_train / split_valid / split_test
+  /// / split_none; a node in one of the three splits has a label.
   std::vector<std::int32_t> node_labels;
   std::vector<std::uint8_t> node_split;
   std::uint32_t num_classes = 0;
