@@ -388,7 +388,6 @@ epoch_record trainer::run_epoch_blocks(int epoch, const train_callbacks& cb, tra
           work_in_part_ = i;
         }
         move_partition(output_, work_out_, c, false);
-        work_out_part_ = c;
         mark_block(ii, 1);
         result.host_load_s += seconds_since(th);
         th = std::chrono::steady_clock::now();
@@ -414,7 +413,6 @@ epoch_record trainer::run_epoch_blocks(int epoch, const train_callbacks& cb, tra
         result.host_steps_s += seconds_since(th);
         th = std::chrono::steady_clock::now();
         move_partition(output_, work_out_, c, true);
-        work_out_part_ = -1;
         mark_block(ii, 3);
         result.host_store_s += seconds_since(th);
         round_pairs += count;

@@ -308,7 +308,7 @@ class trainer {
   // the working tables.
   std::shared_ptr<wm::communicator> self_comm_;
   embedding::table work_in_, work_out_;
-  int work_in_part_ = -1, work_out_part_ = -1;         // the partitions they hold (-1: none)
+  int work_in_part_ = -1;  // the node partition work_in_ holds (-1: none)
   std::vector<std::vector<std::int64_t>> part_nodes_;  // partition c's node ids (CPU path)
   std::vector<wm::device_buffer> d_part_nodes_;        // the same on the GPU path
   graph::gpu_block_pairs gpu_blocks_;
